@@ -1,0 +1,4 @@
+//go:build tools
+
+// Package tools pins build-time dependencies so go.mod records them.
+package tools
