@@ -1,0 +1,195 @@
+// Package dmfake is an in-memory device-mapper for unit tests: it keeps live
+// and inactive tables and the suspend state the way the kernel does, records
+// every call, and lets a test inject failures and status lines.
+package dmfake
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/ssdcache/ssdcache/pkg/dm"
+)
+
+type device struct {
+	num       dm.DevNum
+	live      dm.Table
+	inactive  *dm.Table
+	suspended bool
+}
+
+// DM is a fake dm.Interface. The zero value is not usable; call New.
+type DM struct {
+	mu      sync.Mutex
+	devices map[string]*device
+	next    uint32
+	// Calls records each mutating call as "op name [table]".
+	Calls []string
+	// FailOn makes the named operation ("create", "load", "resume", ...) fail once.
+	FailOn map[string]error
+	// StatusOverride replaces the synthesised status line of a device.
+	StatusOverride map[string]string
+	// Record, when set, is called for every mutating operation, so a test can
+	// merge dm calls with other fakes' calls into one ordered log.
+	Record func(event string)
+}
+
+// New returns an empty fake with device numbers from major 253.
+func New() *DM {
+	return &DM{devices: map[string]*device{}, FailOn: map[string]error{}, StatusOverride: map[string]string{}}
+}
+
+var _ dm.Interface = (*DM)(nil)
+
+func (f *DM) record(op, name string, table *dm.Table) error {
+	event := op + " " + name
+	if table != nil {
+		event += " " + table.String()
+	}
+	f.Calls = append(f.Calls, event)
+	if f.Record != nil {
+		f.Record("dm " + event)
+	}
+	if err, ok := f.FailOn[op]; ok {
+		delete(f.FailOn, op)
+		return err
+	}
+	return nil
+}
+
+func (f *DM) get(name string) (*device, error) {
+	d, ok := f.devices[name]
+	if !ok {
+		return nil, fmt.Errorf("%s: %w", name, dm.ErrNotFound)
+	}
+	return d, nil
+}
+
+func (f *DM) Create(_ context.Context, name string, table dm.Table) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record("create", name, &table); err != nil {
+		return err
+	}
+	if _, ok := f.devices[name]; ok {
+		return fmt.Errorf("dmsetup create %s: device already exists", name)
+	}
+	f.next++
+	f.devices[name] = &device{num: dm.DevNum{Major: 253, Minor: f.next}, live: table}
+	return nil
+}
+
+func (f *DM) Load(_ context.Context, name string, table dm.Table) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record("load", name, &table); err != nil {
+		return err
+	}
+	d, err := f.get(name)
+	if err != nil {
+		return err
+	}
+	d.inactive = &table
+	return nil
+}
+
+func (f *DM) Suspend(_ context.Context, name string) error {
+	return f.mutate("suspend", name, func(d *device) { d.suspended = true })
+}
+
+func (f *DM) Resume(_ context.Context, name string) error {
+	return f.mutate("resume", name, func(d *device) {
+		if d.inactive != nil {
+			d.live, d.inactive = *d.inactive, nil
+		}
+		d.suspended = false
+	})
+}
+
+func (f *DM) ClearInactive(_ context.Context, name string) error {
+	return f.mutate("clear", name, func(d *device) { d.inactive = nil })
+}
+
+func (f *DM) mutate(op, name string, change func(*device)) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record(op, name, nil); err != nil {
+		return err
+	}
+	d, err := f.get(name)
+	if err != nil {
+		return err
+	}
+	change(d)
+	return nil
+}
+
+func (f *DM) Remove(_ context.Context, name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record("remove", name, nil); err != nil {
+		return err
+	}
+	if _, err := f.get(name); err != nil {
+		return err
+	}
+	delete(f.devices, name)
+	return nil
+}
+
+func (f *DM) Table(_ context.Context, name string) (dm.Table, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d, err := f.get(name)
+	if err != nil {
+		return dm.Table{}, err
+	}
+	return d.live, nil
+}
+
+// Status synthesises a healthy status line for cache tables unless overridden.
+func (f *DM) Status(_ context.Context, name string) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d, err := f.get(name)
+	if err != nil {
+		return "", err
+	}
+	if s, ok := f.StatusOverride[name]; ok {
+		return s, nil
+	}
+	c, ok := d.live.Target.(dm.CacheTarget)
+	if !ok {
+		return fmt.Sprintf("0 %d %s", d.live.Length, d.live.Target.Type()), nil
+	}
+	return fmt.Sprintf("0 %d cache 8 10/4096 %d 0/1000 0 0 0 0 0 0 0 1 %s 2 migration_threshold 2048 smq 0 rw -",
+		d.live.Length, c.BlockSectors, c.Mode), nil
+}
+
+func (f *DM) List(context.Context) ([]dm.Device, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]dm.Device, 0, len(f.devices))
+	for name, d := range f.devices {
+		out = append(out, dm.Device{Name: name, DevNum: d.num})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Suspended reports whether name is suspended (a test asserts none is left so).
+func (f *DM) Suspended(name string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d, ok := f.devices[name]
+	return ok && d.suspended
+}
+
+// HasInactive reports whether name has a loaded table not yet resumed.
+func (f *DM) HasInactive(name string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d, ok := f.devices[name]
+	return ok && d.inactive != nil
+}

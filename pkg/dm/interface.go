@@ -1,0 +1,42 @@
+package dm
+
+import (
+	"context"
+	"errors"
+)
+
+// ErrNotFound is returned when a named device-mapper device does not exist.
+var ErrNotFound = errors.New("device-mapper device not found")
+
+// Device is a device-mapper device as the kernel reports it.
+type Device struct {
+	Name   string
+	DevNum DevNum
+}
+
+// Interface is the set of device-mapper operations ssdcache needs. The real
+// implementation runs dmsetup; tests use an in-memory fake (package dmfake).
+type Interface interface {
+	// Create creates and activates name with table; the /dev/mapper node exists afterwards.
+	Create(ctx context.Context, name string, table Table) error
+	// Load loads table into name's inactive slot; it becomes live on Resume.
+	Load(ctx context.Context, name string, table Table) error
+	// Suspend quiesces name, holding new I/O until Resume.
+	Suspend(ctx context.Context, name string) error
+	// Resume activates a loaded table, or just resumes I/O.
+	Resume(ctx context.Context, name string) error
+	// ClearInactive discards a loaded table that will not be resumed.
+	ClearInactive(ctx context.Context, name string) error
+	// Remove deletes name; ErrNotFound if it does not exist.
+	Remove(ctx context.Context, name string) error
+	// Table returns name's live table; ErrNotFound if it does not exist.
+	Table(ctx context.Context, name string) (Table, error)
+	// Status returns name's raw status line without committing cache metadata
+	// (--noflush), so that sampling adds no I/O.
+	Status(ctx context.Context, name string) (string, error)
+	// List returns every device-mapper device.
+	List(ctx context.Context) ([]Device, error)
+}
+
+// DevicePath is where a device-mapper device's node lives.
+func DevicePath(name string) string { return "/dev/mapper/" + name }
