@@ -1,0 +1,196 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// CacheMode is what the cache of a binding does.
+// +kubebuilder:validation:Enum=ReadCache;Paused
+type CacheMode string
+
+const (
+	// ModeReadCache caches reads; writes complete only once they are on the origin
+	// (dm-cache writethrough).
+	ModeReadCache CacheMode = "ReadCache"
+	// ModePaused keeps the cache attached but serves every read from the origin
+	// (dm-cache passthrough); the cache contents are kept.
+	ModePaused CacheMode = "Paused"
+)
+
+// WarmupPolicy says how a cache is filled before reads arrive. Only None exists for
+// now; warm start from a saved hot set is planned (DESIGN.md, "Warm start").
+// +kubebuilder:validation:Enum=None
+type WarmupPolicy string
+
+const (
+	// WarmupNone starts with an empty cache that fills as reads miss.
+	WarmupNone WarmupPolicy = "None"
+)
+
+// CacheBindingPhase is a one-word summary of a binding's state; the conditions
+// carry the detail.
+// +kubebuilder:validation:Enum=Pending;Admitted;Attached;Paused;Degraded;Detaching
+type CacheBindingPhase string
+
+const (
+	// PhasePending: not admitted to a node yet (see the Pending condition).
+	PhasePending CacheBindingPhase = "Pending"
+	// PhaseAdmitted: a node and cache capacity were chosen; the node agent has not
+	// attached the cache yet.
+	PhaseAdmitted CacheBindingPhase = "Admitted"
+	// PhaseAttached: the cache is attached and serving reads.
+	PhaseAttached CacheBindingPhase = "Attached"
+	// PhasePaused: the cache is attached in passthrough.
+	PhasePaused CacheBindingPhase = "Paused"
+	// PhaseDegraded: the cache device failed and was dropped; reads go to the origin.
+	PhaseDegraded CacheBindingPhase = "Degraded"
+	// PhaseDetaching: the binding is being deleted and the cache is being detached.
+	PhaseDetaching CacheBindingPhase = "Detaching"
+)
+
+// CacheBindingSpec is the cache a user asks for in front of one PVC.
+type CacheBindingSpec struct {
+	// pvcName names the PersistentVolumeClaim, in the binding's namespace, whose volume
+	// gets the cache. It cannot be changed; create another binding instead.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$')",message="pvcName must be a lowercase DNS subdomain name (a-z, 0-9, '-' and '.', starting and ending with a letter or digit)"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="pvcName is immutable; delete this binding and create another to cache a different PVC"
+	PVCName string `json:"pvcName"`
+
+	// size of the cache: a quantity of bytes of at least 16Mi (such as 10Gi), or a
+	// whole percentage of the volume's size from 1% to 100% (such as 10%). It may be
+	// changed while the cache is attached; the node agent resizes it online.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.endsWith('%') || isQuantity(self)",message="size must be a quantity such as 10Gi or a percentage of the volume such as 10%"
+	// +kubebuilder:validation:XValidation:rule="!self.endsWith('%') || self.matches('^([1-9][0-9]?|100)%$')",message="size as a percentage must be a whole number from 1% to 100%"
+	// +kubebuilder:validation:XValidation:rule="self.endsWith('%') || !isQuantity(self) || quantity(self).isInteger()",message="size must be a whole number of bytes"
+	// +kubebuilder:validation:XValidation:rule="self.endsWith('%') || !isQuantity(self) || quantity(self).compareTo(quantity('16Mi')) >= 0",message="size must be at least 16Mi, room for dm-cache metadata and data blocks"
+	Size string `json:"size"`
+
+	// mode is ReadCache (reads are cached, writes go through to the origin) or Paused
+	// (the cache stays attached but is bypassed).
+	// +optional
+	// +kubebuilder:default=ReadCache
+	Mode CacheMode `json:"mode,omitempty"`
+
+	// warmup is how the cache is filled; only None (fill on read misses) exists now.
+	// +optional
+	// +kubebuilder:default=None
+	Warmup WarmupPolicy `json:"warmup,omitempty"`
+}
+
+// CacheFigures are dm-cache's counters for the binding's cache, as last sampled by
+// the node agent. Counters are cumulative since the cache was attached.
+type CacheFigures struct {
+	// blockSizeBytes is the size of one cache block.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	BlockSizeBytes int64 `json:"blockSizeBytes,omitempty"`
+	// usedBlocks is the number of cache blocks holding data.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	UsedBlocks int64 `json:"usedBlocks,omitempty"`
+	// totalBlocks is the number of cache blocks.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	TotalBlocks int64 `json:"totalBlocks,omitempty"`
+	// readHits counts reads served from the cache.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ReadHits int64 `json:"readHits,omitempty"`
+	// readMisses counts reads served from the origin.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ReadMisses int64 `json:"readMisses,omitempty"`
+	// hitRatio is readHits / (readHits + readMisses) as a percentage with one decimal,
+	// such as "87.5%" (a string, not a float, so that the CRD stays portable); see
+	// FormatHitRatio.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^(100\.0|[1-9]?[0-9]\.[0-9])%$`
+	HitRatio string `json:"hitRatio,omitempty"`
+	// promotions counts blocks copied from the origin into the cache.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Promotions int64 `json:"promotions,omitempty"`
+	// demotions counts blocks dropped from the cache to make room.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Demotions int64 `json:"demotions,omitempty"`
+	// lastSampleTime is when the node agent read these figures from dm-cache.
+	// +optional
+	LastSampleTime *metav1.Time `json:"lastSampleTime,omitempty"`
+}
+
+// CacheBindingStatus is written by the controller up to admission (nodeName,
+// volumeHandle, resolvedSizeBytes, the Pending condition, phases Pending and
+// Admitted) and by the node agent of status.nodeName afterwards (Ready, Degraded,
+// figures, later phases).
+type CacheBindingStatus struct {
+	// observedGeneration is the metadata.generation the status was written for.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// phase summarises the state; see the conditions for the detail.
+	// +optional
+	Phase CacheBindingPhase `json:"phase,omitempty"`
+	// nodeName is the node the binding was admitted to; empty until admitted.
+	// +optional
+	NodeName string `json:"nodeName,omitempty"`
+	// volumeHandle is the CSI volume handle of the PVC's volume; set on admission.
+	// +optional
+	VolumeHandle string `json:"volumeHandle,omitempty"`
+	// resolvedSizeBytes is spec.size in bytes for this volume (a percentage resolved
+	// against the volume's capacity); it is what the node's capacity is charged.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ResolvedSizeBytes int64 `json:"resolvedSizeBytes,omitempty"`
+	// conditions: Ready, Degraded and Pending.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// cache holds the last sampled dm-cache figures.
+	// +optional
+	Cache *CacheFigures `json:"cache,omitempty"`
+}
+
+// CacheBinding puts a node-local SSD read cache in front of the volume of one PVC.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=cb;cbind,categories=ssdcache
+// +kubebuilder:printcolumn:name="PVC",type=string,JSONPath=`.spec.pvcName`
+// +kubebuilder:printcolumn:name="NODE",type=string,JSONPath=`.status.nodeName`
+// +kubebuilder:printcolumn:name="SIZE",type=string,JSONPath=`.spec.size`
+// +kubebuilder:printcolumn:name="MODE",type=string,JSONPath=`.spec.mode`
+// +kubebuilder:printcolumn:name="HIT%",type=string,JSONPath=`.status.cache.hitRatio`
+// +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="PHASE",type=string,JSONPath=`.status.phase`,priority=1
+// +kubebuilder:printcolumn:name="BYTES",type=integer,JSONPath=`.status.resolvedSizeBytes`,priority=1
+// +kubebuilder:printcolumn:name="REASON",type=string,JSONPath=`.status.conditions[?(@.type=="Pending")].reason`,priority=1
+type CacheBinding struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec CacheBindingSpec `json:"spec"`
+	// +optional
+	Status CacheBindingStatus `json:"status,omitempty"`
+}
+
+// CacheBindingList is a list of CacheBindings.
+//
+// +kubebuilder:object:root=true
+type CacheBindingList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []CacheBinding `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&CacheBinding{}, &CacheBindingList{})
+}

@@ -1,0 +1,89 @@
+package v1alpha1
+
+// Names shared by the controller, the node agent and the CSI driver. They live here
+// because this is the only package the others share as data.
+const (
+	// DriverName is the CSI driver name; only volumes of this driver can be cached.
+	DriverName = "ssdcache.io"
+
+	// TopologyKeyNode is the CSI topology key whose value names the node holding a
+	// volume; the controller reads it from the PV's required node affinity.
+	TopologyKeyNode = "topology.ssdcache.io/node"
+
+	// Finalizer keeps a CacheBinding until its cache is detached. The node agent on
+	// status.nodeName removes it after detaching; the controller removes it only when
+	// the binding was never admitted or its Node object no longer exists.
+	Finalizer = "ssdcache.io/cache-detach"
+
+	// AnnotationCacheCapacityBytes is set on each Node by its node agent: the bytes of
+	// cache (NVMe) space the node can hand out, as a decimal integer.
+	AnnotationCacheCapacityBytes = "ssdcache.io/cache-capacity-bytes"
+
+	// LabelManagedBy marks CacheBindings the controller created from a StorageClass.
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	// ManagedByController is the LabelManagedBy value of auto-created bindings.
+	ManagedByController = "ssdcache-controller"
+)
+
+// StorageClass parameters (see DESIGN.md, "Names").
+const (
+	// ParamCacheMode is `readcache` (every volume of the class gets a cache) or `none`.
+	ParamCacheMode = "ssdcache.io/cache-mode"
+	// ParamCacheSize is the cache size per volume: a quantity (`10Gi`) or a percentage
+	// of the volume (`10%`), in the syntax of CacheBindingSpec.Size.
+	ParamCacheSize = "ssdcache.io/cache-size"
+	// ParamDeviceClass selects the class of origin devices (HDD volume group) on a node.
+	ParamDeviceClass = "ssdcache.io/device-class"
+	// ParamWarmup is the warm-up policy of the class's bindings (`none` for now).
+	ParamWarmup = "ssdcache.io/warmup"
+	// ParamFSType is the standard CSI filesystem-type parameter.
+	ParamFSType = "csi.storage.k8s.io/fstype"
+
+	// CacheModeReadCache is the ParamCacheMode value that asks for a cache.
+	CacheModeReadCache = "readcache"
+	// CacheModeNone is the ParamCacheMode value for classes without a cache.
+	CacheModeNone = "none"
+	// DefaultCacheSize is used when a caching StorageClass does not set ParamCacheSize.
+	DefaultCacheSize = "10%"
+)
+
+// Condition types of CacheBindingStatus.Conditions.
+const (
+	// ConditionReady is True while the cache is attached and serving reads as the spec
+	// asks (written by the node agent; the controller sets it False while a binding is
+	// not admitted to a node, when no agent is responsible for it).
+	ConditionReady = "Ready"
+	// ConditionDegraded is True when the cache was dropped because its device failed;
+	// the volume keeps working from the origin (written by the node agent).
+	ConditionDegraded = "Degraded"
+	// ConditionPending is True while the binding waits for admission to a node
+	// (written by the controller); the reason says what it waits for.
+	ConditionPending = "Pending"
+)
+
+// Reasons of the Pending condition (written by the controller).
+const (
+	ReasonPVCNotFound          = "PVCNotFound"
+	ReasonPVCNotBound          = "PVCNotBound"
+	ReasonVolumeNotCacheable   = "VolumeNotCacheable"
+	ReasonNodeUnknown          = "NodeUnknown"
+	ReasonCacheCapacityUnknown = "CacheCapacityUnknown"
+	ReasonInsufficientCache    = "InsufficientCache"
+	ReasonInvalidSize          = "InvalidSize"
+	ReasonDuplicateBinding     = "DuplicateBinding"
+	// ReasonAdmitted is the reason of Pending=False once a node was chosen.
+	ReasonAdmitted = "Admitted"
+	// ReasonNotAdmitted is the reason of Ready=False while the binding is Pending.
+	ReasonNotAdmitted = "NotAdmitted"
+)
+
+// Reasons of the Ready and Degraded conditions (written by the node agent).
+const (
+	ReasonAttaching          = "Attaching"
+	ReasonAttached           = "Attached"
+	ReasonPaused             = "Paused"
+	ReasonDetaching          = "Detaching"
+	ReasonVolumeNotStaged    = "VolumeNotStaged"
+	ReasonCacheDeviceFailed  = "CacheDeviceFailed"
+	ReasonCacheDeviceHealthy = "CacheDeviceHealthy"
+)

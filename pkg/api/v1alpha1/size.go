@@ -1,0 +1,108 @@
+package v1alpha1
+
+import (
+	"fmt"
+	"math"
+	"math/big"
+	"strconv"
+	"strings"
+
+	"gopkg.in/inf.v0"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// MinCacheSizeBytes is the smallest cache accepted: below it dm-cache's metadata
+// (at least 2 MiB) would not leave room for a useful number of data blocks. The CRD's
+// CEL rule on spec.size says the same.
+const MinCacheSizeBytes int64 = 16 << 20
+
+// CacheSize is a parsed CacheBindingSpec.Size: either a fixed number of bytes or a
+// percentage of the volume. Exactly one of Bytes and Percent is non-zero.
+type CacheSize struct {
+	Bytes   int64
+	Percent int64
+}
+
+// ParseCacheSize parses a cache size as CacheBindingSpec.Size and the
+// ssdcache.io/cache-size StorageClass parameter accept it: a quantity of whole bytes
+// of at least 16Mi ("10Gi", "500M") or a whole percentage from 1% to 100% ("10%").
+// It accepts exactly what the CRD's validation accepts, so that a StorageClass
+// parameter is refused before a binding is created from it.
+func ParseCacheSize(s string) (CacheSize, error) {
+	if s == "" {
+		return CacheSize{}, fmt.Errorf("cache size is empty: want a quantity such as 10Gi or a percentage such as 10%%")
+	}
+	if num, ok := strings.CutSuffix(s, "%"); ok {
+		return parsePercent(s, num)
+	}
+	return parseQuantity(s)
+}
+
+func parsePercent(s, num string) (CacheSize, error) {
+	p, err := strconv.ParseInt(num, 10, 64)
+	// ParseInt accepts "+5" and "05"; the CRD pattern does not, so neither do we.
+	if err != nil || p < 1 || p > 100 || strconv.FormatInt(p, 10) != num {
+		return CacheSize{}, fmt.Errorf("cache size %q: a percentage must be a whole number from 1%% to 100%%", s)
+	}
+	return CacheSize{Percent: p}, nil
+}
+
+func parseQuantity(s string) (CacheSize, error) {
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return CacheSize{}, fmt.Errorf("cache size %q: want a quantity such as 10Gi or a percentage such as 10%%", s)
+	}
+	// Work on the exact decimal: Value() would round fractions up and saturate.
+	exact := q.AsDec()
+	whole := new(inf.Dec).Round(exact, 0, inf.RoundDown)
+	if whole.Cmp(exact) != 0 {
+		return CacheSize{}, fmt.Errorf("cache size %q must be a whole number of bytes", s)
+	}
+	n := whole.UnscaledBig()
+	if n.Cmp(big.NewInt(MinCacheSizeBytes)) < 0 {
+		return CacheSize{}, fmt.Errorf("cache size %q must be at least 16Mi", s)
+	}
+	// ParseQuantity saturates values beyond int64 at MaxInt64.
+	if !n.IsInt64() || n.Int64() == math.MaxInt64 {
+		return CacheSize{}, fmt.Errorf("cache size %q is larger than %d bytes", s, int64(math.MaxInt64-1))
+	}
+	return CacheSize{Bytes: n.Int64()}, nil
+}
+
+// String returns the size in the syntax ParseCacheSize accepts.
+func (c CacheSize) String() string {
+	if c.Percent != 0 {
+		return strconv.FormatInt(c.Percent, 10) + "%"
+	}
+	return resource.NewQuantity(c.Bytes, resource.BinarySI).String()
+}
+
+// Resolve returns the cache size in bytes for a volume of volumeBytes: Bytes as is,
+// or Percent of the volume rounded down to whole MiB (cache slices are allocated in
+// MiB-aligned extents). It fails when the result is below MinCacheSizeBytes.
+func (c CacheSize) Resolve(volumeBytes int64) (int64, error) {
+	if c.Percent == 0 {
+		return c.Bytes, nil
+	}
+	if volumeBytes <= 0 {
+		return 0, fmt.Errorf("cannot take %d%% of a volume whose size is unknown (%d bytes)", c.Percent, volumeBytes)
+	}
+	// volumeBytes/100*Percent cannot overflow int64 for Percent <= 100.
+	b := (volumeBytes/100*c.Percent + volumeBytes%100*c.Percent/100) &^ (1<<20 - 1)
+	if b < MinCacheSizeBytes {
+		return 0, fmt.Errorf("%d%% of a volume of %d bytes is %d bytes, less than the minimum cache of 16Mi", c.Percent, volumeBytes, b)
+	}
+	return b, nil
+}
+
+// FormatHitRatio formats hits/(hits+misses) as CacheFigures.HitRatio wants it:
+// a percentage with one decimal, rounded down ("87.5%"), and "0.0%" before any read.
+func FormatHitRatio(hits, misses int64) string {
+	total := hits + misses
+	if hits <= 0 || total <= 0 {
+		return "0.0%"
+	}
+	// Per-mille in big arithmetic so that large counters cannot overflow.
+	pm := new(big.Int).Div(new(big.Int).Mul(big.NewInt(hits), big.NewInt(1000)), big.NewInt(total)).Int64()
+	return fmt.Sprintf("%d.%d%%", pm/10, pm%10)
+}
