@@ -1,0 +1,132 @@
+// Package blockdev answers questions about block devices (what signatures a
+// device carries, how big it is, its device number) and performs the one
+// direct write ssdcache makes: zeroing the head of a cache metadata device.
+package blockdev
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ssdcache/ssdcache/pkg/command"
+	"github.com/ssdcache/ssdcache/pkg/dm"
+)
+
+// Signature is something wipefs recognises on a device: a filesystem, a
+// partition table, an LVM physical volume, a RAID member...
+type Signature struct {
+	Type   string `json:"type"`
+	Offset string `json:"offset"`
+	UUID   string `json:"uuid"`
+	Label  string `json:"label"`
+}
+
+// LVMMember is the signature type of an LVM physical volume.
+const LVMMember = "LVM2_member"
+
+// Interface is the block-device access the node needs.
+type Interface interface {
+	// Resolve follows symlinks (a /dev/disk/by-id link) to the device node.
+	Resolve(path string) (string, error)
+	// Signatures lists what is written on the device, without changing it.
+	Signatures(ctx context.Context, path string) ([]Signature, error)
+	// Size returns the device size in bytes.
+	Size(ctx context.Context, path string) (uint64, error)
+	// DevNum returns the device's major:minor.
+	DevNum(path string) (dm.DevNum, error)
+	// ZeroHead overwrites the first n bytes of the device with zeros, durably.
+	ZeroHead(path string, n uint64) error
+	// Wipe erases every signature; only for devices an operator told us to adopt.
+	Wipe(ctx context.Context, path string) error
+}
+
+// Host implements Interface on the node's real devices.
+type Host struct {
+	run *command.Runner
+}
+
+// NewHost returns the real block-device layer.
+func NewHost(run *command.Runner) *Host { return &Host{run: run} }
+
+var _ Interface = (*Host)(nil)
+
+func (h *Host) Resolve(path string) (string, error) { return filepath.EvalSymlinks(path) }
+
+func (h *Host) Signatures(ctx context.Context, path string) ([]Signature, error) {
+	out, err := h.run.Run(ctx, "wipefs", "--no-act", "--json", path)
+	if err != nil {
+		return nil, err
+	}
+	return ParseWipefs(out)
+}
+
+// ParseWipefs parses `wipefs --no-act --json`, which prints nothing at all
+// for a blank device.
+func ParseWipefs(out []byte) ([]Signature, error) {
+	if len(strings.TrimSpace(string(out))) == 0 {
+		return nil, nil
+	}
+	var report struct {
+		Signatures []Signature `json:"signatures"`
+	}
+	if err := json.Unmarshal(out, &report); err != nil {
+		return nil, fmt.Errorf("parse wipefs output: %w", err)
+	}
+	return report.Signatures, nil
+}
+
+func (h *Host) Size(ctx context.Context, path string) (uint64, error) {
+	out, err := h.run.Run(ctx, "blockdev", "--getsize64", path)
+	if err != nil {
+		return 0, err
+	}
+	size, err := strconv.ParseUint(strings.TrimSpace(string(out)), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("blockdev --getsize64 %s: %q: %w", path, out, err)
+	}
+	return size, nil
+}
+
+func (h *Host) DevNum(path string) (dm.DevNum, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return dm.DevNum{}, fmt.Errorf("stat %s: %w", path, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFBLK {
+		return dm.DevNum{}, fmt.Errorf("%s is not a block device", path)
+	}
+	return dm.DevNum{Major: unix.Major(st.Rdev), Minor: unix.Minor(st.Rdev)}, nil
+}
+
+func (h *Host) ZeroHead(path string, n uint64) error {
+	// O_SYNC so the zeros are on the device before dm-cache reads the superblock.
+	f, err := os.OpenFile(path, os.O_WRONLY|unix.O_SYNC, 0)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", path, err)
+	}
+	zeros := make([]byte, 1<<20)
+	for written := uint64(0); written < n; {
+		chunk := min(n-written, uint64(len(zeros)))
+		if _, err := f.WriteAt(zeros[:chunk], int64(written)); err != nil {
+			_ = f.Close()
+			return fmt.Errorf("zero %s at %d: %w", path, written, err)
+		}
+		written += chunk
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("sync %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+func (h *Host) Wipe(ctx context.Context, path string) error {
+	_, err := h.run.Run(ctx, "wipefs", "--all", path)
+	return err
+}

@@ -1,0 +1,125 @@
+// Package blockdevfake is an in-memory block-device layer for unit tests.
+package blockdevfake
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/ssdcache/ssdcache/pkg/blockdev"
+	"github.com/ssdcache/ssdcache/pkg/dm"
+)
+
+// Device is one fake block device.
+type Device struct {
+	Node       string // what Resolve returns, e.g. /dev/sdb
+	Size       uint64
+	DevNum     dm.DevNum
+	Signatures []blockdev.Signature
+}
+
+// Devices is a fake blockdev.Interface keyed by the path callers use
+// (usually a /dev/disk/by-id link).
+type Devices struct {
+	mu      sync.Mutex
+	devices map[string]*Device
+	// Zeroed records ZeroHead calls as "path:bytes".
+	Zeroed []string
+	// Record, when set, receives every write, to merge with other fakes' logs.
+	Record func(event string)
+}
+
+// New returns an empty fake.
+func New() *Devices { return &Devices{devices: map[string]*Device{}} }
+
+var _ blockdev.Interface = (*Devices)(nil)
+
+// Add registers a device under path (and under its node name).
+func (f *Devices) Add(path string, d Device) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	dev := d
+	f.devices[path] = &dev
+	if d.Node != "" {
+		f.devices[d.Node] = &dev
+	}
+}
+
+func (f *Devices) get(path string) (*Device, error) {
+	d, ok := f.devices[path]
+	if !ok {
+		return nil, fmt.Errorf("%s: %w", path, os.ErrNotExist)
+	}
+	return d, nil
+}
+
+func (f *Devices) Resolve(path string) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d, err := f.get(path)
+	if err != nil {
+		return "", err
+	}
+	if d.Node == "" {
+		return path, nil
+	}
+	return d.Node, nil
+}
+
+func (f *Devices) Signatures(_ context.Context, path string) ([]blockdev.Signature, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d, err := f.get(path)
+	if err != nil {
+		return nil, err
+	}
+	return append([]blockdev.Signature(nil), d.Signatures...), nil
+}
+
+func (f *Devices) Size(_ context.Context, path string) (uint64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d, err := f.get(path)
+	if err != nil {
+		return 0, err
+	}
+	return d.Size, nil
+}
+
+func (f *Devices) DevNum(path string) (dm.DevNum, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d, err := f.get(path)
+	if err != nil {
+		return dm.DevNum{}, err
+	}
+	return d.DevNum, nil
+}
+
+// ZeroHead records the write; paths it does not know (LVs) are accepted,
+// as LV nodes are owned by the LVM fake.
+func (f *Devices) ZeroHead(path string, n uint64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	event := fmt.Sprintf("%s:%d", path, n)
+	f.Zeroed = append(f.Zeroed, event)
+	if f.Record != nil {
+		f.Record("zero " + event)
+	}
+	return nil
+}
+
+func (f *Devices) Wipe(_ context.Context, path string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d, err := f.get(path)
+	if err != nil {
+		return err
+	}
+	d.Signatures = nil
+	if f.Record != nil {
+		f.Record("wipe " + path)
+	}
+	return nil
+}

@@ -1,0 +1,197 @@
+package lvm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/ssdcache/ssdcache/pkg/command"
+	"github.com/ssdcache/ssdcache/pkg/dm"
+)
+
+// Command implements Interface by running lvm with JSON reports.
+type Command struct {
+	run *command.Runner
+	// config is passed as --config to every command, e.g. to disable udev
+	// synchronisation on nodes (or VMs) without udev.
+	config string
+}
+
+// NewCommand returns the real LVM layer. config may be empty.
+func NewCommand(run *command.Runner, config string) *Command {
+	return &Command{run: run, config: config}
+}
+
+var _ Interface = (*Command)(nil)
+
+func (c *Command) lvm(ctx context.Context, sub string, args ...string) ([]byte, error) {
+	full := append([]string{sub}, args...)
+	if c.config != "" {
+		full = append([]string{sub, "--config", c.config}, args...)
+	}
+	return c.run.Run(ctx, "lvm", full...)
+}
+
+func (c *Command) report(ctx context.Context, sub, fields string, args ...string) ([]map[string]string, error) {
+	base := []string{"--reportformat", "json", "--units", "b", "--nosuffix", "-o", fields}
+	out, err := c.lvm(ctx, sub, append(base, args...)...)
+	if err != nil {
+		return nil, err
+	}
+	return parseReport(out)
+}
+
+// parseReport flattens LVM's {"report":[{"lv":[{...}]}]} into rows.
+func parseReport(out []byte) ([]map[string]string, error) {
+	var doc struct {
+		Report []map[string][]map[string]string `json:"report"`
+	}
+	if err := json.Unmarshal(out, &doc); err != nil {
+		return nil, fmt.Errorf("parse lvm report: %w", err)
+	}
+	var rows []map[string]string
+	for _, section := range doc.Report {
+		for _, r := range section {
+			rows = append(rows, r...)
+		}
+	}
+	return rows, nil
+}
+
+func (c *Command) ListPVs(ctx context.Context) ([]PV, error) {
+	rows, err := c.report(ctx, "pvs", "pv_name,vg_name")
+	if err != nil {
+		return nil, err
+	}
+	pvs := make([]PV, 0, len(rows))
+	for _, r := range rows {
+		pvs = append(pvs, PV{Name: r["pv_name"], VG: r["vg_name"]})
+	}
+	return pvs, nil
+}
+
+func (c *Command) GetVG(ctx context.Context, name string) (VG, error) {
+	rows, err := c.report(ctx, "vgs", "vg_name,vg_size,vg_free,vg_extent_size,vg_tags", name)
+	if err != nil {
+		var cmdErr *command.Error
+		if errors.As(err, &cmdErr) && strings.Contains(cmdErr.Stderr, "not found") {
+			return VG{}, fmt.Errorf("volume group %s: %w", name, ErrNotFound)
+		}
+		return VG{}, err
+	}
+	if len(rows) != 1 {
+		return VG{}, fmt.Errorf("volume group %s: %w", name, ErrNotFound)
+	}
+	return parseVG(rows[0])
+}
+
+func parseVG(r map[string]string) (VG, error) {
+	var p numbers
+	vg := VG{
+		Name: r["vg_name"], Size: p.uint(r, "vg_size"), Free: p.uint(r, "vg_free"),
+		ExtentSize: p.uint(r, "vg_extent_size"), Tags: splitTags(r["vg_tags"]),
+	}
+	return vg, p.err
+}
+
+func (c *Command) CreateVG(ctx context.Context, name string, devices, tags []string) error {
+	args := []string{"--yes"}
+	for _, t := range tags {
+		args = append(args, "--addtag", t)
+	}
+	args = append(append(args, name), devices...)
+	_, err := c.lvm(ctx, "vgcreate", args...)
+	return err
+}
+
+func (c *Command) ExtendVG(ctx context.Context, name string, devices []string) error {
+	_, err := c.lvm(ctx, "vgextend", append([]string{"--yes", name}, devices...)...)
+	return err
+}
+
+func (c *Command) ListLVs(ctx context.Context, vg string) ([]LV, error) {
+	rows, err := c.report(ctx, "lvs", "lv_name,vg_name,lv_size,lv_tags,lv_path,lv_kernel_major,lv_kernel_minor", vg)
+	if err != nil {
+		return nil, err
+	}
+	lvs := make([]LV, 0, len(rows))
+	for _, r := range rows {
+		lv, err := parseLV(r)
+		if err != nil {
+			return nil, err
+		}
+		lvs = append(lvs, lv)
+	}
+	return lvs, nil
+}
+
+func parseLV(r map[string]string) (LV, error) {
+	var p numbers
+	lv := LV{Name: r["lv_name"], VG: r["vg_name"], Size: p.uint(r, "lv_size"), Tags: splitTags(r["lv_tags"]), Path: r["lv_path"]}
+	// An inactive LV reports -1 for its kernel numbers.
+	if major, minor := r["lv_kernel_major"], r["lv_kernel_minor"]; major != "" && major != "-1" {
+		num, err := dm.ParseDevNum(major + ":" + minor)
+		if err != nil {
+			return LV{}, fmt.Errorf("lv %s: %w", lv.Name, err)
+		}
+		lv.DevNum = num
+	}
+	if lv.Path == "" {
+		lv.Path = "/dev/" + lv.VG + "/" + lv.Name
+	}
+	return lv, p.err
+}
+
+func (c *Command) CreateLV(ctx context.Context, vg, name string, size uint64, tags []string) (LV, error) {
+	args := []string{"--yes", "--name", name, "--size", fmt.Sprintf("%db", size), "--wipesignatures", "y", "--zero", "y"}
+	for _, t := range tags {
+		args = append(args, "--addtag", t)
+	}
+	if _, err := c.lvm(ctx, "lvcreate", append(args, vg)...); err != nil {
+		var cmdErr *command.Error
+		if errors.As(err, &cmdErr) && strings.Contains(cmdErr.Stderr, "Insufficient free space") {
+			return LV{}, fmt.Errorf("create %s/%s of %d bytes: %w", vg, name, size, ErrNoSpace)
+		}
+		return LV{}, err
+	}
+	return FindLV(ctx, c, vg, name)
+}
+
+func (c *Command) ExtendLV(ctx context.Context, vg, name string, size uint64) error {
+	_, err := c.lvm(ctx, "lvextend", "--size", fmt.Sprintf("%db", size), vg+"/"+name)
+	var cmdErr *command.Error
+	if errors.As(err, &cmdErr) && strings.Contains(cmdErr.Stderr, "Insufficient free space") {
+		return fmt.Errorf("extend %s/%s to %d bytes: %w", vg, name, size, ErrNoSpace)
+	}
+	return err
+}
+
+func (c *Command) RemoveLV(ctx context.Context, vg, name string) error {
+	_, err := c.lvm(ctx, "lvremove", "--yes", vg+"/"+name)
+	var cmdErr *command.Error
+	if errors.As(err, &cmdErr) && strings.Contains(cmdErr.Stderr, "Failed to find logical volume") {
+		return fmt.Errorf("logical volume %s/%s: %w", vg, name, ErrNotFound)
+	}
+	return err
+}
+
+func splitTags(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
+}
+
+// numbers parses report fields, keeping the first error.
+type numbers struct{ err error }
+
+func (p *numbers) uint(r map[string]string, key string) uint64 {
+	v, err := strconv.ParseUint(r[key], 10, 64)
+	if err != nil && p.err == nil {
+		p.err = fmt.Errorf("lvm report field %s=%q is not a byte count", key, r[key])
+	}
+	return v
+}

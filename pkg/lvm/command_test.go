@@ -1,0 +1,138 @@
+package lvm
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+
+	"k8s.io/utils/exec"
+	testingexec "k8s.io/utils/exec/testing"
+
+	"github.com/ssdcache/ssdcache/pkg/command"
+	"github.com/ssdcache/ssdcache/pkg/dm"
+)
+
+// lvsOutput is what lvm2 2.03 prints for `lvs --reportformat json --units b --nosuffix -o ...`.
+const lvsOutput = `  {
+      "report": [
+          {
+              "lv": [
+                  {"lv_name":"pvc-1", "vg_name":"ssdcache-hdd", "lv_size":"1073741824", "lv_tags":"ssdcache.io/role=origin,ssdcache.io/volume=pvc-1", "lv_path":"/dev/ssdcache-hdd/pvc-1", "lv_kernel_major":"254", "lv_kernel_minor":"3"},
+                  {"lv_name":"old", "vg_name":"ssdcache-hdd", "lv_size":"4194304", "lv_tags":"", "lv_path":"/dev/ssdcache-hdd/old", "lv_kernel_major":"-1", "lv_kernel_minor":"-1"}
+              ]
+          }
+      ]
+      ,
+      "log": [
+      ]
+  }
+`
+
+type recorded struct {
+	cmd  string
+	args []string
+	env  []string
+}
+
+func fakeExec(t *testing.T, calls *[]recorded, outputs ...string) *command.Runner {
+	t.Helper()
+	fe := &testingexec.FakeExec{ExactOrder: true}
+	for _, out := range outputs {
+		fe.CommandScript = append(fe.CommandScript, func(cmd string, args ...string) exec.Cmd {
+			fc := &testingexec.FakeCmd{}
+			fc.RunScript = []testingexec.FakeAction{func() ([]byte, []byte, error) {
+				if fc.Stdout != nil {
+					_, _ = fc.Stdout.Write([]byte(out))
+				}
+				return nil, nil, nil
+			}}
+			c := testingexec.InitFakeCmd(fc, cmd, args...)
+			*calls = append(*calls, recorded{cmd: cmd, args: args, env: fc.Env})
+			return c
+		})
+	}
+	t.Cleanup(func() {
+		if fe.CommandCalls != len(fe.CommandScript) {
+			t.Errorf("ran %d commands, expected %d", fe.CommandCalls, len(fe.CommandScript))
+		}
+	})
+	return command.NewRunner(fe)
+}
+
+func TestListLVsParsesJSONReport(t *testing.T) {
+	var calls []recorded
+	c := NewCommand(fakeExec(t, &calls, lvsOutput), "")
+	lvs, err := c.ListLVs(context.Background(), "ssdcache-hdd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lvs) != 2 {
+		t.Fatalf("got %d LVs", len(lvs))
+	}
+	if lvs[0].Volume() != "pvc-1" || lvs[0].Role() != RoleOrigin || lvs[0].Size != 1<<30 || lvs[0].DevNum != (dm.DevNum{Major: 254, Minor: 3}) {
+		t.Fatalf("lv 0: %+v", lvs[0])
+	}
+	if !lvs[1].DevNum.IsZero() || lvs[1].Volume() != "" {
+		t.Fatalf("inactive untagged lv: %+v", lvs[1])
+	}
+	if calls[0].cmd != "lvm" || calls[0].args[0] != "lvs" || !slices.Contains(calls[0].args, "json") {
+		t.Fatalf("command: %v %v", calls[0].cmd, calls[0].args)
+	}
+}
+
+func TestCreateLVWipesAndTags(t *testing.T) {
+	var calls []recorded
+	c := NewCommand(fakeExec(t, &calls, "", lvsOutput), "activation{udev_sync=0}")
+	lv, err := c.CreateLV(context.Background(), "ssdcache-hdd", "pvc-1", 1<<30, Tags("pvc-1", RoleOrigin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lv.Name != "pvc-1" {
+		t.Fatalf("lv: %+v", lv)
+	}
+	want := []string{"lvcreate", "--config", "activation{udev_sync=0}", "--yes", "--name", "pvc-1", "--size", "1073741824b",
+		"--wipesignatures", "y", "--zero", "y", "--addtag", "ssdcache.io/volume=pvc-1", "--addtag", "ssdcache.io/role=origin", "ssdcache-hdd"}
+	if !slices.Equal(calls[0].args, want) {
+		t.Fatalf("lvcreate args:\n got %v\nwant %v", calls[0].args, want)
+	}
+}
+
+func TestParseReportErrors(t *testing.T) {
+	if _, err := parseReport([]byte("not json")); err == nil {
+		t.Fatal("garbage accepted")
+	}
+	_, err := parseLV(map[string]string{"lv_name": "x", "vg_name": "v", "lv_size": "12MiB"})
+	if err == nil {
+		t.Fatal("size with unit accepted")
+	}
+}
+
+func TestErrNotFoundIsSentinel(t *testing.T) {
+	f := &fakeLister{}
+	_, err := FindLV(context.Background(), f, "vg", "missing")
+	if !errors.Is(err, ErrNotFound) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+type fakeLister struct{ Interface }
+
+func (fakeLister) ListLVs(context.Context, string) ([]LV, error) { return nil, nil }
+
+func FuzzParseReport(f *testing.F) {
+	f.Add([]byte(lvsOutput))
+	f.Add([]byte(`{"report":[{"vg":[{"vg_name":"a","vg_size":"1","vg_free":"0","vg_extent_size":"4194304","vg_tags":""}]}]}`))
+	f.Fuzz(func(t *testing.T, out []byte) {
+		rows, err := parseReport(out)
+		if err != nil {
+			return
+		}
+		for _, r := range rows {
+			if lv, err := parseLV(r); err == nil && lv.Path == "" {
+				t.Fatalf("parsed LV without a path from %q", out)
+			}
+			_, _ = parseVG(r)
+		}
+	})
+}

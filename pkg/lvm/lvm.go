@@ -1,0 +1,126 @@
+// Package lvm manages ssdcache's two volume groups: one on the node's HDDs
+// holding origin volumes, one on its NVMe devices holding cache slices. Every
+// LV carries tags naming its volume and role, so the node rebuilds its view
+// from LVM and the kernel after a restart instead of trusting a file.
+package lvm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/ssdcache/ssdcache/pkg/dm"
+)
+
+// ErrNotFound is returned for a volume group or logical volume that does not exist.
+var ErrNotFound = errors.New("not found")
+
+// ErrNoSpace is returned when a volume group cannot hold the requested size.
+var ErrNoSpace = errors.New("not enough free space in volume group")
+
+// Tag prefixes put on every LV and VG ssdcache creates.
+const (
+	VolumeTagPrefix = "ssdcache.io/volume="
+	RoleTagPrefix   = "ssdcache.io/role="
+	PoolTagPrefix   = "ssdcache.io/pool="
+)
+
+// Role says what an LV is for.
+type Role string
+
+const (
+	RoleOrigin        Role = "origin"
+	RoleCacheMetadata Role = "cache-metadata"
+	RoleCacheData     Role = "cache-data"
+)
+
+// Tags returns the tags of an LV of volumeID with role.
+func Tags(volumeID string, role Role) []string {
+	return []string{VolumeTagPrefix + volumeID, RoleTagPrefix + string(role)}
+}
+
+// LV is a logical volume as LVM reports it.
+type LV struct {
+	Name   string
+	VG     string
+	Size   uint64 // bytes
+	Tags   []string
+	Path   string
+	DevNum dm.DevNum // zero when the LV is not active
+}
+
+// Volume returns the volume ID from the LV's tags, or "" if it has none.
+func (lv LV) Volume() string { return lv.tagValue(VolumeTagPrefix) }
+
+// Role returns the LV's role from its tags.
+func (lv LV) Role() Role { return Role(lv.tagValue(RoleTagPrefix)) }
+
+func (lv LV) tagValue(prefix string) string {
+	for _, t := range lv.Tags {
+		if v, ok := strings.CutPrefix(t, prefix); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// VG is a volume group as LVM reports it.
+type VG struct {
+	Name       string
+	Size       uint64
+	Free       uint64
+	ExtentSize uint64
+	Tags       []string
+}
+
+// PV is a physical volume and the VG it belongs to ("" for none).
+type PV struct {
+	Name string
+	VG   string
+}
+
+// Interface is the LVM surface ssdcache uses.
+type Interface interface {
+	ListPVs(ctx context.Context) ([]PV, error)
+	// GetVG returns ErrNotFound when the VG does not exist.
+	GetVG(ctx context.Context, name string) (VG, error)
+	CreateVG(ctx context.Context, name string, devices, tags []string) error
+	ExtendVG(ctx context.Context, name string, devices []string) error
+	ListLVs(ctx context.Context, vg string) ([]LV, error)
+	// CreateLV creates an active LV whose first bytes and signatures are wiped,
+	// so a new volume never shows a deleted volume's filesystem.
+	CreateLV(ctx context.Context, vg, name string, size uint64, tags []string) (LV, error)
+	ExtendLV(ctx context.Context, vg, name string, size uint64) error
+	// RemoveLV returns ErrNotFound when the LV does not exist.
+	RemoveLV(ctx context.Context, vg, name string) error
+}
+
+// FindLV returns the LV of vg named name, or ErrNotFound.
+func FindLV(ctx context.Context, l Interface, vg, name string) (LV, error) {
+	lvs, err := l.ListLVs(ctx, vg)
+	if err != nil {
+		return LV{}, err
+	}
+	for _, lv := range lvs {
+		if lv.Name == name {
+			return lv, nil
+		}
+	}
+	return LV{}, fmt.Errorf("logical volume %s/%s: %w", vg, name, ErrNotFound)
+}
+
+// VolumeLVs returns the LVs of vg tagged with volumeID.
+func VolumeLVs(ctx context.Context, l Interface, vg, volumeID string) ([]LV, error) {
+	lvs, err := l.ListLVs(ctx, vg)
+	if err != nil {
+		return nil, err
+	}
+	var out []LV
+	for _, lv := range lvs {
+		if lv.Volume() == volumeID {
+			out = append(out, lv)
+		}
+	}
+	return out, nil
+}

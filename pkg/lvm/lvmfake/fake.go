@@ -1,0 +1,200 @@
+// Package lvmfake is an in-memory LVM for unit tests.
+package lvmfake
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+
+	"github.com/ssdcache/ssdcache/pkg/dm"
+	"github.com/ssdcache/ssdcache/pkg/lvm"
+)
+
+const extent = 4 << 20
+
+// LVM is a fake lvm.Interface with extent-rounded sizes and free-space accounting.
+type LVM struct {
+	mu   sync.Mutex
+	vgs  map[string]*lvm.VG
+	lvs  map[string][]lvm.LV // by VG
+	pvs  []lvm.PV
+	next uint32
+	// DeviceSize gives the size of a device added to a VG (default 10 GiB).
+	DeviceSize func(device string) uint64
+	// Resolve maps a device path to the PV name reported by ListPVs.
+	Resolve func(device string) string
+	// FailOn makes the named operation ("createlv", "removelv", ...) fail once.
+	FailOn map[string]error
+	// Record, when set, receives every mutating call.
+	Record func(event string)
+}
+
+// New returns an empty fake.
+func New() *LVM {
+	return &LVM{
+		vgs: map[string]*lvm.VG{}, lvs: map[string][]lvm.LV{}, FailOn: map[string]error{},
+		DeviceSize: func(string) uint64 { return 10 << 30 },
+		Resolve:    func(d string) string { return d },
+	}
+}
+
+var _ lvm.Interface = (*LVM)(nil)
+
+// AddVG creates a VG of size bytes directly, for tests that skip pool setup.
+func (f *LVM) AddVG(name string, size uint64, tags ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.vgs[name] = &lvm.VG{Name: name, Size: size, Free: size, ExtentSize: extent, Tags: tags}
+}
+
+// AddPV registers a physical volume (of vg, or "" for an orphan).
+func (f *LVM) AddPV(name, vg string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pvs = append(f.pvs, lvm.PV{Name: name, VG: vg})
+}
+
+func (f *LVM) record(op, detail string) error {
+	if f.Record != nil {
+		f.Record("lvm " + op + " " + detail)
+	}
+	if err, ok := f.FailOn[op]; ok {
+		delete(f.FailOn, op)
+		return err
+	}
+	return nil
+}
+
+func roundUp(n uint64) uint64 { return (n + extent - 1) / extent * extent }
+
+func (f *LVM) ListPVs(context.Context) ([]lvm.PV, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.pvs), nil
+}
+
+func (f *LVM) GetVG(_ context.Context, name string) (lvm.VG, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	vg, ok := f.vgs[name]
+	if !ok {
+		return lvm.VG{}, fmt.Errorf("volume group %s: %w", name, lvm.ErrNotFound)
+	}
+	return *vg, nil
+}
+
+func (f *LVM) CreateVG(_ context.Context, name string, devices, tags []string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record("createvg", fmt.Sprint(name, devices)); err != nil {
+		return err
+	}
+	if _, ok := f.vgs[name]; ok {
+		return fmt.Errorf("volume group %s already exists", name)
+	}
+	f.vgs[name] = &lvm.VG{Name: name, ExtentSize: extent, Tags: tags}
+	f.addDevices(name, devices)
+	return nil
+}
+
+func (f *LVM) ExtendVG(_ context.Context, name string, devices []string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record("extendvg", fmt.Sprint(name, devices)); err != nil {
+		return err
+	}
+	if _, ok := f.vgs[name]; !ok {
+		return fmt.Errorf("volume group %s: %w", name, lvm.ErrNotFound)
+	}
+	f.addDevices(name, devices)
+	return nil
+}
+
+func (f *LVM) addDevices(vg string, devices []string) {
+	for _, d := range devices {
+		size := f.DeviceSize(d)
+		f.vgs[vg].Size += size
+		f.vgs[vg].Free += size
+		f.pvs = append(f.pvs, lvm.PV{Name: f.Resolve(d), VG: vg})
+	}
+}
+
+func (f *LVM) ListLVs(_ context.Context, vg string) ([]lvm.LV, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.vgs[vg]; !ok {
+		return nil, fmt.Errorf("volume group %s: %w", vg, lvm.ErrNotFound)
+	}
+	out := slices.Clone(f.lvs[vg])
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func (f *LVM) CreateLV(_ context.Context, vg, name string, size uint64, tags []string) (lvm.LV, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record("createlv", fmt.Sprintf("%s/%s %d", vg, name, size)); err != nil {
+		return lvm.LV{}, err
+	}
+	g, ok := f.vgs[vg]
+	if !ok {
+		return lvm.LV{}, fmt.Errorf("volume group %s: %w", vg, lvm.ErrNotFound)
+	}
+	if f.index(vg, name) >= 0 {
+		return lvm.LV{}, fmt.Errorf("logical volume %s/%s already exists", vg, name)
+	}
+	size = roundUp(size)
+	if size > g.Free {
+		return lvm.LV{}, fmt.Errorf("create %s/%s: %w", vg, name, lvm.ErrNoSpace)
+	}
+	g.Free -= size
+	f.next++
+	lv := lvm.LV{Name: name, VG: vg, Size: size, Tags: slices.Clone(tags), Path: "/dev/" + vg + "/" + name,
+		DevNum: dm.DevNum{Major: 254, Minor: f.next}}
+	f.lvs[vg] = append(f.lvs[vg], lv)
+	return lv, nil
+}
+
+func (f *LVM) index(vg, name string) int {
+	return slices.IndexFunc(f.lvs[vg], func(lv lvm.LV) bool { return lv.Name == name })
+}
+
+func (f *LVM) ExtendLV(_ context.Context, vg, name string, size uint64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record("extendlv", fmt.Sprintf("%s/%s %d", vg, name, size)); err != nil {
+		return err
+	}
+	i := f.index(vg, name)
+	if i < 0 {
+		return fmt.Errorf("logical volume %s/%s: %w", vg, name, lvm.ErrNotFound)
+	}
+	lv := &f.lvs[vg][i]
+	size = roundUp(size)
+	if size <= lv.Size {
+		return fmt.Errorf("new size of %s/%s matches or is below the existing size", vg, name)
+	}
+	if size-lv.Size > f.vgs[vg].Free {
+		return fmt.Errorf("extend %s/%s: %w", vg, name, lvm.ErrNoSpace)
+	}
+	f.vgs[vg].Free -= size - lv.Size
+	lv.Size = size
+	return nil
+}
+
+func (f *LVM) RemoveLV(_ context.Context, vg, name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record("removelv", vg+"/"+name); err != nil {
+		return err
+	}
+	i := f.index(vg, name)
+	if i < 0 {
+		return fmt.Errorf("logical volume %s/%s: %w", vg, name, lvm.ErrNotFound)
+	}
+	f.vgs[vg].Free += f.lvs[vg][i].Size
+	f.lvs[vg] = slices.Delete(f.lvs[vg], i, i+1)
+	return nil
+}

@@ -1,0 +1,173 @@
+package lvm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/klog/v2"
+
+	"github.com/ssdcache/ssdcache/pkg/blockdev"
+)
+
+// ByIDDir is the only place pool devices may be named from: kernel names
+// like /dev/nvme0n1 change across boots, by-id links do not (safety rule 3).
+const ByIDDir = "/dev/disk/by-id/"
+
+// ErrDeviceInUse is returned for a device that carries data ssdcache did not put there.
+var ErrDeviceInUse = errors.New("device looks in use")
+
+// ErrInvalidDevice is returned for a device path ssdcache may not use.
+var ErrInvalidDevice = errors.New("invalid device path")
+
+// PoolConfig names a volume group and the devices it is made of.
+type PoolConfig struct {
+	VG string
+	// Role is recorded as a VG tag so a same-named foreign VG is never used.
+	Role string
+	// Devices are /dev/disk/by-id paths.
+	Devices []string
+	// Adopt lists devices the operator explicitly allows to be wiped even
+	// though they carry a filesystem, partition table or LVM signature.
+	Adopt []string
+}
+
+// Pools creates and extends ssdcache's volume groups, refusing devices that
+// look in use.
+type Pools struct {
+	lvm Interface
+	dev blockdev.Interface
+}
+
+// NewPools returns a pool manager.
+func NewPools(l Interface, d blockdev.Interface) *Pools { return &Pools{lvm: l, dev: d} }
+
+// Ensure makes sure cfg.VG exists and holds every device in cfg.Devices.
+// It is idempotent: devices already in the VG are left alone.
+func (p *Pools) Ensure(ctx context.Context, cfg PoolConfig) (VG, error) {
+	if err := ValidatePoolConfig(cfg); err != nil {
+		return VG{}, err
+	}
+	vg, err := p.lvm.GetVG(ctx, cfg.VG)
+	exists := err == nil
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return VG{}, err
+	}
+	if exists && !slices.Contains(vg.Tags, PoolTagPrefix+cfg.Role) {
+		return VG{}, fmt.Errorf("volume group %s exists but has no tag %s%s: it is not an ssdcache pool; choose another name: %w",
+			cfg.VG, PoolTagPrefix, cfg.Role, ErrDeviceInUse)
+	}
+	fresh, err := p.devicesToAdd(ctx, cfg)
+	if err != nil {
+		return VG{}, err
+	}
+	if err := p.apply(ctx, cfg, exists, fresh); err != nil {
+		return VG{}, err
+	}
+	return p.lvm.GetVG(ctx, cfg.VG)
+}
+
+func (p *Pools) apply(ctx context.Context, cfg PoolConfig, exists bool, fresh []string) error {
+	if len(fresh) == 0 {
+		if !exists {
+			return fmt.Errorf("volume group %s: no usable device among %v", cfg.VG, cfg.Devices)
+		}
+		return nil
+	}
+	klog.InfoS("Adding devices to pool", "vg", cfg.VG, "devices", fresh, "create", !exists)
+	if exists {
+		return p.lvm.ExtendVG(ctx, cfg.VG, fresh)
+	}
+	return p.lvm.CreateVG(ctx, cfg.VG, fresh, []string{PoolTagPrefix + cfg.Role})
+}
+
+// ValidatePoolConfig checks a pool's configuration without touching any device.
+func ValidatePoolConfig(cfg PoolConfig) error {
+	if cfg.VG == "" {
+		return fmt.Errorf("pool %q: a volume group name is required", cfg.Role)
+	}
+	if len(cfg.Devices) == 0 {
+		return fmt.Errorf("pool %s: no devices configured; name at least one %s<id> path", cfg.VG, ByIDDir)
+	}
+	seen := map[string]bool{}
+	for _, d := range append(slices.Clone(cfg.Devices), cfg.Adopt...) {
+		if !strings.HasPrefix(d, ByIDDir) || len(d) == len(ByIDDir) || strings.Contains(d[len(ByIDDir):], "/") {
+			return fmt.Errorf("pool %s: device %q: only stable %s<id> paths are allowed (kernel names change across boots): %w", cfg.VG, d, ByIDDir, ErrInvalidDevice)
+		}
+	}
+	for _, d := range cfg.Devices {
+		if seen[d] {
+			return fmt.Errorf("pool %s: device %q is listed twice: %w", cfg.VG, d, ErrInvalidDevice)
+		}
+		seen[d] = true
+	}
+	for _, a := range cfg.Adopt {
+		if !seen[a] {
+			return fmt.Errorf("pool %s: adopt device %q is not in the pool's device list: %w", cfg.VG, a, ErrInvalidDevice)
+		}
+	}
+	return nil
+}
+
+// devicesToAdd returns the devices not yet in the VG, after checking that
+// each is blank or explicitly adopted. All refusals are reported together.
+func (p *Pools) devicesToAdd(ctx context.Context, cfg PoolConfig) ([]string, error) {
+	pvs, err := p.lvm.ListPVs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pvVG := map[string]string{}
+	for _, pv := range pvs {
+		pvVG[pv.Name] = pv.VG
+	}
+	var fresh []string
+	var refused []error
+	for _, d := range cfg.Devices {
+		add, err := p.checkDevice(ctx, cfg, d, pvVG)
+		if err != nil {
+			refused = append(refused, err)
+			continue
+		}
+		if add {
+			fresh = append(fresh, d)
+		}
+	}
+	return fresh, errors.Join(refused...)
+}
+
+// checkDevice decides whether d must be added (true), is already a member
+// (false), or must be refused (error).
+func (p *Pools) checkDevice(ctx context.Context, cfg PoolConfig, d string, pvVG map[string]string) (bool, error) {
+	node, err := p.dev.Resolve(d)
+	if err != nil {
+		return false, fmt.Errorf("pool %s: device %s: %w", cfg.VG, d, err)
+	}
+	if vg, isPV := pvVG[node]; isPV && vg == cfg.VG {
+		return false, nil
+	} else if isPV && vg != "" {
+		return false, fmt.Errorf("pool %s: device %s (%s) belongs to volume group %q; remove it there first: %w", cfg.VG, d, node, vg, ErrDeviceInUse)
+	}
+	sigs, err := p.dev.Signatures(ctx, d)
+	if err != nil {
+		return false, fmt.Errorf("pool %s: device %s: read signatures: %w", cfg.VG, d, err)
+	}
+	if len(sigs) == 0 {
+		return true, nil
+	}
+	if !slices.Contains(cfg.Adopt, d) {
+		return false, fmt.Errorf("pool %s: device %s (%s) carries %s; refusing to use it; to erase it and use it anyway, pass it as an adopt device: %w",
+			cfg.VG, d, node, describe(sigs), ErrDeviceInUse)
+	}
+	klog.InfoS("Wiping adopted device", "vg", cfg.VG, "device", d, "signatures", describe(sigs))
+	return true, p.dev.Wipe(ctx, d)
+}
+
+func describe(sigs []blockdev.Signature) string {
+	parts := make([]string, 0, len(sigs))
+	for _, s := range sigs {
+		parts = append(parts, fmt.Sprintf("a %s signature at offset %s", s.Type, s.Offset))
+	}
+	return strings.Join(parts, ", ")
+}
