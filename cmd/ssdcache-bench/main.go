@@ -1,0 +1,193 @@
+// Command ssdcache-bench runs the repeated-run convergence benchmark:
+// CrystalDiskMark's matrix through fio on several targets side by side, and
+// writes report.json, report.md and convergence.svg.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/exec"
+
+	"github.com/ssdcache/ssdcache/pkg/bench"
+	"github.com/ssdcache/ssdcache/pkg/command"
+	"github.com/ssdcache/ssdcache/pkg/dm"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stderr)
+	stop()
+	klog.Flush()
+	os.Exit(code)
+}
+
+// run returns the exit code: 0 done, 1 benchmark failed (a partial report is
+// still written), 2 bad flags.
+func run(ctx context.Context, args []string, stderr io.Writer) int {
+	opts, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "ssdcache-bench:", err)
+		return 2
+	}
+	runner := command.NewRunner(exec.New())
+	deps := bench.Deps{
+		Fio:       bench.CommandFioRunner{Runner: runner, Binary: opts.fioBinary},
+		Counters:  dmCacheCounters{dm: dm.NewDmsetup(runner)},
+		Inspector: bench.OSInspector{},
+		Clock:     clock.RealClock{},
+		Progress:  stderr,
+	}
+	b, err := bench.New(opts.config, deps)
+	if err != nil {
+		fmt.Fprintln(stderr, "ssdcache-bench:", err)
+		return 2
+	}
+	report, runErr := b.Run(ctx)
+	if err := bench.WriteFiles(opts.outputDir, report); err != nil {
+		klog.ErrorS(err, "Writing the report failed", "dir", opts.outputDir)
+		return 1
+	}
+	klog.InfoS("Report written", "dir", opts.outputDir, "results", len(report.Results))
+	if runErr != nil {
+		klog.ErrorS(runErr, "Benchmark stopped early; the report holds what was measured")
+		return 1
+	}
+	return 0
+}
+
+type options struct {
+	config    bench.Config
+	outputDir string
+	fioBinary string
+}
+
+// listFlag collects a repeatable flag; commas also separate values.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			*l = append(*l, s)
+		}
+	}
+	return nil
+}
+
+type rawFlags struct {
+	targets, dmDevices, workingSets, tests listFlag
+	cacheSize                              string
+	disjoint                               bool
+	ioLimit                                string
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	fs := flag.NewFlagSet("ssdcache-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	klog.InitFlags(fs)
+	var raw rawFlags
+	var opts options
+	c := &opts.config
+	fs.Var(&raw.targets, "target", "name=path of a block device or a file in a mounted volume; repeat for side-by-side targets (e.g. raw-ssd=/dev/vdb)")
+	fs.Var(&raw.dmDevices, "dm-cache", "name=dm-device: the target's dm-cache device (dm name or /dev/mapper path) whose counters are sampled around each test; repeatable")
+	fs.IntVar(&c.Runs, "runs", 6, "runs of the test matrix per working set")
+	fs.DurationVar(&c.Interval, "interval", 0, "pause between runs (e.g. 2m)")
+	fs.Var(&raw.workingSets, "working-sets", "working-set sizes: bytes, quantities (256Mi) or percentages of -cache-size (25%); comma-separated or repeated")
+	fs.StringVar(&raw.cacheSize, "cache-size", "", "cache size that percentage working sets refer to (e.g. 1Gi)")
+	fs.BoolVar(&raw.disjoint, "disjoint-working-sets", true, "place each working set after the previous one, so a set never starts on blocks a smaller set warmed")
+	fs.Var(&raw.tests, "tests", "tests to run: all, read, write or test IDs ("+strings.Join(bench.TestIDs(), ", ")+"); default all (read with -read-only)")
+	fs.BoolVar(&c.ReadOnly, "read-only", false, "only read (fio --readonly); files are never laid out")
+	fs.DurationVar(&c.RuntimeLimit, "runtime", 0, "time limit per test; 0: one full pass over the working set")
+	fs.StringVar(&raw.ioLimit, "io-limit", "0", "bytes per test (fio io_size); 0: the working set")
+	fs.Uint64Var(&c.RandSeed, "seed", 20250101, "fio random seed, so every run touches the same blocks in the same order")
+	fs.StringVar(&c.SSDReference, "ssd-ref", "", "target name of the raw SSD (fractions and convergence are relative to it)")
+	fs.StringVar(&c.HDDReference, "hdd-ref", "", "target name of the raw HDD")
+	fs.Float64Var(&c.ConvergeFraction, "converge-fraction", 0.9, "fraction of raw SSD read MB/s that counts as converged")
+	fs.StringVar(&c.PlotTest, "plot-test", "", "test plotted in convergence.svg; default the first selected read test")
+	fs.StringVar(&opts.outputDir, "output-dir", "bench-report", "directory for report.json, report.md and convergence.svg")
+	fs.StringVar(&opts.fioBinary, "fio", "fio", "fio binary")
+	if err := fs.Parse(args); err != nil {
+		return opts, err
+	}
+	if fs.NArg() > 0 {
+		return opts, fmt.Errorf("unexpected arguments %q; every setting is a flag", fs.Args())
+	}
+	return opts, raw.apply(c)
+}
+
+func (raw rawFlags) apply(c *bench.Config) error {
+	var err error
+	if c.Targets, err = parseTargets(raw.targets, raw.dmDevices); err != nil {
+		return err
+	}
+	var cacheSize int64
+	if raw.cacheSize != "" {
+		if cacheSize, err = bench.ParseBytes("cache-size", raw.cacheSize); err != nil {
+			return err
+		}
+	}
+	if c.WorkingSets, err = bench.ParseWorkingSets(raw.workingSets, cacheSize, raw.disjoint); err != nil {
+		return err
+	}
+	if c.IOLimit, err = bench.ParseBytes("io-limit", raw.ioLimit); err != nil {
+		return err
+	}
+	tests := []string(raw.tests)
+	if len(tests) == 0 {
+		tests = []string{"all"}
+		if c.ReadOnly {
+			tests = []string{"read"}
+		}
+	}
+	if c.Tests, err = bench.SelectTests(tests); err != nil {
+		return err
+	}
+	if c.PlotTest == "" {
+		c.PlotTest = defaultPlotTest(c.Tests)
+	}
+	return nil
+}
+
+func parseTargets(specs, dmSpecs []string) ([]bench.Target, error) {
+	var targets []bench.Target
+	index := map[string]int{}
+	for _, spec := range specs {
+		t, err := bench.ParseTarget(spec)
+		if err != nil {
+			return nil, err
+		}
+		index[t.Name] = len(targets)
+		targets = append(targets, t)
+	}
+	for _, spec := range dmSpecs {
+		name, device, ok := strings.Cut(spec, "=")
+		i, known := index[name]
+		if !ok || device == "" || !known {
+			return nil, fmt.Errorf("dm-cache %q: want target-name=dm-device with a name given by -target", spec)
+		}
+		targets[i].DMDevice = device
+	}
+	return targets, nil
+}
+
+func defaultPlotTest(tests []bench.Test) string {
+	for _, t := range tests {
+		if t.Direction == bench.Read {
+			return t.ID
+		}
+	}
+	return tests[0].ID
+}

@@ -1,0 +1,192 @@
+package bench
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// Target is a block device or a file in a mounted volume to measure.
+type Target struct {
+	Name string `json:"name"`
+	Path string `json:"path"`
+	// DMDevice names the dm-cache device under the target (a dm name or a
+	// /dev/mapper path); empty when the target is not a dm-cache device.
+	DMDevice string `json:"dmDevice,omitempty"`
+}
+
+// WorkingSet is the region of every target that a working set's tests touch.
+type WorkingSet struct {
+	Label       string `json:"label"` // as given on the command line: "256Mi" or "25%"
+	Bytes       int64  `json:"bytes"`
+	OffsetBytes int64  `json:"offsetBytes"`
+}
+
+// Config is a validated benchmark plan's input.
+type Config struct {
+	Targets     []Target      `json:"targets"`
+	Runs        int           `json:"runs"`
+	Interval    time.Duration `json:"-"`
+	WorkingSets []WorkingSet  `json:"workingSets"`
+	Tests       []Test        `json:"tests"`
+	// ReadOnly runs only read tests and passes --readonly to fio, for targets
+	// that hold data that must not change.
+	ReadOnly bool `json:"readOnly"`
+	// RuntimeLimit caps each test (0: one full pass over the working set).
+	RuntimeLimit time.Duration `json:"-"`
+	// IOLimit caps the bytes each test transfers (0: the working set).
+	IOLimit  int64  `json:"ioLimitBytes"`
+	RandSeed uint64 `json:"randSeed"`
+	// SSDReference and HDDReference name targets measured as raw devices.
+	SSDReference string `json:"ssdReference,omitempty"`
+	HDDReference string `json:"hddReference,omitempty"`
+	// ConvergeFraction of raw SSD read throughput counts as converged.
+	ConvergeFraction float64 `json:"convergeFraction"`
+	// PlotTest is the test whose MB/s the plot shows.
+	PlotTest string `json:"plotTest"`
+}
+
+// MinWorkingSet keeps every working set at least one SEQ1M block.
+const MinWorkingSet = 1 << 20
+
+var targetNameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9_.]*[a-z0-9])?$`)
+
+// ParseTarget parses "name=path".
+func ParseTarget(spec string) (Target, error) {
+	name, path, ok := strings.Cut(spec, "=")
+	if !ok || path == "" {
+		return Target{}, fmt.Errorf("target %q: want name=path, e.g. raw-ssd=/dev/disk/by-id/nvme-X", spec)
+	}
+	if !targetNameRE.MatchString(name) || len(name) > 63 {
+		return Target{}, fmt.Errorf("target %q: name %q must be 1-63 lower-case letters, digits, '-', '_' or '.'", spec, name)
+	}
+	return Target{Name: name, Path: path}, nil
+}
+
+// ParseWorkingSets turns "256Mi", "1073741824" or "25%" (of cacheSize) into
+// working sets rounded down to whole MiB. With disjoint, each set starts where
+// the previous one ends, so a set never reads blocks a smaller set warmed.
+func ParseWorkingSets(specs []string, cacheSize int64, disjoint bool) ([]WorkingSet, error) {
+	if len(specs) == 0 {
+		return nil, fmt.Errorf("working-sets: none given; want sizes like 256Mi or percentages of -cache-size like 25%%")
+	}
+	var sets []WorkingSet
+	var offset int64
+	for _, spec := range specs {
+		spec = strings.TrimSpace(spec)
+		bytes, err := parseSize(spec, cacheSize)
+		if err != nil {
+			return nil, err
+		}
+		bytes -= bytes % MinWorkingSet
+		if bytes < MinWorkingSet {
+			return nil, fmt.Errorf("working-sets: %q is %d bytes; allowed: at least 1Mi", spec, bytes)
+		}
+		sets = append(sets, WorkingSet{Label: spec, Bytes: bytes, OffsetBytes: offset})
+		if disjoint {
+			offset += bytes
+		}
+	}
+	return sets, nil
+}
+
+func parseSize(spec string, cacheSize int64) (int64, error) {
+	if pct, ok := strings.CutSuffix(spec, "%"); ok {
+		p, err := strconv.ParseFloat(pct, 64)
+		if err != nil || p <= 0 || p > 1000 {
+			return 0, fmt.Errorf("working-sets: %q: allowed percentages are in (0, 1000]", spec)
+		}
+		if cacheSize <= 0 {
+			return 0, fmt.Errorf("working-sets: %q is a percentage, so -cache-size must be given (got %d)", spec, cacheSize)
+		}
+		return int64(float64(cacheSize) * p / 100), nil
+	}
+	return ParseBytes("working-sets", spec)
+}
+
+// ParseBytes parses a Kubernetes quantity ("512Mi", "1G") or plain bytes.
+func ParseBytes(field, spec string) (int64, error) {
+	q, err := resource.ParseQuantity(spec)
+	if err != nil || q.Sign() < 0 {
+		return 0, fmt.Errorf("%s: %q is not a size; allowed: bytes or a quantity like 512Mi, 4Gi", field, spec)
+	}
+	v, ok := q.AsInt64()
+	if !ok {
+		return 0, fmt.Errorf("%s: %q is not a whole number of bytes", field, spec)
+	}
+	return v, nil
+}
+
+// Validate checks the config and names the first bad field.
+func (c *Config) Validate() error {
+	if err := c.validateTargets(); err != nil {
+		return err
+	}
+	if c.Runs < 1 || c.Runs > 1000 {
+		return fmt.Errorf("runs: %d; allowed: 1..1000", c.Runs)
+	}
+	if c.Interval < 0 || c.RuntimeLimit < 0 || c.IOLimit < 0 {
+		return fmt.Errorf("interval (%s), runtime (%s) and io-limit (%d) must not be negative", c.Interval, c.RuntimeLimit, c.IOLimit)
+	}
+	if len(c.WorkingSets) == 0 || len(c.Tests) == 0 {
+		return fmt.Errorf("working-sets (%d) and tests (%d): at least one of each is needed", len(c.WorkingSets), len(c.Tests))
+	}
+	if c.ReadOnly {
+		for _, t := range c.Tests {
+			if t.Direction != Read {
+				return fmt.Errorf("tests: %q writes, but read-only is set; allowed in read-only mode: read tests", t.ID)
+			}
+		}
+	}
+	if c.ConvergeFraction <= 0 || c.ConvergeFraction > 1 {
+		return fmt.Errorf("converge-fraction: %v; allowed: (0, 1]", c.ConvergeFraction)
+	}
+	if _, ok := c.test(c.PlotTest); !ok {
+		return fmt.Errorf("plot-test: %q is not among the selected tests", c.PlotTest)
+	}
+	return nil
+}
+
+func (c *Config) validateTargets() error {
+	if len(c.Targets) == 0 {
+		return fmt.Errorf("targets: none given; want name=path, several allowed")
+	}
+	seen := map[string]bool{}
+	for _, t := range c.Targets {
+		if seen[t.Name] {
+			return fmt.Errorf("targets: name %q given twice", t.Name)
+		}
+		seen[t.Name] = true
+	}
+	for field, ref := range map[string]string{"ssd-ref": c.SSDReference, "hdd-ref": c.HDDReference} {
+		if ref != "" && !seen[ref] {
+			return fmt.Errorf("%s: %q is not a target name", field, ref)
+		}
+	}
+	if c.SSDReference != "" && c.SSDReference == c.HDDReference {
+		return fmt.Errorf("ssd-ref and hdd-ref: both name %q; they must differ", c.SSDReference)
+	}
+	return nil
+}
+
+func (c *Config) test(id string) (Test, bool) {
+	for _, t := range c.Tests {
+		if t.ID == id {
+			return t, true
+		}
+	}
+	return Test{}, false
+}
+
+// span is the number of bytes from the start of each target that the plan touches.
+func (c *Config) span() int64 {
+	var end int64
+	for _, ws := range c.WorkingSets {
+		end = max(end, ws.OffsetBytes+ws.Bytes)
+	}
+	return end
+}

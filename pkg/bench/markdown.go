@@ -1,0 +1,187 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+// WriteMarkdown renders the report as Markdown tables for people.
+func WriteMarkdown(w io.Writer, r *Report) error {
+	var b strings.Builder
+	writeHeader(&b, r)
+	writeSummary(&b, r)
+	writeReferences(&b, r)
+	writeOverhead(&b, r)
+	writeRuns(&b, r)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func writeHeader(b *strings.Builder, r *Report) {
+	c := r.Config
+	fmt.Fprintf(b, "# ssdcache-bench report\n\n")
+	if r.Error != "" {
+		fmt.Fprintf(b, "**Stopped early:** %s\n\n", r.Error)
+	}
+	fmt.Fprintf(b, "- %s, %s to %s (%s)\n", orDash(r.FioVersion), r.StartedAt.Format("2006-01-02 15:04:05Z"),
+		r.FinishedAt.Format("15:04:05Z"), r.FinishedAt.Sub(r.StartedAt).Round(1e9))
+	fmt.Fprintf(b, "- %d runs per working set, %s pause between runs, random seed %d, read-only %t\n",
+		c.Runs, c.Interval, c.RandSeed, c.ReadOnly)
+	fmt.Fprintf(b, "- per-test limits: runtime %s, I/O %s (0: one full pass over the working set)\n",
+		c.RuntimeLimit, mib(c.IOLimit))
+	fmt.Fprintf(b, "- converged: first run at or above %.0f%% of the raw SSD's median read MB/s (%s)\n\n",
+		c.ConvergeFraction*100, orDash(c.SSDReference))
+	b.WriteString("| target | path | dm-cache device | role |\n|---|---|---|---|\n")
+	for _, t := range c.Targets {
+		fmt.Fprintf(b, "| %s | `%s` | %s | %s |\n", t.Name, t.Path, orDash(t.DMDevice), role(c, t.Name))
+	}
+	b.WriteString("\n| working set | size | offset |\n|---|---|---|\n")
+	for _, ws := range c.WorkingSets {
+		fmt.Fprintf(b, "| %s | %s | %s |\n", ws.Label, mib(ws.Bytes), mib(ws.OffsetBytes))
+	}
+	b.WriteString("\n")
+}
+
+func role(c Config, name string) string {
+	switch name {
+	case c.SSDReference:
+		return "SSD reference"
+	case c.HDDReference:
+		return "HDD reference"
+	}
+	return "measured"
+}
+
+func writeSummary(b *strings.Builder, r *Report) {
+	reads := readTests(r.Config)
+	b.WriteString("## Summary: runs to converge\n\n")
+	if len(r.Convergence) == 0 {
+		b.WriteString("No convergence: it needs an SSD reference target and read tests.\n\n")
+		return
+	}
+	b.WriteString("Each cell: the first run reaching the threshold, and the last run's fraction of raw SSD MB/s.\n\n")
+	b.WriteString("| working set | target |")
+	for _, t := range reads {
+		b.WriteString(" " + t.Label + " |")
+	}
+	b.WriteString("\n|---|---|" + strings.Repeat("---|", len(reads)) + "\n")
+	for _, ws := range r.Config.WorkingSets {
+		for _, t := range r.Config.Targets {
+			if t.Name == r.Config.SSDReference {
+				continue
+			}
+			fmt.Fprintf(b, "| %s | %s |", ws.Label, t.Name)
+			for _, test := range reads {
+				b.WriteString(" " + convergenceCell(r, ws.Label, t.Name, test.ID) + " |")
+			}
+			b.WriteString("\n")
+		}
+	}
+	b.WriteString("\n")
+}
+
+func convergenceCell(r *Report, ws, target, test string) string {
+	for _, c := range r.Convergence {
+		if c.WorkingSet != ws || c.Target != target || c.Test != test {
+			continue
+		}
+		last := "last " + fmtFrac(c.LastFractionOfSSD)
+		if c.RunsToConverge == nil {
+			return "not converged (" + last + ")"
+		}
+		return fmt.Sprintf("run %d (%s)", *c.RunsToConverge, last)
+	}
+	return "-"
+}
+
+func readTests(c Config) []Test {
+	var out []Test
+	for _, t := range c.Tests {
+		if t.Direction == Read {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func writeReferences(b *strings.Builder, r *Report) {
+	if len(r.References) == 0 {
+		return
+	}
+	b.WriteString("## References (median over runs)\n\n")
+	b.WriteString("| working set | test | raw SSD MB/s | raw HDD MB/s | raw SSD p50 us | raw HDD p50 us |\n|---|---|---|---|---|---|\n")
+	for _, ref := range r.References {
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s |\n", ref.WorkingSet, label(ref.Test),
+			fmtNum(ref.SSDMBps, 1), fmtNum(ref.HDDMBps, 1), fmtNum(ref.SSDLatP50, 0), fmtNum(ref.HDDLatP50, 0))
+	}
+	b.WriteString("\n")
+}
+
+func writeOverhead(b *strings.Builder, r *Report) {
+	if len(r.Overhead) == 0 {
+		return
+	}
+	b.WriteString("## Overhead of the caching layer\n\n")
+	b.WriteString("cache-hit: last run against the raw SSD; cold-miss: run 1 against the raw HDD. Ratios: 1.00 is no overhead; the hit ratio shows whether the run really hit.\n\n")
+	b.WriteString("| working set | target | kind | test | run | against | MB/s ratio | p50 latency ratio | hit ratio |\n|---|---|---|---|---|---|---|---|---|\n")
+	for _, o := range r.Overhead {
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %d | %s | %.2f | %.2f | %s |\n", o.WorkingSet, o.Target, o.Kind,
+			label(o.Test), o.Run, o.Reference, o.ThroughputRatio, o.LatencyP50Ratio, fmtFrac(o.HitRatio))
+	}
+	b.WriteString("\n")
+}
+
+func writeRuns(b *strings.Builder, r *Report) {
+	for _, ws := range r.Config.WorkingSets {
+		for _, t := range r.Config.Targets {
+			fmt.Fprintf(b, "## Runs: working set %s, %s\n\n", ws.Label, t.Name)
+			b.WriteString("| run | test | MB/s | IOPS | p50 us | p99 us | of SSD | of HDD | hit ratio | promotions | demotions |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+			for _, res := range r.Results {
+				if res.WorkingSet != ws.Label || res.Target != t.Name {
+					continue
+				}
+				prom, dem := "-", "-"
+				if res.Counters != nil {
+					prom, dem = fmt.Sprint(res.Counters.Promotions), fmt.Sprint(res.Counters.Demotions)
+				}
+				fmt.Fprintf(b, "| %d | %s | %.1f | %.0f | %.0f | %.0f | %s | %s | %s | %s | %s |\n", res.Run, label(res.Test),
+					res.MBps, res.IOPS, res.LatP50us, res.LatP99us, fmtFrac(res.FractionOfSSD), fmtFrac(res.FractionOfHDD),
+					fmtFrac(res.HitRatio), prom, dem)
+			}
+			b.WriteString("\n")
+		}
+	}
+}
+
+func label(testID string) string {
+	for _, t := range Matrix() {
+		if t.ID == testID {
+			return t.Label
+		}
+	}
+	return testID
+}
+
+func fmtFrac(f *float64) string { return fmtNum(f, 2) }
+
+func fmtNum(f *float64, decimals int) string {
+	if f == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.*f", decimals, *f)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func mib(bytes int64) string {
+	if bytes == 0 {
+		return "0"
+	}
+	return fmt.Sprintf("%.0f MiB", float64(bytes)/(1<<20))
+}
