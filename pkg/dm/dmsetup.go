@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/ssdcache/ssdcache/pkg/command"
@@ -84,14 +85,32 @@ func (d *Dmsetup) Status(ctx context.Context, name string) (string, error) {
 }
 
 func (d *Dmsetup) List(ctx context.Context) ([]Device, error) {
-	out, err := d.dmsetup(ctx, "info", "-c", "--noheadings", "--separator", " ", "-o", "name,major,minor")
+	out, err := d.dmsetup(ctx, append([]string{"info"}, infoColumns...)...)
 	if err != nil {
 		return nil, err
 	}
 	return parseDeviceList(out)
 }
 
-// parseDeviceList parses `dmsetup info -c --noheadings -o name,major,minor`.
+func (d *Dmsetup) Info(ctx context.Context, name string) (Device, error) {
+	out, err := d.dmsetup(ctx, append(append([]string{"info"}, infoColumns...), name)...)
+	if err != nil {
+		return Device{}, err
+	}
+	devs, err := parseDeviceList(out)
+	if err != nil {
+		return Device{}, err
+	}
+	if len(devs) != 1 {
+		return Device{}, fmt.Errorf("dmsetup info %s: %w", name, ErrNotFound)
+	}
+	return devs[0], nil
+}
+
+var infoColumns = []string{"-c", "--noheadings", "--separator", " ", "-o", "name,major,minor,attr,open"}
+
+// parseDeviceList parses `dmsetup info -c --noheadings -o name,major,minor,attr,open`.
+// attr is (L)ive, (I)nactive, (s)uspended, (r)ead-only or read-(w)rite.
 func parseDeviceList(out string) ([]Device, error) {
 	var devices []Device
 	for _, line := range strings.Split(out, "\n") {
@@ -99,14 +118,22 @@ func parseDeviceList(out string) ([]Device, error) {
 		if len(fields) == 0 || strings.HasPrefix(line, "No devices found") {
 			continue
 		}
-		if len(fields) != 3 {
-			return nil, fmt.Errorf("dmsetup info line %q: want <name> <major> <minor>", line)
+		if len(fields) != 5 {
+			return nil, fmt.Errorf("dmsetup info line %q: want <name> <major> <minor> <attr> <open>", line)
 		}
 		num, err := ParseDevNum(fields[1] + ":" + fields[2])
 		if err != nil {
 			return nil, fmt.Errorf("dmsetup info line %q: %w", line, err)
 		}
-		devices = append(devices, Device{Name: fields[0], DevNum: num})
+		open, err := strconv.Atoi(fields[4])
+		if err != nil || open < 0 {
+			return nil, fmt.Errorf("dmsetup info line %q: open count %q", line, fields[4])
+		}
+		attr := fields[3]
+		devices = append(devices, Device{
+			Name: fields[0], DevNum: num, OpenCount: open,
+			Suspended: strings.Contains(attr, "s"), InactiveTable: strings.Contains(attr, "I"),
+		})
 	}
 	return devices, nil
 }

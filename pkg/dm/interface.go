@@ -12,6 +12,12 @@ var ErrNotFound = errors.New("device-mapper device not found")
 type Device struct {
 	Name   string
 	DevNum DevNum
+	// Suspended devices hold all I/O: a reload interrupted by a crash leaves one.
+	Suspended bool
+	// InactiveTable is set when a table was loaded but never resumed.
+	InactiveTable bool
+	// OpenCount is how many openers the device has (mounts, processes).
+	OpenCount int
 }
 
 // Interface is the set of device-mapper operations ssdcache needs. The real
@@ -36,6 +42,8 @@ type Interface interface {
 	Status(ctx context.Context, name string) (string, error)
 	// List returns every device-mapper device.
 	List(ctx context.Context) ([]Device, error)
+	// Info returns one device; ErrNotFound if it does not exist.
+	Info(ctx context.Context, name string) (Device, error)
 }
 
 // DevicePath is where a device-mapper device's node lives.

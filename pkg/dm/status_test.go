@@ -110,7 +110,7 @@ func FuzzParseCacheStatus(f *testing.F) {
 }
 
 func FuzzParseDeviceList(f *testing.F) {
-	f.Add("ssdcache-a 253 0\nssdcache-b 253 1\n")
+	f.Add("ssdcache-a 253 0 L--w 1\nssdcache-b 253 1 LIsw 0\n")
 	f.Add("No devices found\n")
 	f.Fuzz(func(t *testing.T, out string) {
 		devs, err := parseDeviceList(out)
@@ -123,4 +123,17 @@ func FuzzParseDeviceList(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestParseDeviceList(t *testing.T) {
+	devs, err := parseDeviceList("ssdcache-a 253 0 L--w 1\nssdcache-b 253 1 LIsw 0\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(devs) != 2 || devs[0].Suspended || devs[0].OpenCount != 1 || !devs[1].Suspended || !devs[1].InactiveTable {
+		t.Fatalf("got %+v", devs)
+	}
+	if devs, err := parseDeviceList("No devices found\n"); err != nil || len(devs) != 0 {
+		t.Fatalf("no devices: %v %v", devs, err)
+	}
 }

@@ -172,10 +172,24 @@ func (f *DM) List(context.Context) ([]dm.Device, error) {
 	defer f.mu.Unlock()
 	out := make([]dm.Device, 0, len(f.devices))
 	for name, d := range f.devices {
-		out = append(out, dm.Device{Name: name, DevNum: d.num})
+		out = append(out, d.info(name))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
+}
+
+func (d *device) info(name string) dm.Device {
+	return dm.Device{Name: name, DevNum: d.num, Suspended: d.suspended, InactiveTable: d.inactive != nil}
+}
+
+func (f *DM) Info(_ context.Context, name string) (dm.Device, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d, err := f.get(name)
+	if err != nil {
+		return dm.Device{}, err
+	}
+	return d.info(name), nil
 }
 
 // Suspended reports whether name is suspended (a test asserts none is left so).

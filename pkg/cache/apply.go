@@ -1,0 +1,83 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/ssdcache/ssdcache/pkg/lvm"
+)
+
+// applier carries one convergence's state between steps.
+type applier struct {
+	*Engine
+	volumeID string
+	want     desired
+	lvs      []lvm.LV
+}
+
+func (a *applier) apply(ctx context.Context, s step) error {
+	switch s {
+	case stepLoadLinear:
+		return a.reload(ctx, a.volumeID, linearTable(a.want))
+	case stepRemoveCacheLVs:
+		return a.removeCacheLVs(ctx)
+	case stepCreateCacheLVs:
+		return a.createCacheLVs(ctx)
+	case stepZeroMetadata:
+		meta, _, err := a.pair()
+		if err != nil {
+			return err
+		}
+		return a.dev.ZeroHead(meta.Path, min(meta.Size, zeroMetadataBytes))
+	case stepLoadCache, stepSwitchCacheMode:
+		meta, data, err := a.pair()
+		if err != nil {
+			return err
+		}
+		table, err := cacheTable(a.want, meta, data)
+		if err != nil {
+			return err
+		}
+		return a.reload(ctx, a.volumeID, table)
+	}
+	return fmt.Errorf("unknown step %q", s)
+}
+
+func (a *applier) pair() (meta, data lvm.LV, err error) {
+	meta, data, fit := fittingLVs(a.lvs, a.want)
+	if !fit {
+		return meta, data, fmt.Errorf("cache LVs of %s are missing or the wrong size", a.volumeID)
+	}
+	return meta, data, nil
+}
+
+func (a *applier) removeCacheLVs(ctx context.Context) error {
+	for _, lv := range a.lvs {
+		if err := a.lvm.RemoveLV(ctx, lv.VG, lv.Name); err != nil && !errors.Is(err, lvm.ErrNotFound) {
+			return err
+		}
+	}
+	a.lvs = nil
+	return nil
+}
+
+// createCacheLVs creates the metadata LV, then the data LV. A crash between
+// the two leaves one LV, which the next plan removes and recreates.
+func (a *applier) createCacheLVs(ctx context.Context) error {
+	size := a.want.cache.SizeBytes
+	meta, err := a.lvm.CreateLV(ctx, a.want.vg, metadataLVName(a.volumeID), metadataBytes(size),
+		lvm.Tags(a.volumeID, lvm.RoleCacheMetadata))
+	if err != nil {
+		return err
+	}
+	a.lvs = append(a.lvs, meta)
+	a.faults.Reached(ctx, "create-cache-lvs/metadata-created")
+	data, err := a.lvm.CreateLV(ctx, a.want.vg, dataLVName(a.volumeID), size,
+		append(lvm.Tags(a.volumeID, lvm.RoleCacheData), cacheBytesTag(size)))
+	if err != nil {
+		return err
+	}
+	a.lvs = append(a.lvs, data)
+	return nil
+}

@@ -1,0 +1,143 @@
+package cache
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/ssdcache/ssdcache/pkg/dm"
+)
+
+// crash is panicked with to model kill -9 at a fault point.
+type crash struct{ point string }
+
+// crashAt is FaultPoints that crashes at the n-th point reached.
+type crashAt struct {
+	n, seen int
+	points  []string
+}
+
+func (c *crashAt) Reached(_ context.Context, point string) {
+	c.points = append(c.points, point)
+	c.seen++
+	if c.seen == c.n {
+		panic(crash{point})
+	}
+}
+
+// runUntilCrash runs op and reports whether it crashed.
+func runUntilCrash(op func()) (crashed bool, point string) {
+	defer func() {
+		if r := recover(); r != nil {
+			c, ok := r.(crash)
+			if !ok {
+				panic(r)
+			}
+			crashed, point = true, c.point
+		}
+	}()
+	op()
+	return false, ""
+}
+
+// Safety rule 5: kill the plugin at every fault point of every operation,
+// restart (repeat the call, as the CO and the agent do): the volume always
+// converges to the requested state, no device is left suspended and no LV
+// leaks.
+func TestSafetyRule5_CrashAtEveryStepConverges(t *testing.T) {
+	ctx := context.Background()
+	ops := []struct {
+		name   string
+		before func(w *world)
+		op     func(w *world) error
+		check  func(t *testing.T, w *world)
+	}{
+		{"stage cached", func(*world) {}, func(w *world) error {
+			_, err := w.engine.Stage(ctx, StageSpec{VolumeID: vol, OriginPath: originPath, Cache: readCache(gib)})
+			return err
+		}, expectCache(dm.Writethrough, 2)},
+		{"attach", func(w *world) { w.stage(t, nil) }, func(w *world) error {
+			return w.engine.Attach(ctx, vol, *readCache(gib))
+		}, expectCache(dm.Writethrough, 2)},
+		{"detach", func(w *world) { w.stage(t, readCache(gib)) }, func(w *world) error {
+			return w.engine.Detach(ctx, vol)
+		}, expectLinear(0)},
+		{"resize", func(w *world) { w.stage(t, readCache(gib)) }, func(w *world) error {
+			return w.engine.Attach(ctx, vol, *readCache(2 * gib))
+		}, expectCache(dm.Writethrough, 2)},
+		{"pause", func(w *world) { w.stage(t, readCache(gib)) }, func(w *world) error {
+			return w.engine.Attach(ctx, vol, Spec{SizeBytes: gib, Mode: ModePaused})
+		}, expectCache(dm.Passthrough, 2)},
+		{"unstage", func(w *world) { w.stage(t, readCache(gib)) }, func(w *world) error {
+			return w.engine.Unstage(ctx, vol)
+		}, expectGone},
+	}
+	for _, o := range ops {
+		t.Run(o.name, func(t *testing.T) {
+			for n := 1; ; n++ {
+				w := newWorld(t)
+				o.before(w)
+				fp := &crashAt{n: n}
+				w.faults = fp
+				crashed, point := runUntilCrash(func() { _ = o.op(w) })
+				w.faults = nil
+				if err := o.op(w); err != nil {
+					t.Fatalf("crash at %q, then retry: %v", point, err)
+				}
+				o.check(t, w)
+				if !crashed {
+					if n == 1 {
+						t.Fatal("operation reached no fault point")
+					}
+					t.Logf("crashed at each of %d points: %v", n-1, fp.points)
+					return
+				}
+			}
+		})
+	}
+}
+
+func expectCache(mode dm.CacheMode, lvs int) func(*testing.T, *world) {
+	return func(t *testing.T, w *world) {
+		t.Helper()
+		c, ok := w.table(t).Target.(dm.CacheTarget)
+		if !ok || c.Mode != mode {
+			t.Fatalf("table %q, want a %s cache", w.table(t), mode)
+		}
+		expectClean(t, w, lvs)
+	}
+}
+
+func expectLinear(lvs int) func(*testing.T, *world) {
+	return func(t *testing.T, w *world) {
+		t.Helper()
+		if _, ok := w.table(t).Target.(dm.LinearTarget); !ok {
+			t.Fatalf("table %q, want linear", w.table(t))
+		}
+		expectClean(t, w, lvs)
+	}
+}
+
+func expectGone(t *testing.T, w *world) {
+	t.Helper()
+	if devs, _ := w.dm.List(context.Background()); len(devs) != 0 {
+		t.Fatalf("devices left: %v", devs)
+	}
+	if lvs := w.cacheLVs(t); len(lvs) != 0 {
+		t.Fatalf("LVs leaked: %v", lvs)
+	}
+}
+
+func expectClean(t *testing.T, w *world, lvs int) {
+	t.Helper()
+	name := DeviceName(vol)
+	if w.dm.Suspended(name) || w.dm.HasInactive(name) {
+		t.Fatal("device left suspended or with an inactive table")
+	}
+	if got := w.cacheLVs(t); len(got) != lvs {
+		t.Fatalf("cache LVs %v, want %d", got, lvs)
+	}
+	if !slices.Contains([]int{0, 2}, lvs) {
+		t.Fatalf("bad expectation %d", lvs)
+	}
+}

@@ -1,0 +1,161 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"k8s.io/klog/v2"
+
+	"github.com/ssdcache/ssdcache/pkg/blockdev"
+	"github.com/ssdcache/ssdcache/pkg/dm"
+	"github.com/ssdcache/ssdcache/pkg/lvm"
+)
+
+// zeroMetadataBytes covers dm-cache's superblock with room to spare: a zero
+// superblock makes dm-cache format fresh, empty metadata.
+const zeroMetadataBytes = 1 << 20
+
+// Pools names the node's volume groups.
+type Pools struct {
+	// OriginVG holds origin volumes on HDDs.
+	OriginVG string
+	// CacheVGs maps a device class to the VG of its cache devices.
+	CacheVGs map[string]string
+	// DefaultClass is used when a spec names no class.
+	DefaultClass string
+}
+
+// CacheVG returns the VG of class ("" for the default class).
+func (p Pools) CacheVG(class string) (string, error) {
+	if class == "" {
+		class = p.DefaultClass
+	}
+	vg, ok := p.CacheVGs[class]
+	if !ok {
+		classes := make([]string, 0, len(p.CacheVGs))
+		for c := range p.CacheVGs {
+			classes = append(classes, c)
+		}
+		slices.Sort(classes)
+		return "", fmt.Errorf("device class %q: this node has %v: %w", class, classes, ErrUnknownClass)
+	}
+	return vg, nil
+}
+
+// Engine attaches, detaches, resizes and pauses caches of staged volumes.
+// It is safe for concurrent use on different volumes; callers serialise work
+// on one volume with VolumeLocks.
+type Engine struct {
+	dm     dm.Interface
+	lvm    lvm.Interface
+	dev    blockdev.Interface
+	pools  Pools
+	faults FaultPoints
+}
+
+// NewEngine returns an engine over the given OS layers.
+func NewEngine(d dm.Interface, l lvm.Interface, b blockdev.Interface, pools Pools, faults FaultPoints) *Engine {
+	if faults == nil {
+		faults = NoFaults{}
+	}
+	return &Engine{dm: d, lvm: l, dev: b, pools: pools, faults: faults}
+}
+
+// Pools returns the engine's pool configuration.
+func (e *Engine) Pools() Pools { return e.pools }
+
+// observe reads the kernel's table and the volume's cache LVs.
+func (e *Engine) observe(ctx context.Context, volumeID string) (observed, error) {
+	var obs observed
+	table, err := e.dm.Table(ctx, DeviceName(volumeID))
+	switch {
+	case errors.Is(err, dm.ErrNotFound):
+	case err != nil:
+		return obs, err
+	default:
+		obs.staged, obs.table = true, table
+	}
+	for _, vg := range e.cacheVGs() {
+		lvs, err := lvm.VolumeLVs(ctx, e.lvm, vg, volumeID)
+		if err != nil {
+			return obs, fmt.Errorf("list cache LVs of %s in %s: %w", volumeID, vg, err)
+		}
+		for _, lv := range lvs {
+			if r := lv.Role(); r == lvm.RoleCacheMetadata || r == lvm.RoleCacheData {
+				obs.cacheLVs = append(obs.cacheLVs, lv)
+			}
+		}
+	}
+	return obs, nil
+}
+
+func (e *Engine) cacheVGs() []string {
+	vgs := make([]string, 0, len(e.pools.CacheVGs))
+	for _, vg := range e.pools.CacheVGs {
+		if !slices.Contains(vgs, vg) {
+			vgs = append(vgs, vg)
+		}
+	}
+	slices.Sort(vgs)
+	return vgs
+}
+
+// converge plans and applies the steps from what is to want.
+func (e *Engine) converge(ctx context.Context, volumeID, op string, obs observed, want desired) error {
+	steps := plan(obs, want)
+	if len(steps) == 0 {
+		return nil
+	}
+	klog.InfoS("Changing volume", "volumeID", volumeID, "operation", op, "steps", steps)
+	run := &applier{Engine: e, volumeID: volumeID, want: want, lvs: obs.cacheLVs}
+	for _, s := range steps {
+		e.faults.Reached(ctx, op+"/"+string(s))
+		if err := run.apply(ctx, s); err != nil {
+			return fmt.Errorf("%s volume %s: step %s: %w", op, volumeID, s, err)
+		}
+	}
+	return nil
+}
+
+// recoverInterruptedReload undoes a reload a crash cut short: the inactive
+// table is dropped and the last live table resumed, so a suspended device
+// never holds application I/O forever (safety rule 5).
+func (e *Engine) recoverInterruptedReload(ctx context.Context, volumeID string) error {
+	name := DeviceName(volumeID)
+	info, err := e.dm.Info(ctx, name)
+	if err != nil {
+		return err
+	}
+	if info.InactiveTable {
+		klog.InfoS("Dropping table left loaded by an interrupted change", "volumeID", volumeID)
+		if err := e.dm.ClearInactive(ctx, name); err != nil {
+			return err
+		}
+	}
+	if info.Suspended {
+		klog.InfoS("Resuming device left suspended by an interrupted change", "volumeID", volumeID)
+		return e.dm.Resume(ctx, name)
+	}
+	return nil
+}
+
+// reload swaps name's live table for table. Suspending first lets a live
+// dm-cache commit its metadata before a new cache table reads it; on any
+// failure the old table is resumed, so the volume keeps serving.
+func (e *Engine) reload(ctx context.Context, volumeID string, table dm.Table) error {
+	name := DeviceName(volumeID)
+	if err := e.dm.Suspend(ctx, name); err != nil {
+		return err
+	}
+	e.faults.Reached(ctx, "reload/suspended")
+	if err := e.dm.Load(ctx, name, table); err != nil {
+		return errors.Join(err, e.dm.ClearInactive(ctx, name), e.dm.Resume(ctx, name))
+	}
+	e.faults.Reached(ctx, "reload/loaded")
+	if err := e.dm.Resume(ctx, name); err != nil {
+		return errors.Join(err, e.dm.ClearInactive(ctx, name), e.dm.Resume(ctx, name))
+	}
+	return nil
+}

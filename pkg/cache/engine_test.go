@@ -1,0 +1,343 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ssdcache/ssdcache/pkg/blockdev/blockdevfake"
+	"github.com/ssdcache/ssdcache/pkg/dm"
+	"github.com/ssdcache/ssdcache/pkg/dm/dmfake"
+	"github.com/ssdcache/ssdcache/pkg/lvm"
+	"github.com/ssdcache/ssdcache/pkg/lvm/lvmfake"
+)
+
+// world is a node made of fakes that share one ordered event log.
+type world struct {
+	dm     *dmfake.DM
+	lvm    *lvmfake.LVM
+	dev    *blockdevfake.Devices
+	events []string
+	engine *Engine
+	faults FaultPoints
+}
+
+const (
+	vol        = "pvc-1"
+	originPath = "/dev/ssdcache-hdd/pvc-1"
+	gib        = uint64(1 << 30)
+)
+
+var testPools = Pools{OriginVG: "ssdcache-hdd", CacheVGs: map[string]string{"nvme": "ssdcache-nvme"}, DefaultClass: "nvme"}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	w := &world{dm: dmfake.New(), lvm: lvmfake.New(), dev: blockdevfake.New()}
+	rec := func(e string) { w.events = append(w.events, e) }
+	w.dm.Record, w.lvm.Record, w.dev.Record = rec, rec, rec
+	w.lvm.AddVG("ssdcache-hdd", 100*gib, lvm.PoolTagPrefix+"origin")
+	w.lvm.AddVG("ssdcache-nvme", 10*gib, lvm.PoolTagPrefix+"cache")
+	origin, err := w.lvm.CreateLV(context.Background(), "ssdcache-hdd", vol, 10*gib, lvm.Tags(vol, lvm.RoleOrigin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.dev.Add(originPath, blockdevfake.Device{Size: origin.Size, DevNum: origin.DevNum})
+	w.events = nil
+	w.engine = NewEngine(w.dm, w.lvm, w.dev, testPools, faultsFunc(func(ctx context.Context, p string) {
+		if w.faults != nil {
+			w.faults.Reached(ctx, p)
+		}
+	}))
+	return w
+}
+
+type faultsFunc func(context.Context, string)
+
+func (f faultsFunc) Reached(ctx context.Context, p string) { f(ctx, p) }
+
+func readCache(size uint64) *Spec { return &Spec{SizeBytes: size, Mode: ModeReadCache} }
+
+func (w *world) table(t *testing.T) dm.Table {
+	t.Helper()
+	tbl, err := w.dm.Table(context.Background(), DeviceName(vol))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tbl
+}
+
+func (w *world) cacheLVs(t *testing.T) []string {
+	t.Helper()
+	lvs, err := w.lvm.ListLVs(context.Background(), "ssdcache-nvme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, lv := range lvs {
+		names = append(names, lv.Name)
+	}
+	return names
+}
+
+func (w *world) stage(t *testing.T, spec *Spec) StageResult {
+	t.Helper()
+	res, err := w.engine.Stage(context.Background(), StageSpec{VolumeID: vol, OriginPath: originPath, Cache: spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// indexOf returns the position of the first event containing all parts.
+func indexOf(events []string, parts ...string) int {
+	return slices.IndexFunc(events, func(e string) bool {
+		for _, p := range parts {
+			if !strings.Contains(e, p) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func TestStageUncachedIsLinearOverOrigin(t *testing.T) {
+	w := newWorld(t)
+	res := w.stage(t, nil)
+	if res.DevicePath != "/dev/mapper/ssdcache-pvc-1" {
+		t.Fatalf("device path %s", res.DevicePath)
+	}
+	want := "0 20971520 linear 254:1 0"
+	if got := w.table(t).String(); got != want {
+		t.Fatalf("table %q, want %q", got, want)
+	}
+	if len(w.cacheLVs(t)) != 0 {
+		t.Fatalf("uncached volume got cache LVs %v", w.cacheLVs(t))
+	}
+}
+
+func TestStageCachedBuildsWritethroughTable(t *testing.T) {
+	w := newWorld(t)
+	w.stage(t, readCache(gib))
+	c, ok := w.table(t).Target.(dm.CacheTarget)
+	if !ok {
+		t.Fatalf("table %q is not a cache", w.table(t))
+	}
+	if c.Mode != dm.Writethrough || c.Policy != "smq" || c.BlockSectors != 128 || c.Origin != (dm.DevNum{Major: 254, Minor: 1}) {
+		t.Fatalf("cache target %+v", c)
+	}
+	if got := w.cacheLVs(t); !slices.Equal(got, []string{"pvc-1.cache-data", "pvc-1.cache-meta"}) {
+		t.Fatalf("cache LVs %v", got)
+	}
+}
+
+// Safety rule 2: metadata is zeroed before any cache table is loaded over it.
+func TestSafetyRule2_MetadataZeroedBeforeCacheLoad(t *testing.T) {
+	w := newWorld(t)
+	w.stage(t, readCache(gib))
+	zero := indexOf(w.events, "zero /dev/ssdcache-nvme/pvc-1.cache-meta")
+	load := indexOf(w.events, "dm load", " cache ")
+	if zero < 0 || load < 0 || zero > load {
+		t.Fatalf("zero at %d, cache load at %d; events:\n%s", zero, load, strings.Join(w.events, "\n"))
+	}
+}
+
+// Safety rule 2: after a reboot (dm devices gone, LVs kept) the old metadata
+// is never trusted.
+func TestSafetyRule2_StaleMetadataZeroedAfterReboot(t *testing.T) {
+	w := newWorld(t)
+	w.stage(t, readCache(gib))
+	w.dm = dmfake.New()
+	w.dm.Record = func(e string) { w.events = append(w.events, e) }
+	w.engine.dm = w.dm
+	w.events = nil
+	w.stage(t, readCache(gib))
+	if indexOf(w.events, "lvm createlv") >= 0 {
+		t.Fatalf("reboot recreated LVs that fit: %v", w.events)
+	}
+	zero, load := indexOf(w.events, "zero", "cache-meta"), indexOf(w.events, "dm load", " cache ")
+	if zero < 0 || zero > load {
+		t.Fatalf("stale metadata not zeroed before load: %v", w.events)
+	}
+}
+
+// Safety rule 2, the other way: metadata a live table uses is never zeroed.
+func TestSafetyRule2_LiveMetadataNeverZeroed(t *testing.T) {
+	w := newWorld(t)
+	w.stage(t, readCache(gib))
+	w.events = nil
+	w.stage(t, readCache(gib)) // repeated NodeStage
+	if err := w.engine.Attach(context.Background(), vol, Spec{SizeBytes: gib, Mode: ModePaused}); err != nil {
+		t.Fatal(err)
+	}
+	if indexOf(w.events, "zero") >= 0 {
+		t.Fatalf("live metadata zeroed: %v", w.events)
+	}
+	if c := w.table(t).Target.(dm.CacheTarget); c.Mode != dm.Passthrough {
+		t.Fatalf("pause left mode %s", c.Mode)
+	}
+}
+
+// Safety rule 1: detaching is a table swap to linear over the same origin,
+// with no flush, no cleaner policy and no message to the cache.
+func TestSafetyRule1_DetachNeedsNoFlush(t *testing.T) {
+	w := newWorld(t)
+	w.stage(t, readCache(gib))
+	w.events = nil
+	if err := w.engine.Detach(context.Background(), vol); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"dm suspend ssdcache-pvc-1",
+		"dm load ssdcache-pvc-1 0 20971520 linear 254:1 0",
+		"dm resume ssdcache-pvc-1",
+		"lvm removelv ssdcache-nvme/pvc-1.cache-data",
+		"lvm removelv ssdcache-nvme/pvc-1.cache-meta",
+	}
+	if !slices.Equal(w.events, want) {
+		t.Fatalf("detach events:\n%s\nwant:\n%s", strings.Join(w.events, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestResizeRecreatesCacheOnline(t *testing.T) {
+	w := newWorld(t)
+	w.stage(t, readCache(gib))
+	if err := w.engine.Attach(context.Background(), vol, Spec{SizeBytes: 2 * gib, Mode: ModeReadCache}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := w.engine.Inspect(context.Background(), vol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Cached || st.Spec.SizeBytes != 2*gib || st.Status == nil || st.Status.Mode != dm.Writethrough {
+		t.Fatalf("after resize: %+v", st)
+	}
+	if w.dm.Suspended(DeviceName(vol)) {
+		t.Fatal("device left suspended")
+	}
+}
+
+func TestReloadFailureKeepsOldTableLive(t *testing.T) {
+	w := newWorld(t)
+	w.stage(t, nil)
+	before := w.table(t)
+	w.dm.FailOn["load"] = errors.New("dm-cache: could not open metadata")
+	err := w.engine.Attach(context.Background(), vol, *readCache(gib))
+	if err == nil || !strings.Contains(err.Error(), "could not open metadata") {
+		t.Fatalf("err = %v", err)
+	}
+	if !w.table(t).Equal(before) || w.dm.Suspended(DeviceName(vol)) || w.dm.HasInactive(DeviceName(vol)) {
+		t.Fatalf("failed load left table %q suspended=%v", w.table(t), w.dm.Suspended(DeviceName(vol)))
+	}
+}
+
+func TestStageSurvivesBrokenCachePool(t *testing.T) {
+	w := newWorld(t)
+	w.lvm.FailOn["createlv"] = errors.New("I/O error on /dev/nvme0n1")
+	res := w.stage(t, readCache(gib))
+	if res.CacheError == nil {
+		t.Fatal("cache error not reported")
+	}
+	if _, ok := w.table(t).Target.(dm.LinearTarget); !ok {
+		t.Fatalf("volume not serving linear: %q", w.table(t))
+	}
+}
+
+func TestStageRefusesOtherOrigin(t *testing.T) {
+	w := newWorld(t)
+	w.stage(t, nil)
+	w.dev.Add("/dev/disk/by-id/ata-other", blockdevfake.Device{Size: gib, DevNum: dm.DevNum{Major: 8, Minor: 32}})
+	_, err := w.engine.Stage(context.Background(), StageSpec{VolumeID: vol, OriginPath: "/dev/disk/by-id/ata-other"})
+	if !errors.Is(err, ErrOriginMismatch) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestDropCacheLeavesLVsAlone(t *testing.T) {
+	w := newWorld(t)
+	w.stage(t, readCache(gib))
+	w.events = nil
+	if err := w.engine.DropCache(context.Background(), vol); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := w.table(t).Target.(dm.LinearTarget); !ok {
+		t.Fatalf("table %q", w.table(t))
+	}
+	if indexOf(w.events, "lvm") >= 0 || indexOf(w.events, "zero") >= 0 {
+		t.Fatalf("drop touched the cache device: %v", w.events)
+	}
+}
+
+func TestGrowReloadsWithNewLength(t *testing.T) {
+	w := newWorld(t)
+	w.stage(t, readCache(gib))
+	w.dev.Add(originPath, blockdevfake.Device{Size: 20 * gib, DevNum: dm.DevNum{Major: 254, Minor: 1}})
+	if err := w.engine.Grow(context.Background(), vol, originPath); err != nil {
+		t.Fatal(err)
+	}
+	tbl := w.table(t)
+	if tbl.Length != 20*gib/512 {
+		t.Fatalf("length %d", tbl.Length)
+	}
+	if _, ok := tbl.Target.(dm.CacheTarget); !ok {
+		t.Fatalf("grow lost the cache: %q", tbl)
+	}
+}
+
+func TestUnstageRemovesEverything(t *testing.T) {
+	w := newWorld(t)
+	w.stage(t, readCache(gib))
+	for i := 0; i < 2; i++ { // the second call must be a no-op
+		if err := w.engine.Unstage(context.Background(), vol); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if devs, _ := w.dm.List(context.Background()); len(devs) != 0 {
+		t.Fatalf("devices left: %v", devs)
+	}
+	if lvs := w.cacheLVs(t); len(lvs) != 0 {
+		t.Fatalf("cache LVs left: %v", lvs)
+	}
+}
+
+func TestUnknownClassIsNamed(t *testing.T) {
+	w := newWorld(t)
+	w.stage(t, nil)
+	_, err := w.engine.SetCache(context.Background(), vol, &Spec{SizeBytes: gib, Mode: ModeReadCache, Class: "optane"})
+	if !errors.Is(err, ErrUnknownClass) || !strings.Contains(err.Error(), `"optane"`) || !strings.Contains(err.Error(), "nvme") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestInvalidInputs(t *testing.T) {
+	w := newWorld(t)
+	for _, id := range []string{"", "-x", "a/b", "has space", strings.Repeat("x", 97)} {
+		if _, err := w.engine.Stage(context.Background(), StageSpec{VolumeID: id, OriginPath: originPath}); !errors.Is(err, ErrInvalid) {
+			t.Errorf("volume ID %q: err = %v", id, err)
+		}
+	}
+	for _, spec := range []Spec{{SizeBytes: 1 << 20, Mode: ModeReadCache}, {SizeBytes: gib, Mode: "WriteBack"}} {
+		if err := spec.Validate(); !errors.Is(err, ErrInvalid) {
+			t.Errorf("spec %+v: err = %v", spec, err)
+		}
+	}
+}
+
+func TestVolumeLocks(t *testing.T) {
+	l := NewVolumeLocks()
+	if !l.TryAcquire("a") || l.TryAcquire("a") || !l.TryAcquire("b") {
+		t.Fatal("lock semantics broken")
+	}
+	l.Release("a")
+	if !l.TryAcquire("a") {
+		t.Fatal("released lock not reusable")
+	}
+}
+
+func ExampleEngine_SetCache() {
+	fmt.Println(plan(observed{staged: true, table: dm.Table{Length: 8, Target: dm.LinearTarget{Device: dm.DevNum{Major: 8}}}},
+		desired{origin: dm.DevNum{Major: 8}, length: 8, cache: readCache(gib), vg: "ssdcache-nvme"}))
+	// Output: [create-cache-lvs zero-metadata load-cache]
+}

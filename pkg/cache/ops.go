@@ -1,0 +1,303 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"k8s.io/klog/v2"
+
+	"github.com/ssdcache/ssdcache/pkg/dm"
+	"github.com/ssdcache/ssdcache/pkg/lvm"
+)
+
+// StageSpec describes a volume to bring up as its dm device.
+type StageSpec struct {
+	VolumeID string
+	// OriginPath is the HDD-backed device: an origin LV or, for an existing
+	// disk, a /dev/disk/by-id path. It is never written to by ssdcache itself.
+	OriginPath string
+	// Cache is the cache to start with; nil for none.
+	Cache *Spec
+}
+
+// StageResult tells how staging went beyond success or failure.
+type StageResult struct {
+	DevicePath string
+	// CacheError is set when the volume came up without its cache because
+	// the cache could not be attached; the volume itself is fine.
+	CacheError error
+}
+
+// Stage makes the volume's dm device exist. A new device starts linear and
+// then gets spec.Cache, and so does an existing linear one (a crash may have
+// cut staging short); a device that already has a cache keeps it, because
+// once staged the cache belongs to the node agent and its CacheBinding.
+// A failing cache never fails staging: the HDD holds every byte, the SSD
+// only accelerates.
+func (e *Engine) Stage(ctx context.Context, spec StageSpec) (StageResult, error) {
+	res := StageResult{DevicePath: DevicePath(spec.VolumeID)}
+	want, err := e.stageTarget(ctx, spec)
+	if err != nil {
+		return res, err
+	}
+	obs, err := e.observe(ctx, spec.VolumeID)
+	if err != nil {
+		return res, err
+	}
+	if obs.staged {
+		err = e.checkStaged(ctx, spec.VolumeID, obs, want)
+	} else {
+		e.faults.Reached(ctx, "stage/create-device")
+		err = e.dm.Create(ctx, DeviceName(spec.VolumeID), linearTable(want))
+	}
+	if err != nil {
+		return res, fmt.Errorf("stage volume %s: %w", spec.VolumeID, err)
+	}
+	if _, cached := obs.table.Target.(dm.CacheTarget); cached || spec.Cache == nil {
+		return res, nil
+	}
+	if _, err := e.SetCache(ctx, spec.VolumeID, spec.Cache); err != nil {
+		klog.ErrorS(err, "Volume staged without its cache", "volumeID", spec.VolumeID)
+		res.CacheError = err
+	}
+	return res, nil
+}
+
+func (e *Engine) stageTarget(ctx context.Context, spec StageSpec) (desired, error) {
+	if err := ValidateVolumeID(spec.VolumeID); err != nil {
+		return desired{}, err
+	}
+	if spec.Cache != nil {
+		if err := spec.Cache.Validate(); err != nil {
+			return desired{}, err
+		}
+	}
+	origin, err := e.dev.DevNum(spec.OriginPath)
+	if err != nil {
+		return desired{}, fmt.Errorf("origin of volume %s: %w", spec.VolumeID, err)
+	}
+	size, err := e.dev.Size(ctx, spec.OriginPath)
+	if err != nil {
+		return desired{}, fmt.Errorf("origin of volume %s: %w", spec.VolumeID, err)
+	}
+	if size < dm.SectorSize {
+		return desired{}, fmt.Errorf("origin %s of volume %s is empty: %w", spec.OriginPath, spec.VolumeID, ErrInvalid)
+	}
+	return desired{origin: origin, length: size / dm.SectorSize}, nil
+}
+
+// checkStaged verifies an existing device maps the right origin and undoes a
+// change a crash interrupted.
+func (e *Engine) checkStaged(ctx context.Context, volumeID string, obs observed, want desired) error {
+	if origin, ok := originOf(obs.table); !ok || origin != want.origin {
+		return fmt.Errorf("device %s has table %q, want origin %s: %w", DeviceName(volumeID), obs.table, want.origin, ErrOriginMismatch)
+	}
+	return e.recoverInterruptedReload(ctx, volumeID)
+}
+
+// SetCache converges a staged volume's cache to spec (nil: no cache) and
+// returns the plan's steps count for logging. It is Attach, Detach, Resize,
+// Pause and Resume in one: the difference is only in spec.
+func (e *Engine) SetCache(ctx context.Context, volumeID string, spec *Spec) (bool, error) {
+	obs, want, err := e.current(ctx, volumeID)
+	if err != nil {
+		return false, err
+	}
+	if spec != nil {
+		if err := spec.Validate(); err != nil {
+			return false, err
+		}
+		if want.vg, err = e.pools.CacheVG(spec.Class); err != nil {
+			return false, err
+		}
+	}
+	want.cache = spec
+	changed := len(plan(obs, want)) > 0
+	return changed, e.converge(ctx, volumeID, opName(obs, spec), obs, want)
+}
+
+// current observes a staged volume and returns a target equal to its
+// present origin and length, for callers to modify.
+func (e *Engine) current(ctx context.Context, volumeID string) (observed, desired, error) {
+	if err := ValidateVolumeID(volumeID); err != nil {
+		return observed{}, desired{}, err
+	}
+	obs, err := e.observe(ctx, volumeID)
+	if err != nil {
+		return obs, desired{}, err
+	}
+	if !obs.staged {
+		return obs, desired{}, fmt.Errorf("volume %s: %w", volumeID, ErrNotStaged)
+	}
+	origin, ok := originOf(obs.table)
+	if !ok {
+		return obs, desired{}, fmt.Errorf("device %s has a table ssdcache did not make: %q", DeviceName(volumeID), obs.table)
+	}
+	if err := e.recoverInterruptedReload(ctx, volumeID); err != nil {
+		return obs, desired{}, err
+	}
+	return obs, desired{origin: origin, length: obs.table.Length}, nil
+}
+
+func opName(obs observed, spec *Spec) string {
+	_, cached := obs.table.Target.(dm.CacheTarget)
+	switch {
+	case spec == nil:
+		return "detach"
+	case !cached:
+		return "attach"
+	}
+	return "change"
+}
+
+// Attach gives a staged volume a cache (or changes the one it has to spec).
+func (e *Engine) Attach(ctx context.Context, volumeID string, spec Spec) error {
+	_, err := e.SetCache(ctx, volumeID, &spec)
+	return err
+}
+
+// Detach removes a staged volume's cache; no flush is needed (rule 1).
+func (e *Engine) Detach(ctx context.Context, volumeID string) error {
+	_, err := e.SetCache(ctx, volumeID, nil)
+	return err
+}
+
+// Grow makes a staged volume's device as large as its origin now is, after
+// the origin was extended. A cached volume is re-cached with fresh metadata.
+func (e *Engine) Grow(ctx context.Context, volumeID, originPath string) error {
+	obs, want, err := e.current(ctx, volumeID)
+	if err != nil {
+		return err
+	}
+	size, err := e.dev.Size(ctx, originPath)
+	if err != nil {
+		return err
+	}
+	if size/dm.SectorSize < want.length {
+		return fmt.Errorf("origin %s of volume %s shrank to %d bytes: %w", originPath, volumeID, size, ErrInvalid)
+	}
+	want.length = size / dm.SectorSize
+	if spec, ok := e.specOf(obs); ok {
+		want.cache = &spec
+		want.vg = obs.cacheLVs[0].VG
+	}
+	return e.converge(ctx, volumeID, "grow", obs, want)
+}
+
+// specOf reconstructs the spec of the cache a volume has now.
+func (e *Engine) specOf(obs observed) (Spec, bool) {
+	c, ok := obs.table.Target.(dm.CacheTarget)
+	if !ok {
+		return Spec{}, false
+	}
+	for _, lv := range obs.cacheLVs {
+		if lv.Role() == lvm.RoleCacheData && lv.DevNum == c.Data {
+			mode := ModeReadCache
+			if c.Mode == dm.Passthrough {
+				mode = ModePaused
+			}
+			return Spec{SizeBytes: requestedBytes(lv), Mode: mode, Class: e.classOf(lv.VG)}, true
+		}
+	}
+	return Spec{}, false
+}
+
+func (e *Engine) classOf(vg string) string {
+	for class, v := range e.pools.CacheVGs {
+		if v == vg {
+			return class
+		}
+	}
+	return ""
+}
+
+// DropCache swaps a failing cache out for a linear table at once, leaving
+// its LVs alone (the SSD may not answer); safety rule 4.
+func (e *Engine) DropCache(ctx context.Context, volumeID string) error {
+	obs, want, err := e.current(ctx, volumeID)
+	if err != nil {
+		return err
+	}
+	if _, cached := obs.table.Target.(dm.CacheTarget); !cached {
+		return nil
+	}
+	klog.InfoS("Dropping failing cache", "volumeID", volumeID)
+	return e.reload(ctx, volumeID, linearTable(want))
+}
+
+// Unstage removes the volume's dm device and its cache LVs. The device must
+// no longer be mounted or open.
+func (e *Engine) Unstage(ctx context.Context, volumeID string) error {
+	if err := ValidateVolumeID(volumeID); err != nil {
+		return err
+	}
+	obs, err := e.observe(ctx, volumeID)
+	if err != nil {
+		return err
+	}
+	if obs.staged {
+		if err := e.recoverInterruptedReload(ctx, volumeID); err != nil {
+			return err
+		}
+		e.faults.Reached(ctx, "unstage/remove-device")
+		if err := e.dm.Remove(ctx, DeviceName(volumeID)); err != nil && !errors.Is(err, dm.ErrNotFound) {
+			return fmt.Errorf("remove device of volume %s: %w", volumeID, err)
+		}
+	}
+	e.faults.Reached(ctx, "unstage/remove-cache-lvs")
+	run := &applier{Engine: e, volumeID: volumeID, lvs: obs.cacheLVs}
+	return run.removeCacheLVs(ctx)
+}
+
+// State is what a staged volume looks like now.
+type State struct {
+	VolumeID string
+	Staged   bool
+	Table    dm.Table
+	Cached   bool
+	Spec     Spec
+	// Status is the parsed dm-cache status of a cached volume.
+	Status *dm.CacheStatus
+}
+
+// Inspect reports a volume's state, reading dm-cache status without
+// committing metadata.
+func (e *Engine) Inspect(ctx context.Context, volumeID string) (State, error) {
+	st := State{VolumeID: volumeID}
+	obs, err := e.observe(ctx, volumeID)
+	if err != nil || !obs.staged {
+		return st, err
+	}
+	st.Staged, st.Table = true, obs.table
+	st.Spec, st.Cached = e.specOf(obs)
+	if _, isCache := obs.table.Target.(dm.CacheTarget); !isCache {
+		return st, nil
+	}
+	line, err := e.dm.Status(ctx, DeviceName(volumeID))
+	if err != nil {
+		return st, err
+	}
+	status, err := dm.ParseCacheStatus(line)
+	if err != nil {
+		return st, err
+	}
+	st.Status = &status
+	return st, nil
+}
+
+// StagedVolumes lists the volume IDs that have a dm device on this node.
+func (e *Engine) StagedVolumes(ctx context.Context) ([]string, error) {
+	devs, err := e.dm.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, d := range devs {
+		if id, ok := strings.CutPrefix(d.Name, DevicePrefix); ok && ValidateVolumeID(id) == nil {
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
+}

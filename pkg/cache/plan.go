@@ -1,0 +1,146 @@
+package cache
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/ssdcache/ssdcache/pkg/dm"
+	"github.com/ssdcache/ssdcache/pkg/lvm"
+)
+
+// cacheBytesTagPrefix records on the data LV the cache size it was created
+// for, so a later plan can tell "right size" exactly, whatever the extent size.
+const cacheBytesTagPrefix = "ssdcache.io/cache-bytes="
+
+// observed is what the kernel and LVM say about one volume.
+type observed struct {
+	staged bool
+	table  dm.Table
+	// cacheLVs are the volume's metadata and data LVs in any cache pool.
+	cacheLVs []lvm.LV
+}
+
+// desired is what the volume should look like.
+type desired struct {
+	origin dm.DevNum
+	length uint64 // sectors
+	cache  *Spec  // nil: no cache
+	vg     string // cache pool of cache.Class
+}
+
+type step string
+
+const (
+	stepLoadLinear      step = "load-linear"
+	stepRemoveCacheLVs  step = "remove-cache-lvs"
+	stepCreateCacheLVs  step = "create-cache-lvs"
+	stepZeroMetadata    step = "zero-metadata"
+	stepLoadCache       step = "load-cache"
+	stepSwitchCacheMode step = "switch-cache-mode"
+)
+
+// plan lists the steps from obs to want. It never zeroes metadata that a
+// live cache table is using, and always zeroes it before any other cache
+// table is loaded (safety rule 2): after a crash, a reboot or on another
+// node, dm-cache would take every block as dirty and write stale SSD blocks
+// over newer origin data. Dropping the cache is a table swap to linear and
+// needs no flush, because writethrough never holds data the origin lacks
+// (safety rule 1).
+func plan(obs observed, want desired) []step {
+	liveCache, isCache := obs.table.Target.(dm.CacheTarget)
+	meta, data, fit := fittingLVs(obs.cacheLVs, want)
+	if want.cache != nil && isCache && fit && obs.table.Length == want.length &&
+		liveCache.Metadata == meta.DevNum && liveCache.Data == data.DevNum && liveCache.Origin == want.origin {
+		if mode, _ := want.cache.Mode.dmMode(); liveCache.Mode != mode {
+			return []step{stepSwitchCacheMode}
+		}
+		return nil
+	}
+	var steps []step
+	if isCache || obs.table.Length != want.length {
+		steps = append(steps, stepLoadLinear)
+	}
+	if want.cache == nil {
+		if len(obs.cacheLVs) > 0 {
+			steps = append(steps, stepRemoveCacheLVs)
+		}
+		return steps
+	}
+	if !fit {
+		if len(obs.cacheLVs) > 0 {
+			steps = append(steps, stepRemoveCacheLVs)
+		}
+		steps = append(steps, stepCreateCacheLVs)
+	}
+	return append(steps, stepZeroMetadata, stepLoadCache)
+}
+
+// fittingLVs returns the metadata and data LVs if they are exactly the pair
+// want needs: one of each, active, in the right pool, of the right size.
+func fittingLVs(lvs []lvm.LV, want desired) (meta, data lvm.LV, fit bool) {
+	if want.cache == nil || len(lvs) != 2 {
+		return meta, data, false
+	}
+	for _, lv := range lvs {
+		switch lv.Role() {
+		case lvm.RoleCacheMetadata:
+			meta = lv
+		case lvm.RoleCacheData:
+			data = lv
+		}
+	}
+	size := want.cache.SizeBytes
+	fit = meta.Name != "" && data.Name != "" && meta.VG == want.vg && data.VG == want.vg &&
+		!meta.DevNum.IsZero() && !data.DevNum.IsZero() &&
+		requestedBytes(data) == size && meta.Size >= metadataBytes(size)
+	return meta, data, fit
+}
+
+func requestedBytes(data lvm.LV) uint64 {
+	for _, t := range data.Tags {
+		if len(t) > len(cacheBytesTagPrefix) && t[:len(cacheBytesTagPrefix)] == cacheBytesTagPrefix {
+			n, err := strconv.ParseUint(t[len(cacheBytesTagPrefix):], 10, 64)
+			if err == nil {
+				return n
+			}
+		}
+	}
+	return 0
+}
+
+func cacheBytesTag(size uint64) string { return fmt.Sprintf("%s%d", cacheBytesTagPrefix, size) }
+
+func metadataBytes(dataBytes uint64) uint64 {
+	return dm.MetadataBytesFor(dataBytes, dm.BlockSectorsFor(dataBytes))
+}
+
+// cacheTable builds the dm-cache table for want over the given LVs.
+func cacheTable(want desired, meta, data lvm.LV) (dm.Table, error) {
+	mode, err := want.cache.Mode.dmMode()
+	if err != nil {
+		return dm.Table{}, err
+	}
+	target := dm.CacheTarget{
+		Metadata: meta.DevNum, Data: data.DevNum, Origin: want.origin,
+		BlockSectors: dm.BlockSectorsFor(want.cache.SizeBytes), Mode: mode, Policy: "smq",
+	}
+	if err := target.Validate(); err != nil {
+		return dm.Table{}, err
+	}
+	return dm.Table{Length: want.length, Target: target}, nil
+}
+
+func linearTable(want desired) dm.Table {
+	return dm.Table{Length: want.length, Target: dm.LinearTarget{Device: want.origin}}
+}
+
+// originOf returns the origin device of a table ssdcache made.
+func originOf(t dm.Table) (dm.DevNum, bool) {
+	switch target := t.Target.(type) {
+	case dm.LinearTarget:
+		return target.Device, target.Offset == 0
+	case dm.CacheTarget:
+		return target.Origin, true
+	}
+	return dm.DevNum{}, false
+}

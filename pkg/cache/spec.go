@@ -1,0 +1,88 @@
+package cache
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+
+	"github.com/ssdcache/ssdcache/pkg/dm"
+)
+
+// Sentinel errors, turned into gRPC codes only at the CSI boundary.
+var (
+	// ErrInvalid marks bad input: a malformed volume ID or cache spec.
+	ErrInvalid = errors.New("invalid argument")
+	// ErrNotStaged is returned for operations on a volume that has no dm device.
+	ErrNotStaged = errors.New("volume is not staged")
+	// ErrOriginMismatch is returned when the dm device maps another origin
+	// than the one the volume should have.
+	ErrOriginMismatch = errors.New("staged device maps a different origin")
+	// ErrUnknownClass is returned for a device class this node has no pool for.
+	ErrUnknownClass = errors.New("unknown cache device class")
+)
+
+// Mode is what the cache does for reads.
+type Mode string
+
+const (
+	// ModeReadCache caches reads; writes complete on the origin (writethrough).
+	ModeReadCache Mode = "ReadCache"
+	// ModePaused keeps the cache attached but serves everything from the origin (passthrough).
+	ModePaused Mode = "Paused"
+)
+
+func (m Mode) dmMode() (dm.CacheMode, error) {
+	switch m {
+	case ModeReadCache:
+		return dm.Writethrough, nil
+	case ModePaused:
+		return dm.Passthrough, nil
+	}
+	return "", fmt.Errorf("cache mode %q: allowed values are %q and %q: %w", m, ModeReadCache, ModePaused, ErrInvalid)
+}
+
+// Spec is the cache a volume should have.
+type Spec struct {
+	// SizeBytes is the size of the cache data device.
+	SizeBytes uint64
+	Mode      Mode
+	// Class names the NVMe pool to carve the cache from; "" means the default.
+	Class string
+}
+
+// MinCacheBytes is the smallest cache worth having: a cache below one LVM
+// extent and a few hundred blocks only costs latency.
+const MinCacheBytes = 8 << 20
+
+// Validate checks a spec without touching the node.
+func (s Spec) Validate() error {
+	if s.SizeBytes < MinCacheBytes {
+		return fmt.Errorf("cache size %d bytes: must be at least %d bytes (8Mi): %w", s.SizeBytes, MinCacheBytes, ErrInvalid)
+	}
+	_, err := s.Mode.dmMode()
+	return err
+}
+
+// volumeIDPattern keeps IDs usable as dm names, LV names and LVM tags.
+var volumeIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.+-]{0,95}$`)
+
+// ValidateVolumeID checks that id can name a dm device, an LV and an LVM tag.
+func ValidateVolumeID(id string) error {
+	if !volumeIDPattern.MatchString(id) {
+		return fmt.Errorf("volume ID %q: must be 1-96 characters of letters, digits, '_', '.', '+' or '-', starting with a letter or digit: %w", id, ErrInvalid)
+	}
+	return nil
+}
+
+// DevicePrefix starts the name of every dm device ssdcache owns.
+const DevicePrefix = "ssdcache-"
+
+// DeviceName is the dm device of a staged volume.
+func DeviceName(volumeID string) string { return DevicePrefix + volumeID }
+
+// DevicePath is the node of a staged volume's dm device.
+func DevicePath(volumeID string) string { return dm.DevicePath(DeviceName(volumeID)) }
+
+// Cache LV names. lvm2 reserves "_cmeta"/"_cdata" suffixes, hence the dots.
+func metadataLVName(volumeID string) string { return volumeID + ".cache-meta" }
+func dataLVName(volumeID string) string     { return volumeID + ".cache-data" }
