@@ -15,6 +15,27 @@ func Analyze(r *Report) {
 	}
 	r.Convergence = convergence(r)
 	r.Overhead = overhead(r, refs)
+	nonNil(r)
+}
+
+// nonNil makes empty lists [] in report.json rather than null, so readers
+// need not tell "none" from "missing".
+func nonNil(r *Report) {
+	if r.Prefilled == nil {
+		r.Prefilled = []string{}
+	}
+	if r.Results == nil {
+		r.Results = []Result{}
+	}
+	if r.References == nil {
+		r.References = []Reference{}
+	}
+	if r.Convergence == nil {
+		r.Convergence = []Convergence{}
+	}
+	if r.Overhead == nil {
+		r.Overhead = []Overhead{}
+	}
 }
 
 type refKey struct{ workingSet, test string }
