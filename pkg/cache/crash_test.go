@@ -53,7 +53,7 @@ func TestSafetyRule5_CrashAtEveryStepConverges(t *testing.T) {
 		check  func(t *testing.T, w *world)
 	}{
 		{"stage cached", func(*world) {}, func(w *world) error {
-			_, err := w.engine.Stage(ctx, StageSpec{VolumeID: vol, OriginPath: originPath, Cache: readCache(gib)})
+			_, err := w.engine.Stage(ctx, StageSpec{VolumeID: vol, Origin: w.origin(t), Cache: readCache(gib)})
 			return err
 		}, expectCache(dm.Writethrough, 2)},
 		{"attach", func(w *world) { w.stage(t, nil) }, func(w *world) error {

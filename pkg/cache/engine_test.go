@@ -26,9 +26,8 @@ type world struct {
 }
 
 const (
-	vol        = "pvc-1"
-	originPath = "/dev/ssdcache-hdd/pvc-1"
-	gib        = uint64(1 << 30)
+	vol = "pvc-1"
+	gib = uint64(1 << 30)
 )
 
 var testPools = Pools{OriginVG: "ssdcache-hdd", CacheVGs: map[string]string{"nvme": "ssdcache-nvme"}, DefaultClass: "nvme"}
@@ -44,7 +43,7 @@ func newWorld(t *testing.T) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.dev.Add(originPath, blockdevfake.Device{Size: origin.Size, DevNum: origin.DevNum})
+	_ = origin
 	w.events = nil
 	w.engine = NewEngine(w.dm, w.lvm, w.dev, testPools, faultsFunc(func(ctx context.Context, p string) {
 		if w.faults != nil {
@@ -84,11 +83,20 @@ func (w *world) cacheLVs(t *testing.T) []string {
 
 func (w *world) stage(t *testing.T, spec *Spec) StageResult {
 	t.Helper()
-	res, err := w.engine.Stage(context.Background(), StageSpec{VolumeID: vol, OriginPath: originPath, Cache: spec})
+	res, err := w.engine.Stage(context.Background(), StageSpec{VolumeID: vol, Origin: w.origin(t), Cache: spec})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return res
+}
+
+func (w *world) origin(t *testing.T) Origin {
+	t.Helper()
+	o, err := w.engine.OriginLV(context.Background(), vol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
 }
 
 // indexOf returns the position of the first event containing all parts.
@@ -248,8 +256,12 @@ func TestStageSurvivesBrokenCachePool(t *testing.T) {
 func TestStageRefusesOtherOrigin(t *testing.T) {
 	w := newWorld(t)
 	w.stage(t, nil)
-	w.dev.Add("/dev/disk/by-id/ata-other", blockdevfake.Device{Size: gib, DevNum: dm.DevNum{Major: 8, Minor: 32}})
-	_, err := w.engine.Stage(context.Background(), StageSpec{VolumeID: vol, OriginPath: "/dev/disk/by-id/ata-other"})
+	w.dev.Add("/dev/disk/by-id/ata-other", blockdevfake.Device{Node: "/dev/sdc", Size: gib, DevNum: dm.DevNum{Major: 8, Minor: 32}})
+	other, err := w.engine.OriginDisk(context.Background(), "/dev/disk/by-id/ata-other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = w.engine.Stage(context.Background(), StageSpec{VolumeID: vol, Origin: other})
 	if !errors.Is(err, ErrOriginMismatch) {
 		t.Fatalf("err = %v", err)
 	}
@@ -273,8 +285,10 @@ func TestDropCacheLeavesLVsAlone(t *testing.T) {
 func TestGrowReloadsWithNewLength(t *testing.T) {
 	w := newWorld(t)
 	w.stage(t, readCache(gib))
-	w.dev.Add(originPath, blockdevfake.Device{Size: 20 * gib, DevNum: dm.DevNum{Major: 254, Minor: 1}})
-	if err := w.engine.Grow(context.Background(), vol, originPath); err != nil {
+	if err := w.lvm.ExtendLV(context.Background(), "ssdcache-hdd", vol, 20*gib); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.engine.Grow(context.Background(), vol, w.origin(t)); err != nil {
 		t.Fatal(err)
 	}
 	tbl := w.table(t)
@@ -314,7 +328,7 @@ func TestUnknownClassIsNamed(t *testing.T) {
 func TestInvalidInputs(t *testing.T) {
 	w := newWorld(t)
 	for _, id := range []string{"", "-x", "a/b", "has space", strings.Repeat("x", 97)} {
-		if _, err := w.engine.Stage(context.Background(), StageSpec{VolumeID: id, OriginPath: originPath}); !errors.Is(err, ErrInvalid) {
+		if _, err := w.engine.Stage(context.Background(), StageSpec{VolumeID: id, Origin: w.origin(t)}); !errors.Is(err, ErrInvalid) {
 			t.Errorf("volume ID %q: err = %v", id, err)
 		}
 	}
@@ -340,4 +354,34 @@ func ExampleEngine_SetCache() {
 	fmt.Println(plan(observed{staged: true, table: dm.Table{Length: 8, Target: dm.LinearTarget{Device: dm.DevNum{Major: 8}}}},
 		desired{origin: dm.DevNum{Major: 8}, length: 8, cache: readCache(gib), vg: "ssdcache-nvme"}))
 	// Output: [create-cache-lvs zero-metadata load-cache]
+}
+
+// The StoreMI case: an existing disk is staged through the same dm path,
+// and a pool device is never accepted as one.
+func TestOriginDisk(t *testing.T) {
+	w := newWorld(t)
+	w.dev.Add("/dev/disk/by-id/ata-data", blockdevfake.Device{Node: "/dev/sdc", Size: 4 * gib, DevNum: dm.DevNum{Major: 8, Minor: 32}})
+	w.dev.Add("/dev/disk/by-id/ata-pool", blockdevfake.Device{Node: "/dev/sdb", Size: 4 * gib, DevNum: dm.DevNum{Major: 8, Minor: 16}})
+	w.lvm.AddPV("/dev/sdb", "ssdcache-hdd")
+	disk, err := w.engine.OriginDisk(context.Background(), "/dev/disk/by-id/ata-data")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.engine.Stage(context.Background(), StageSpec{VolumeID: "data", Origin: disk, Cache: readCache(gib)}); err != nil {
+		t.Fatal(err)
+	}
+	if indexOf(w.events, "zero /dev/disk") >= 0 || indexOf(w.events, "wipe") >= 0 {
+		t.Fatalf("staging wrote to the disk: %v", w.events)
+	}
+	tbl, _ := w.dm.Table(context.Background(), DeviceName("data"))
+	if c, ok := tbl.Target.(dm.CacheTarget); !ok || c.Origin != disk.DevNum || tbl.Length != 4*gib/512 {
+		t.Fatalf("table %q", tbl)
+	}
+	_, err = w.engine.OriginDisk(context.Background(), "/dev/disk/by-id/ata-pool")
+	if !errors.Is(err, lvm.ErrDeviceInUse) {
+		t.Fatalf("pool device as origin: err = %v", err)
+	}
+	if _, err := w.engine.OriginDisk(context.Background(), "/dev/sdc"); !errors.Is(err, lvm.ErrInvalidDevice) {
+		t.Fatalf("kernel name accepted: %v", err)
+	}
 }

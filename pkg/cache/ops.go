@@ -15,9 +15,9 @@ import (
 // StageSpec describes a volume to bring up as its dm device.
 type StageSpec struct {
 	VolumeID string
-	// OriginPath is the HDD-backed device: an origin LV or, for an existing
-	// disk, a /dev/disk/by-id path. It is never written to by ssdcache itself.
-	OriginPath string
+	// Origin is the HDD-backed device (see OriginLV and OriginDisk). It is
+	// never written to by ssdcache itself.
+	Origin Origin
 	// Cache is the cache to start with; nil for none.
 	Cache *Spec
 }
@@ -74,18 +74,10 @@ func (e *Engine) stageTarget(ctx context.Context, spec StageSpec) (desired, erro
 			return desired{}, err
 		}
 	}
-	origin, err := e.dev.DevNum(spec.OriginPath)
-	if err != nil {
-		return desired{}, fmt.Errorf("origin of volume %s: %w", spec.VolumeID, err)
+	if spec.Origin.DevNum.IsZero() || spec.Origin.Bytes < dm.SectorSize {
+		return desired{}, fmt.Errorf("origin %+v of volume %s is unknown or empty: %w", spec.Origin, spec.VolumeID, ErrInvalid)
 	}
-	size, err := e.dev.Size(ctx, spec.OriginPath)
-	if err != nil {
-		return desired{}, fmt.Errorf("origin of volume %s: %w", spec.VolumeID, err)
-	}
-	if size < dm.SectorSize {
-		return desired{}, fmt.Errorf("origin %s of volume %s is empty: %w", spec.OriginPath, spec.VolumeID, ErrInvalid)
-	}
-	return desired{origin: origin, length: size / dm.SectorSize}, nil
+	return desired{origin: spec.Origin.DevNum, length: spec.Origin.Bytes / dm.SectorSize}, nil
 }
 
 // checkStaged verifies an existing device maps the right origin and undoes a
@@ -166,19 +158,18 @@ func (e *Engine) Detach(ctx context.Context, volumeID string) error {
 
 // Grow makes a staged volume's device as large as its origin now is, after
 // the origin was extended. A cached volume is re-cached with fresh metadata.
-func (e *Engine) Grow(ctx context.Context, volumeID, originPath string) error {
+func (e *Engine) Grow(ctx context.Context, volumeID string, origin Origin) error {
 	obs, want, err := e.current(ctx, volumeID)
 	if err != nil {
 		return err
 	}
-	size, err := e.dev.Size(ctx, originPath)
-	if err != nil {
-		return err
+	if origin.DevNum != want.origin {
+		return fmt.Errorf("grow volume %s: origin %s is not the staged origin %s: %w", volumeID, origin.DevNum, want.origin, ErrOriginMismatch)
 	}
-	if size/dm.SectorSize < want.length {
-		return fmt.Errorf("origin %s of volume %s shrank to %d bytes: %w", originPath, volumeID, size, ErrInvalid)
+	if origin.Bytes/dm.SectorSize < want.length {
+		return fmt.Errorf("origin %s of volume %s shrank to %d bytes: %w", origin.Path, volumeID, origin.Bytes, ErrInvalid)
 	}
-	want.length = size / dm.SectorSize
+	want.length = origin.Bytes / dm.SectorSize
 	if spec, ok := e.specOf(obs); ok {
 		want.cache = &spec
 		want.vg = obs.cacheLVs[0].VG

@@ -52,12 +52,12 @@ type Spec struct {
 
 // MinCacheBytes is the smallest cache worth having: a cache below one LVM
 // extent and a few hundred blocks only costs latency.
-const MinCacheBytes = 8 << 20
+const MinCacheBytes = 16 << 20
 
 // Validate checks a spec without touching the node.
 func (s Spec) Validate() error {
 	if s.SizeBytes < MinCacheBytes {
-		return fmt.Errorf("cache size %d bytes: must be at least %d bytes (8Mi): %w", s.SizeBytes, MinCacheBytes, ErrInvalid)
+		return fmt.Errorf("cache size %d bytes: must be at least %d bytes (16Mi): %w", s.SizeBytes, MinCacheBytes, ErrInvalid)
 	}
 	_, err := s.Mode.dmMode()
 	return err

@@ -1,0 +1,118 @@
+package csi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/kubernetes-csi/csi-lib-utils/metrics"
+	"github.com/kubernetes-csi/csi-lib-utils/protosanitizer"
+	"google.golang.org/grpc"
+	"k8s.io/klog/v2"
+
+	"github.com/ssdcache/ssdcache/pkg/cache"
+	"github.com/ssdcache/ssdcache/pkg/lvm"
+	"github.com/ssdcache/ssdcache/pkg/mounter"
+)
+
+// Config is the driver's identity and placement.
+type Config struct {
+	DriverName string
+	Version    string
+	NodeID     string
+	// Endpoint is unix:///path/to/csi.sock.
+	Endpoint          string
+	MaxVolumesPerNode int64
+}
+
+// Deps are the layers the driver works through; tests pass fakes.
+type Deps struct {
+	Engine  *cache.Engine
+	LVM     lvm.Interface
+	Mounter mounter.Interface
+	// Locks is shared with the node agent so the two never work on one volume at once.
+	Locks *cache.VolumeLocks
+	// Metrics records csi-lib-utils' per-operation metrics; nil disables them.
+	Metrics metrics.CSIMetricsManager
+	// Ready is the Probe check; nil means always ready.
+	Ready func(context.Context) error
+}
+
+// Driver is the CSI plugin: three services on one gRPC server.
+type Driver struct {
+	cfg        Config
+	metrics    metrics.CSIMetricsManager
+	Identity   *IdentityServer
+	Controller *ControllerServer
+	Node       *NodeServer
+}
+
+// NewDriver assembles the services.
+func NewDriver(cfg Config, deps Deps) (*Driver, error) {
+	if cfg.DriverName == "" || cfg.NodeID == "" || cfg.Endpoint == "" {
+		return nil, fmt.Errorf("driver name, node ID and endpoint are required (got %q, %q, %q)", cfg.DriverName, cfg.NodeID, cfg.Endpoint)
+	}
+	if deps.Engine == nil || deps.LVM == nil || deps.Mounter == nil || deps.Locks == nil {
+		return nil, errors.New("driver dependencies engine, lvm, mounter and locks are all required")
+	}
+	return &Driver{
+		cfg:      cfg,
+		metrics:  deps.Metrics,
+		Identity: &IdentityServer{name: cfg.DriverName, version: cfg.Version, ready: deps.Ready},
+		Controller: &ControllerServer{nodeID: cfg.NodeID, originVG: deps.Engine.Pools().OriginVG,
+			lvm: deps.LVM, engine: deps.Engine, locks: deps.Locks},
+		Node: &NodeServer{nodeID: cfg.NodeID, maxVolumesPerNode: cfg.MaxVolumesPerNode, engine: deps.Engine,
+			mounter: deps.Mounter, locks: deps.Locks},
+	}, nil
+}
+
+// Start serves CSI on the endpoint until ctx ends; it is a controller-runtime Runnable.
+func (d *Driver) Start(ctx context.Context) error {
+	lis, err := listen(d.cfg.Endpoint)
+	if err != nil {
+		return err
+	}
+	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(d.observe))
+	csi.RegisterIdentityServer(srv, d.Identity)
+	csi.RegisterControllerServer(srv, d.Controller)
+	csi.RegisterNodeServer(srv, d.Node)
+	go func() {
+		<-ctx.Done()
+		srv.GracefulStop()
+	}()
+	klog.InfoS("Serving CSI", "endpoint", d.cfg.Endpoint, "driver", d.cfg.DriverName, "node", d.cfg.NodeID)
+	return srv.Serve(lis)
+}
+
+// listen opens the unix socket, replacing one a previous process left.
+func listen(endpoint string) (net.Listener, error) {
+	path, ok := strings.CutPrefix(endpoint, "unix://")
+	if !ok || path == "" {
+		return nil, fmt.Errorf("endpoint %q: want unix:///path/to/socket", endpoint)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("remove stale socket %s: %w", path, err)
+	}
+	return net.Listen("unix", path)
+}
+
+// observe logs every call with secrets stripped and records its metrics.
+func (d *Driver) observe(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	start := time.Now()
+	klog.V(4).InfoS("CSI request", "method", info.FullMethod, "request", protosanitizer.StripSecrets(req))
+	resp, err := handler(ctx, req)
+	if d.metrics != nil {
+		d.metrics.RecordMetrics(info.FullMethod, err, time.Since(start))
+	}
+	if err != nil {
+		klog.ErrorS(err, "CSI request failed", "method", info.FullMethod, "duration", time.Since(start))
+	} else {
+		klog.V(2).InfoS("CSI request done", "method", info.FullMethod, "duration", time.Since(start))
+	}
+	return resp, err
+}

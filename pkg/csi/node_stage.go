@@ -1,0 +1,159 @@
+package csi
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"k8s.io/klog/v2"
+
+	"github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
+	"github.com/ssdcache/ssdcache/pkg/cache"
+	"github.com/ssdcache/ssdcache/pkg/mounter"
+)
+
+// NodeServer stages volumes as dm devices (with or without a cache) and
+// publishes them to pods.
+type NodeServer struct {
+	csi.UnimplementedNodeServer
+	nodeID            string
+	maxVolumesPerNode int64
+	engine            *cache.Engine
+	mounter           mounter.Interface
+	locks             *cache.VolumeLocks
+}
+
+// stageRequest is a validated NodeStageVolume.
+type stageRequest struct {
+	id, stagingPath string
+	kind            volumeKind
+	params          volumeParams
+}
+
+func (s *NodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRequest) (*csi.NodeStageVolumeResponse, error) {
+	r, err := validateStage(req)
+	if err != nil {
+		return nil, err
+	}
+	if !s.locks.TryAcquire(r.id) {
+		return nil, busy(r.id)
+	}
+	defer s.locks.Release(r.id)
+	spec, err := s.planStage(ctx, r)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	if err := s.applyStage(ctx, r, spec); err != nil {
+		return nil, toStatus(err)
+	}
+	return &csi.NodeStageVolumeResponse{}, nil
+}
+
+func validateStage(req *csi.NodeStageVolumeRequest) (stageRequest, error) {
+	r := stageRequest{id: req.GetVolumeId(), stagingPath: req.GetStagingTargetPath()}
+	if r.id == "" {
+		return r, invalid("volume_id is required")
+	}
+	if err := cache.ValidateVolumeID(r.id); err != nil {
+		return r, invalid("volume_id: %v", err)
+	}
+	if r.stagingPath == "" {
+		return r, invalid("staging_target_path is required")
+	}
+	var err error
+	if r.kind, err = checkCapability(req.GetVolumeCapability()); err != nil {
+		return r, invalid("volume_capability: %v", err)
+	}
+	if r.params, err = parseParams(req.GetVolumeContext(), true); err != nil {
+		return r, invalid("volume_context: %v", err)
+	}
+	return r, nil
+}
+
+// planStage finds the origin and resolves the initial cache.
+func (s *NodeServer) planStage(ctx context.Context, r stageRequest) (cache.StageSpec, error) {
+	spec := cache.StageSpec{VolumeID: r.id}
+	var err error
+	if r.params.device != "" {
+		spec.Origin, err = s.engine.OriginDisk(ctx, r.params.device)
+	} else {
+		spec.Origin, err = s.engine.OriginLV(ctx, r.id)
+	}
+	if err != nil {
+		return spec, err
+	}
+	if spec.Cache, err = r.params.cacheSpec(int64(spec.Origin.Bytes)); err != nil {
+		return spec, err
+	}
+	return spec, nil
+}
+
+func (s *NodeServer) applyStage(ctx context.Context, r stageRequest, spec cache.StageSpec) error {
+	res, err := s.engine.Stage(ctx, spec)
+	if err != nil {
+		return err
+	}
+	if res.CacheError != nil {
+		klog.ErrorS(res.CacheError, "Staged without cache; the node agent will retry", "volumeID", r.id)
+	}
+	if r.kind.block {
+		return nil // the dm device itself is published
+	}
+	if err := s.mounter.MakeDir(r.stagingPath); err != nil {
+		return err
+	}
+	mounted, err := s.mounter.IsMountPoint(r.stagingPath)
+	if err != nil || mounted {
+		return err
+	}
+	klog.InfoS("Mounting staged volume", "volumeID", r.id, "device", res.DevicePath, "path", r.stagingPath, "fsType", r.kind.fsType)
+	return s.mounter.FormatAndMount(res.DevicePath, r.stagingPath, r.kind.fsType, r.kind.flags)
+}
+
+func (s *NodeServer) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstageVolumeRequest) (*csi.NodeUnstageVolumeResponse, error) {
+	id, path := req.GetVolumeId(), req.GetStagingTargetPath()
+	if id == "" {
+		return nil, invalid("volume_id is required")
+	}
+	if path == "" {
+		return nil, invalid("staging_target_path is required")
+	}
+	if cache.ValidateVolumeID(id) != nil {
+		return &csi.NodeUnstageVolumeResponse{}, nil // never staged
+	}
+	if !s.locks.TryAcquire(id) {
+		return nil, busy(id)
+	}
+	defer s.locks.Release(id)
+	if err := s.mounter.Unmount(path); err != nil {
+		return nil, status.Errorf(codes.Internal, "unmount %s: %v", path, err)
+	}
+	if err := s.engine.Unstage(ctx, id); err != nil {
+		return nil, toStatus(fmt.Errorf("unstage volume %s: %w", id, err))
+	}
+	return &csi.NodeUnstageVolumeResponse{}, nil
+}
+
+func (s *NodeServer) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi.NodeGetInfoResponse, error) {
+	return &csi.NodeGetInfoResponse{
+		NodeId:             s.nodeID,
+		MaxVolumesPerNode:  s.maxVolumesPerNode,
+		AccessibleTopology: &csi.Topology{Segments: map[string]string{v1alpha1.TopologyKeyNode: s.nodeID}},
+	}, nil
+}
+
+func (s *NodeServer) NodeGetCapabilities(context.Context, *csi.NodeGetCapabilitiesRequest) (*csi.NodeGetCapabilitiesResponse, error) {
+	var caps []*csi.NodeServiceCapability
+	for _, t := range []csi.NodeServiceCapability_RPC_Type{
+		csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME,
+		csi.NodeServiceCapability_RPC_GET_VOLUME_STATS,
+		csi.NodeServiceCapability_RPC_EXPAND_VOLUME,
+		csi.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER,
+	} {
+		caps = append(caps, &csi.NodeServiceCapability{Type: &csi.NodeServiceCapability_Rpc{
+			Rpc: &csi.NodeServiceCapability_RPC{Type: t}}})
+	}
+	return &csi.NodeGetCapabilitiesResponse{Capabilities: caps}, nil
+}

@@ -1,0 +1,144 @@
+// Package mounter is the node's filesystem seam: format, mount, bind, resize
+// and statfs, behind one interface so the CSI node server tests without root.
+package mounter
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+
+	"golang.org/x/sys/unix"
+	mount "k8s.io/mount-utils"
+	"k8s.io/utils/exec"
+)
+
+// FSStats is what statfs says about a mounted filesystem.
+type FSStats struct {
+	TotalBytes, AvailableBytes, UsedBytes int64
+	TotalInodes, FreeInodes, UsedInodes   int64
+}
+
+// Interface is everything the CSI node server does to filesystems and paths.
+type Interface interface {
+	// FormatAndMount creates fstype on source if it holds no filesystem and
+	// mounts it on target; a device with another filesystem or a partition
+	// table is never formatted.
+	FormatAndMount(source, target, fstype string, options []string) error
+	// BindMount makes source (a directory or a device node) visible at target.
+	BindMount(source, target string, readOnly bool) error
+	// Unmount unmounts target if it is a mount point.
+	Unmount(target string) error
+	// MountRefs lists the other places where what is mounted at path is mounted too.
+	MountRefs(path string) ([]string, error)
+	// IsMountPoint reports whether path is a mount point; fs.ErrNotExist if it does not exist.
+	IsMountPoint(path string) (bool, error)
+	MakeDir(path string) error
+	MakeFile(path string) error
+	// Remove deletes an empty directory or a file; a missing path is not an error.
+	Remove(path string) error
+	// Stat reports whether path exists and whether it is a directory.
+	Stat(path string) (exists, isDir bool, err error)
+	// ResizeFS grows the filesystem on device, mounted at mountPath, to the device's size.
+	ResizeFS(device, mountPath string) error
+	FSStats(path string) (FSStats, error)
+}
+
+// Host implements Interface on the node.
+type Host struct {
+	sfm    *mount.SafeFormatAndMount
+	resize *mount.ResizeFs
+}
+
+// NewHost returns the real mounter.
+func NewHost(e exec.Interface) *Host {
+	return &Host{
+		sfm:    &mount.SafeFormatAndMount{Interface: mount.New(""), Exec: e},
+		resize: mount.NewResizeFs(e),
+	}
+}
+
+var _ Interface = (*Host)(nil)
+
+func (h *Host) FormatAndMount(source, target, fstype string, options []string) error {
+	return h.sfm.FormatAndMount(source, target, fstype, options)
+}
+
+func (h *Host) BindMount(source, target string, readOnly bool) error {
+	opts := []string{"bind"}
+	if readOnly {
+		opts = append(opts, "ro")
+	}
+	return h.sfm.Mount(source, target, "", opts)
+}
+
+func (h *Host) Unmount(target string) error {
+	mounted, err := h.IsMountPoint(target)
+	if errors.Is(err, fs.ErrNotExist) || (err == nil && !mounted) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return h.sfm.Unmount(target)
+}
+
+func (h *Host) MountRefs(path string) ([]string, error) { return h.sfm.GetMountRefs(path) }
+
+func (h *Host) IsMountPoint(path string) (bool, error) {
+	if _, err := os.Stat(path); err != nil {
+		return false, err
+	}
+	return h.sfm.IsMountPoint(path)
+}
+
+func (h *Host) MakeDir(path string) error { return os.MkdirAll(path, 0o750) }
+
+func (h *Host) MakeFile(path string) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o640)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+func (h *Host) Remove(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+func (h *Host) Stat(path string) (bool, bool, error) {
+	fi, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, false, nil
+	}
+	if err != nil {
+		return false, false, err
+	}
+	return true, fi.IsDir(), nil
+}
+
+func (h *Host) ResizeFS(device, mountPath string) error {
+	if _, err := h.resize.Resize(device, mountPath); err != nil {
+		return fmt.Errorf("resize filesystem on %s at %s: %w", device, mountPath, err)
+	}
+	return nil
+}
+
+func (h *Host) FSStats(path string) (FSStats, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return FSStats{}, fmt.Errorf("statfs %s: %w", path, err)
+	}
+	bsize := int64(st.Bsize)
+	return FSStats{
+		TotalBytes:     int64(st.Blocks) * bsize,
+		AvailableBytes: int64(st.Bavail) * bsize,
+		UsedBytes:      int64(st.Blocks-st.Bfree) * bsize,
+		TotalInodes:    int64(st.Files),
+		FreeInodes:     int64(st.Ffree),
+		UsedInodes:     int64(st.Files - st.Ffree),
+	}, nil
+}

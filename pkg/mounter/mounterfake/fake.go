@@ -1,0 +1,118 @@
+// Package mounterfake fakes mounting for unit tests and in-process csi-sanity:
+// mounts live in memory (mount-utils' FakeMounter), while the directories
+// and files a CO hands over are real paths in the test's temp dir.
+package mounterfake
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sync"
+
+	mount "k8s.io/mount-utils"
+
+	"github.com/ssdcache/ssdcache/pkg/mounter"
+)
+
+// Mounter is a fake mounter.Interface.
+type Mounter struct {
+	*mount.FakeMounter
+	mu sync.Mutex
+	// Formatted maps a device to the filesystem FormatAndMount put on it.
+	Formatted map[string]string
+	// Resized lists devices ResizeFS was called for.
+	Resized []string
+}
+
+// New returns a fake with no mounts.
+func New() *Mounter {
+	return &Mounter{FakeMounter: mount.NewFakeMounter(nil), Formatted: map[string]string{}}
+}
+
+var _ mounter.Interface = (*Mounter)(nil)
+
+func (m *Mounter) FormatAndMount(source, target, fstype string, options []string) error {
+	m.mu.Lock()
+	if have, ok := m.Formatted[source]; ok && have != fstype {
+		m.mu.Unlock()
+		return fmt.Errorf("%s holds %s, cannot mount as %s", source, have, fstype)
+	}
+	m.Formatted[source] = fstype
+	m.mu.Unlock()
+	return m.Mount(source, target, fstype, options)
+}
+
+func (m *Mounter) BindMount(source, target string, readOnly bool) error {
+	opts := []string{"bind"}
+	if readOnly {
+		opts = append(opts, "ro")
+	}
+	return m.Mount(source, target, "", opts)
+}
+
+func (m *Mounter) Unmount(target string) error {
+	mounted, err := m.IsMountPoint(target)
+	if err != nil || !mounted {
+		return nil
+	}
+	return m.FakeMounter.Unmount(target)
+}
+
+// MountRefs works like the real one: bind mounts share their source's device.
+func (m *Mounter) MountRefs(path string) ([]string, error) { return m.GetMountRefs(path) }
+
+func (m *Mounter) IsMountPoint(path string) (bool, error) {
+	if _, err := os.Stat(path); err != nil {
+		return false, err
+	}
+	return m.FakeMounter.IsMountPoint(path)
+}
+
+func (m *Mounter) MakeDir(path string) error { return os.MkdirAll(path, 0o750) }
+
+func (m *Mounter) MakeFile(path string) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o640)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+func (m *Mounter) Remove(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+func (m *Mounter) Stat(path string) (bool, bool, error) {
+	fi, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, false, nil
+	}
+	if err != nil {
+		return false, false, err
+	}
+	return true, fi.IsDir(), nil
+}
+
+func (m *Mounter) ResizeFS(device, _ string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.Resized = append(m.Resized, device)
+	return nil
+}
+
+// FSStats reports a fixed 1 GiB filesystem for mounted paths.
+func (m *Mounter) FSStats(path string) (mounter.FSStats, error) {
+	mounted, err := m.IsMountPoint(path)
+	if err != nil {
+		return mounter.FSStats{}, err
+	}
+	if !mounted {
+		return mounter.FSStats{}, fmt.Errorf("%s is not mounted", path)
+	}
+	return mounter.FSStats{TotalBytes: 1 << 30, AvailableBytes: 1<<30 - 1<<20, UsedBytes: 1 << 20,
+		TotalInodes: 65536, FreeInodes: 65520, UsedInodes: 16}, nil
+}
