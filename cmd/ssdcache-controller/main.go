@@ -1,0 +1,88 @@
+// Command ssdcache-controller runs the cluster-wide CacheBinding reconcilers: it
+// admits bindings to the node holding their volume within that node's cache
+// capacity, and creates bindings for PVCs of caching StorageClasses.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	ssdv1 "github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
+	"github.com/ssdcache/ssdcache/pkg/controller"
+)
+
+type flags struct {
+	metricsAddr, probeAddr  string
+	leaderElect             bool
+	leaderElectionNamespace string
+	pendingResync           time.Duration
+}
+
+func parseFlags() flags {
+	var f flags
+	klog.InitFlags(nil)
+	flag.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; 0 disables it")
+	flag.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints")
+	flag.BoolVar(&f.leaderElect, "leader-elect", true, "elect a leader so that only one replica reconciles at a time")
+	flag.StringVar(&f.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease; empty means the pod's namespace")
+	flag.DurationVar(&f.pendingResync, "pending-resync", controller.DefaultPendingResync, "re-examine pending CacheBindings this often without an event")
+	flag.Parse()
+	return f
+}
+
+func main() {
+	if err := run(parseFlags()); err != nil {
+		klog.ErrorS(err, "ssdcache-controller failed")
+		klog.Flush()
+		os.Exit(1)
+	}
+}
+
+func run(f flags) error {
+	ctrl.SetLogger(klog.NewKlogr())
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := ssdv1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: f.metricsAddr},
+		HealthProbeBindAddress:  f.probeAddr,
+		LeaderElection:          f.leaderElect,
+		LeaderElectionID:        "ssdcache-controller.ssdcache.io",
+		LeaderElectionNamespace: f.leaderElectionNamespace,
+		// Step down at once on SIGTERM so that a rolling update does not wait out the lease.
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		return fmt.Errorf("creating manager: %w", err)
+	}
+	ctx := ctrl.SetupSignalHandler()
+	if err := controller.Setup(ctx, mgr, controller.Options{PendingResync: f.pendingResync}); err != nil {
+		return fmt.Errorf("setting up reconcilers: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return err
+	}
+	klog.InfoS("Starting ssdcache-controller", "metrics", f.metricsAddr, "probes", f.probeAddr, "leaderElect", f.leaderElect)
+	return mgr.Start(ctx)
+}

@@ -1,0 +1,51 @@
+package controller
+
+import (
+	"cmp"
+	"slices"
+	"time"
+)
+
+// claim is one binding's demand on a node's cache capacity.
+type claim struct {
+	namespace, name string
+	created         time.Time
+	sizeBytes       int64
+}
+
+// compareAge orders claims by age, then by namespace and name so that the order is
+// total even for bindings created within the same second.
+func compareAge(a, b claim) int {
+	return cmp.Or(a.created.Compare(b.created), cmp.Compare(a.namespace, b.namespace), cmp.Compare(a.name, b.name))
+}
+
+// nodeLoad is what competes for one node's cache: bindings already admitted there
+// keep their place; pending ones are admitted oldest first.
+type nodeLoad struct {
+	capacity      int64
+	admittedBytes int64   // sum of the admitted bindings' sizes, the candidate excluded
+	olderPending  []claim // pending bindings for the node older than the candidate
+}
+
+// fits decides whether a pending candidate can be admitted. The pending bindings older
+// than it are placed first, greedily in age order, each taking room if it fits; so the
+// outcome for every binding is the same whichever order they are reconciled in, and a
+// stale cache that does not show an older binding's admission yet changes nothing.
+// It returns the bytes still free for the candidate.
+func (l nodeLoad) fits(candidate claim) (bool, int64) {
+	free := l.capacity - l.admittedBytes
+	older := slices.Clone(l.olderPending)
+	slices.SortFunc(older, compareAge)
+	for _, c := range older {
+		if c.sizeBytes <= free {
+			free -= c.sizeBytes
+		}
+	}
+	return candidate.sizeBytes <= free, max(free, 0)
+}
+
+// resizeFits decides whether an admitted binding may grow or shrink to newBytes.
+// Shrinking always fits; growing must fit beside the other admitted bindings.
+func (l nodeLoad) resizeFits(oldBytes, newBytes int64) bool {
+	return newBytes <= oldBytes || l.admittedBytes+newBytes <= l.capacity
+}

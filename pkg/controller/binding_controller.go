@@ -1,0 +1,123 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+
+	ssdv1 "github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
+)
+
+// +kubebuilder:rbac:groups=ssdcache.io,resources=cachebindings,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=ssdcache.io,resources=cachebindings/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=ssdcache.io,resources=cachebindings/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=persistentvolumes,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=storage.k8s.io,resources=storageclasses,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+
+// BindingReconciler admits CacheBindings to the node holding their volume, within
+// that node's cache capacity, and owns their status up to admission. The node agent
+// takes over from status.nodeName on (attach, Ready, Degraded, figures, detach).
+type BindingReconciler struct {
+	client        client.Client
+	recorder      events.EventRecorder
+	pendingResync time.Duration
+}
+
+// NewBindingReconciler returns a reconciler that reads through c (normally the
+// manager's cached client) and reports state changes as Events through recorder.
+func NewBindingReconciler(c client.Client, recorder events.EventRecorder, opts Options) *BindingReconciler {
+	return &BindingReconciler{client: c, recorder: recorder, pendingResync: opts.pendingResync()}
+}
+
+// Reconcile runs the steps for one binding: release on deletion, make sure of the
+// finalizer, decide admission, write the status.
+func (r *BindingReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	b := &ssdv1.CacheBinding{}
+	if err := r.client.Get(ctx, req.NamespacedName, b); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !b.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.reconcileDelete(ctx, b)
+	}
+	if err := r.ensureFinalizer(ctx, b); err != nil {
+		return ctrl.Result{}, err
+	}
+	d, err := r.decide(ctx, b)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.applyDecision(ctx, b, d); err != nil {
+		return ctrl.Result{}, err
+	}
+	if !d.admit {
+		// Watches cover PVC, PV, Node and capacity changes; this resync only guards
+		// against a missed event leaving a binding pending for good.
+		return ctrl.Result{RequeueAfter: r.pendingResync}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// ensureFinalizer adds the finalizer that makes deletion wait for the detach.
+func (r *BindingReconciler) ensureFinalizer(ctx context.Context, b *ssdv1.CacheBinding) error {
+	if controllerutil.ContainsFinalizer(b, ssdv1.Finalizer) {
+		return nil
+	}
+	before := b.DeepCopy()
+	controllerutil.AddFinalizer(b, ssdv1.Finalizer)
+	return r.client.Patch(ctx, b, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+}
+
+// reconcileDelete removes the finalizer when no node agent can do it: the binding
+// was never admitted (there is no cache to detach) or its Node object is gone.
+// Otherwise the agent on status.nodeName detaches and removes it.
+func (r *BindingReconciler) reconcileDelete(ctx context.Context, b *ssdv1.CacheBinding) error {
+	if !controllerutil.ContainsFinalizer(b, ssdv1.Finalizer) {
+		return nil
+	}
+	why, err := r.releaseReason(ctx, b)
+	if err != nil || why == "" {
+		return err
+	}
+	before := b.DeepCopy()
+	controllerutil.RemoveFinalizer(b, ssdv1.Finalizer)
+	if err := r.client.Patch(ctx, b, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return err
+	}
+	klog.FromContext(ctx).Info("Removed finalizer", "binding", klog.KObj(b), "why", why)
+	r.recorder.Eventf(b, nil, "Normal", "FinalizerRemoved", "Release", "%s", why)
+	return nil
+}
+
+// releaseReason says why the controller may remove the finalizer, or "" when the
+// node agent must do it.
+func (r *BindingReconciler) releaseReason(ctx context.Context, b *ssdv1.CacheBinding) (string, error) {
+	if b.Status.NodeName == "" {
+		return "binding was not admitted to a node, so no cache needs detaching", nil
+	}
+	exists, err := nodeExists(ctx, r.client, b.Status.NodeName)
+	if err != nil || exists {
+		return "", err
+	}
+	return "node " + b.Status.NodeName + " no longer exists, so no node agent can detach the cache", nil
+}
+
+// asPending splits a resolution error into a user-facing pending reason and an API
+// error to retry.
+func asPending(err error) (*pendingError, error) {
+	var p *pendingError
+	if errors.As(err, &p) {
+		return p, nil
+	}
+	return nil, err
+}

@@ -1,0 +1,176 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	ssdv1 "github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
+)
+
+// decision is the controller's verdict for one binding.
+type decision struct {
+	admit     bool
+	target    target
+	sizeBytes int64 // resolved size to record; 0 when unknown
+	// pending says what the binding waits for when admit is false.
+	pending *pendingError
+	// resizeBlocked is set when an admitted binding asked to grow beyond free capacity;
+	// it keeps its old size and message says why.
+	resizeBlocked string
+}
+
+func admitted(t target, size int64) decision {
+	return decision{admit: true, target: t, sizeBytes: size}
+}
+
+func waiting(p *pendingError, size int64) decision { return decision{pending: p, sizeBytes: size} }
+
+// decide resolves the binding's volume, node and size and checks the node's capacity.
+// Only API errors are returned as errors; everything a user can fix is a decision.
+func (r *BindingReconciler) decide(ctx context.Context, b *ssdv1.CacheBinding) (decision, error) {
+	if p, err := r.duplicateOf(ctx, b); p != nil || err != nil {
+		return waiting(p, 0), err
+	}
+	t, err := resolveTarget(ctx, r.client, b)
+	if err != nil {
+		p, err := asPending(err)
+		return waiting(p, 0), err
+	}
+	size, err := resolveSize(b.Spec.Size, t.volumeBytes)
+	if err != nil {
+		return waiting(pending(ssdv1.ReasonInvalidSize, "%v", err), 0), nil
+	}
+	if b.Status.NodeName == t.nodeName {
+		return r.decideAdmitted(ctx, b, t, size)
+	}
+	return r.decideCandidate(ctx, b, t, size)
+}
+
+func resolveSize(spec string, volumeBytes int64) (int64, error) {
+	s, err := ssdv1.ParseCacheSize(spec)
+	if err != nil {
+		return 0, err
+	}
+	return s.Resolve(volumeBytes)
+}
+
+// decideAdmitted keeps an admitted binding where it is unless its node is gone; a
+// node that stops reporting capacity does not evict caches that are attached.
+func (r *BindingReconciler) decideAdmitted(ctx context.Context, b *ssdv1.CacheBinding, t target, size int64) (decision, error) {
+	capacity, err := nodeCapacity(ctx, r.client, t.nodeName)
+	if err != nil {
+		p, err := asPending(err)
+		if p != nil && p.reason == ssdv1.ReasonNodeUnknown {
+			return waiting(p, size), nil
+		}
+		return admitted(t, b.Status.ResolvedSizeBytes), err
+	}
+	if size == b.Status.ResolvedSizeBytes {
+		return admitted(t, size), nil
+	}
+	load, err := r.loadOf(ctx, b, t.nodeName, capacity, false)
+	if err != nil {
+		return decision{}, err
+	}
+	if load.resizeFits(b.Status.ResolvedSizeBytes, size) {
+		return admitted(t, size), nil
+	}
+	d := admitted(t, b.Status.ResolvedSizeBytes)
+	d.resizeBlocked = fmt.Sprintf("cannot grow the cache to %d bytes: node %s has %d of %d bytes free; keeping %d bytes",
+		size, t.nodeName, capacity-load.admittedBytes-b.Status.ResolvedSizeBytes, capacity, b.Status.ResolvedSizeBytes)
+	return d, nil
+}
+
+// decideCandidate admits a pending binding if it fits after the older pending ones.
+func (r *BindingReconciler) decideCandidate(ctx context.Context, b *ssdv1.CacheBinding, t target, size int64) (decision, error) {
+	capacity, err := nodeCapacity(ctx, r.client, t.nodeName)
+	if err != nil {
+		p, err := asPending(err)
+		return waiting(p, size), err
+	}
+	load, err := r.loadOf(ctx, b, t.nodeName, capacity, true)
+	if err != nil {
+		return decision{}, err
+	}
+	ok, free := load.fits(claimOf(b, size))
+	if !ok {
+		return waiting(pending(ssdv1.ReasonInsufficientCache,
+			"needs %d bytes of cache on node %s, which has %d of %d bytes free for it",
+			size, t.nodeName, free, capacity), size), nil
+	}
+	return admitted(t, size), nil
+}
+
+func claimOf(b *ssdv1.CacheBinding, size int64) claim {
+	return claim{namespace: b.Namespace, name: b.Name, created: b.CreationTimestamp.Time, sizeBytes: size}
+}
+
+// loadOf sums what other bindings take of a node's cache. With withPending it also
+// collects the pending bindings for that node that are older than b.
+func (r *BindingReconciler) loadOf(ctx context.Context, b *ssdv1.CacheBinding, nodeName string, capacity int64, withPending bool) (nodeLoad, error) {
+	list := &ssdv1.CacheBindingList{}
+	if err := r.client.List(ctx, list); err != nil {
+		return nodeLoad{}, err
+	}
+	load := nodeLoad{capacity: capacity}
+	self := claimOf(b, 0)
+	for i := range list.Items {
+		o := &list.Items[i]
+		switch {
+		case o.UID == b.UID:
+		case o.Status.NodeName == nodeName:
+			// Deleting bindings still hold their cache until the agent detaches it.
+			load.admittedBytes += o.Status.ResolvedSizeBytes
+		case withPending && o.Status.NodeName == "" && o.DeletionTimestamp.IsZero() && compareAge(claimOf(o, 0), self) < 0:
+			c, err := r.pendingClaim(ctx, o, nodeName)
+			if err != nil {
+				return nodeLoad{}, err
+			}
+			if c != nil {
+				load.olderPending = append(load.olderPending, *c)
+			}
+		}
+	}
+	return load, nil
+}
+
+// pendingClaim returns the claim of a pending binding on nodeName, or nil when it
+// waits for something other than capacity there (another node, its PVC, its size).
+func (r *BindingReconciler) pendingClaim(ctx context.Context, o *ssdv1.CacheBinding, nodeName string) (*claim, error) {
+	if p, err := r.duplicateOf(ctx, o); p != nil || err != nil {
+		return nil, err
+	}
+	t, err := resolveTarget(ctx, r.client, o)
+	if err != nil {
+		_, err := asPending(err)
+		return nil, err
+	}
+	if t.nodeName != nodeName {
+		return nil, nil
+	}
+	size, err := resolveSize(o.Spec.Size, t.volumeBytes)
+	if err != nil {
+		return nil, nil
+	}
+	c := claimOf(o, size)
+	return &c, nil
+}
+
+// duplicateOf returns a pending reason when an older binding caches the same PVC: a
+// volume has one cache, and the oldest binding wins.
+func (r *BindingReconciler) duplicateOf(ctx context.Context, b *ssdv1.CacheBinding) (*pendingError, error) {
+	list := &ssdv1.CacheBindingList{}
+	if err := r.client.List(ctx, list, client.InNamespace(b.Namespace), client.MatchingFields{indexPVCName: b.Spec.PVCName}); err != nil {
+		return nil, err
+	}
+	self := claimOf(b, 0)
+	for i := range list.Items {
+		o := &list.Items[i]
+		if o.UID != b.UID && o.DeletionTimestamp.IsZero() && compareAge(claimOf(o, 0), self) < 0 {
+			return pending(ssdv1.ReasonDuplicateBinding, "PVC %s already has a cache from the older binding %s", b.Spec.PVCName, o.Name), nil
+		}
+	}
+	return nil, nil
+}

@@ -1,0 +1,157 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	ssdv1 "github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
+)
+
+// pendingError is a reason a binding cannot be admitted that the user must see in the
+// Pending condition, as opposed to an API error that is retried.
+type pendingError struct {
+	reason  string
+	message string
+}
+
+func (e *pendingError) Error() string { return e.reason + ": " + e.message }
+
+func pending(reason, format string, args ...any) *pendingError {
+	return &pendingError{reason: reason, message: fmt.Sprintf(format, args...)}
+}
+
+// target is where a binding's cache would go: the volume behind its PVC and the node
+// that volume lives on.
+type target struct {
+	nodeName     string
+	volumeHandle string
+	volumeBytes  int64
+}
+
+// resolveTarget follows PVC -> PV -> node. It returns a *pendingError when the chain
+// is incomplete for a reason the user can act on.
+func resolveTarget(ctx context.Context, c client.Reader, b *ssdv1.CacheBinding) (target, error) {
+	pvc := &corev1.PersistentVolumeClaim{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: b.Namespace, Name: b.Spec.PVCName}, pvc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return target{}, pending(ssdv1.ReasonPVCNotFound, "PVC %s/%s does not exist", b.Namespace, b.Spec.PVCName)
+		}
+		return target{}, err
+	}
+	if pvc.Status.Phase != corev1.ClaimBound || pvc.Spec.VolumeName == "" {
+		return target{}, pending(ssdv1.ReasonPVCNotBound, "PVC %s is %s, waiting for it to be bound to a volume", pvc.Name, claimPhase(pvc))
+	}
+	pv := &corev1.PersistentVolume{}
+	if err := c.Get(ctx, types.NamespacedName{Name: pvc.Spec.VolumeName}, pv); err != nil {
+		if apierrors.IsNotFound(err) {
+			return target{}, pending(ssdv1.ReasonPVCNotBound, "PV %s of PVC %s does not exist", pvc.Spec.VolumeName, pvc.Name)
+		}
+		return target{}, err
+	}
+	t, err := targetFromPV(pv)
+	if err != nil {
+		return target{}, err
+	}
+	return t, nil
+}
+
+func claimPhase(pvc *corev1.PersistentVolumeClaim) string {
+	if pvc.Status.Phase == "" {
+		return "not bound yet"
+	}
+	return string(pvc.Status.Phase)
+}
+
+// targetFromPV checks that the volume is one of ours and pinned to a single node.
+func targetFromPV(pv *corev1.PersistentVolume) (target, error) {
+	if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != ssdv1.DriverName {
+		return target{}, pending(ssdv1.ReasonVolumeNotCacheable,
+			"PV %s is not provisioned by the %s CSI driver (driver %q); only its volumes can be cached",
+			pv.Name, ssdv1.DriverName, pvDriver(pv))
+	}
+	node, err := nodeFromAffinity(pv)
+	if err != nil {
+		return target{}, err
+	}
+	capacity := pv.Spec.Capacity[corev1.ResourceStorage]
+	return target{nodeName: node, volumeHandle: pv.Spec.CSI.VolumeHandle, volumeBytes: capacity.Value()}, nil
+}
+
+func pvDriver(pv *corev1.PersistentVolume) string {
+	if pv.Spec.CSI == nil {
+		return "none: not a CSI volume"
+	}
+	return pv.Spec.CSI.Driver
+}
+
+// nodeFromAffinity reads the node from the PV's required node affinity on
+// topology.ssdcache.io/node. The CSI node plugin reports the Kubernetes node name as
+// that topology value, so the value is also the Node object's name.
+func nodeFromAffinity(pv *corev1.PersistentVolume) (string, error) {
+	var nodes []string
+	if pv.Spec.NodeAffinity != nil && pv.Spec.NodeAffinity.Required != nil {
+		for _, term := range pv.Spec.NodeAffinity.Required.NodeSelectorTerms {
+			for _, expr := range term.MatchExpressions {
+				if expr.Key == ssdv1.TopologyKeyNode && expr.Operator == corev1.NodeSelectorOpIn {
+					nodes = append(nodes, expr.Values...)
+				}
+			}
+		}
+	}
+	switch {
+	case len(nodes) == 0:
+		return "", pending(ssdv1.ReasonVolumeNotCacheable,
+			"PV %s has no required node affinity on %s, so the node holding it is unknown", pv.Name, ssdv1.TopologyKeyNode)
+	case len(nodes) > 1 && !allEqual(nodes):
+		return "", pending(ssdv1.ReasonVolumeNotCacheable,
+			"PV %s may live on several nodes %v; a cache needs a volume pinned to one node", pv.Name, nodes)
+	}
+	return nodes[0], nil
+}
+
+func allEqual(s []string) bool {
+	for _, v := range s[1:] {
+		if v != s[0] {
+			return false
+		}
+	}
+	return true
+}
+
+// nodeCapacity returns the cache bytes a node reported through its annotation.
+func nodeCapacity(ctx context.Context, c client.Reader, nodeName string) (int64, error) {
+	node := &corev1.Node{}
+	if err := c.Get(ctx, types.NamespacedName{Name: nodeName}, node); err != nil {
+		if apierrors.IsNotFound(err) {
+			return 0, pending(ssdv1.ReasonNodeUnknown, "node %s does not exist", nodeName)
+		}
+		return 0, err
+	}
+	raw, ok := node.Annotations[ssdv1.AnnotationCacheCapacityBytes]
+	if !ok {
+		return 0, pending(ssdv1.ReasonCacheCapacityUnknown,
+			"node %s has not reported its cache capacity (annotation %s); is the ssdcache node agent running there?",
+			nodeName, ssdv1.AnnotationCacheCapacityBytes)
+	}
+	capacity, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil || capacity < 0 {
+		return 0, pending(ssdv1.ReasonCacheCapacityUnknown,
+			"node %s has annotation %s=%q; want a whole number of bytes", nodeName, ssdv1.AnnotationCacheCapacityBytes, raw)
+	}
+	return capacity, nil
+}
+
+// nodeExists tells whether a Node object of that name exists.
+func nodeExists(ctx context.Context, c client.Reader, nodeName string) (bool, error) {
+	err := c.Get(ctx, types.NamespacedName{Name: nodeName}, &corev1.Node{})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	return err == nil, err
+}

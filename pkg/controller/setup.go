@@ -1,0 +1,73 @@
+// Package controller holds the cluster-wide reconcilers of ssdcache-controller: the
+// CacheBinding admission reconciler and the StorageClass-driven auto-binding one.
+package controller
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	ssdv1 "github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
+)
+
+// Field indexes on the manager's cache.
+const (
+	indexPVCName           = "spec.pvcName"
+	indexNodeName          = "status.nodeName"
+	indexClaimStorageClass = "spec.storageClassName"
+)
+
+// EventSource is the reporting controller name on Events.
+const EventSource = "ssdcache-controller"
+
+// DefaultPendingResync is how often a pending binding is re-examined without an event.
+const DefaultPendingResync = 2 * time.Minute
+
+// Options tune the reconcilers.
+type Options struct {
+	// PendingResync re-examines pending bindings this often even without a watch
+	// event; zero means DefaultPendingResync.
+	PendingResync time.Duration
+}
+
+func (o Options) pendingResync() time.Duration {
+	if o.PendingResync <= 0 {
+		return DefaultPendingResync
+	}
+	return o.PendingResync
+}
+
+// Setup registers the field indexes and both reconcilers with the manager.
+func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
+	if err := addIndexes(ctx, mgr); err != nil {
+		return err
+	}
+	recorder := mgr.GetEventRecorder(EventSource)
+	if err := NewBindingReconciler(mgr.GetClient(), recorder, opts).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	return NewClaimReconciler(mgr.GetClient(), mgr.GetScheme(), recorder).SetupWithManager(mgr)
+}
+
+func addIndexes(ctx context.Context, mgr ctrl.Manager) error {
+	idx := mgr.GetFieldIndexer()
+	if err := idx.IndexField(ctx, &ssdv1.CacheBinding{}, indexPVCName, func(o client.Object) []string {
+		return []string{o.(*ssdv1.CacheBinding).Spec.PVCName}
+	}); err != nil {
+		return err
+	}
+	if err := idx.IndexField(ctx, &ssdv1.CacheBinding{}, indexNodeName, func(o client.Object) []string {
+		return []string{o.(*ssdv1.CacheBinding).Status.NodeName}
+	}); err != nil {
+		return err
+	}
+	return idx.IndexField(ctx, &corev1.PersistentVolumeClaim{}, indexClaimStorageClass, func(o client.Object) []string {
+		if sc := o.(*corev1.PersistentVolumeClaim).Spec.StorageClassName; sc != nil {
+			return []string{*sc}
+		}
+		return nil
+	})
+}

@@ -1,0 +1,102 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	ssdv1 "github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
+)
+
+// applyDecision writes the status fields the controller owns and emits an Event when
+// the state changed. The patch carries the resourceVersion, so a concurrent write by
+// the node agent makes it fail and the request is retried on fresh data instead of
+// overwriting the agent's conditions.
+func (r *BindingReconciler) applyDecision(ctx context.Context, b *ssdv1.CacheBinding, d decision) error {
+	before := b.DeepCopy()
+	setControllerStatus(b, d)
+	if equality.Semantic.DeepEqual(before.Status, b.Status) {
+		return nil
+	}
+	if err := r.client.Status().Patch(ctx, b, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return err
+	}
+	klog.FromContext(ctx).V(2).Info("Updated status", "binding", klog.KObj(b), "phase", b.Status.Phase, "node", b.Status.NodeName)
+	r.recordTransition(before, b, d)
+	return nil
+}
+
+// setControllerStatus applies a decision to the status fields the controller owns.
+func setControllerStatus(b *ssdv1.CacheBinding, d decision) {
+	st := &b.Status
+	wasAdmitted := st.NodeName != ""
+	st.ObservedGeneration = b.Generation
+	st.ResolvedSizeBytes = d.sizeBytes
+	if !d.admit {
+		st.NodeName, st.VolumeHandle, st.Phase, st.Cache = "", "", ssdv1.PhasePending, nil
+		setCondition(b, ssdv1.ConditionPending, metav1.ConditionTrue, d.pending.reason, d.pending.message)
+		setCondition(b, ssdv1.ConditionReady, metav1.ConditionFalse, ssdv1.ReasonNotAdmitted,
+			"the binding is not admitted to a node: "+d.pending.message)
+		return
+	}
+	st.NodeName, st.VolumeHandle = d.target.nodeName, d.target.volumeHandle
+	msg := fmt.Sprintf("admitted to node %s with %d bytes of cache", d.target.nodeName, d.sizeBytes)
+	if d.resizeBlocked != "" {
+		msg += "; " + d.resizeBlocked
+	}
+	setCondition(b, ssdv1.ConditionPending, metav1.ConditionFalse, ssdv1.ReasonAdmitted, msg)
+	if !wasAdmitted {
+		// Hand-over: from here on the node agent owns Ready and the phase.
+		st.Phase = ssdv1.PhaseAdmitted
+		setCondition(b, ssdv1.ConditionReady, metav1.ConditionFalse, ssdv1.ReasonAttaching,
+			"waiting for the node agent on "+d.target.nodeName+" to attach the cache")
+	}
+}
+
+func setCondition(b *ssdv1.CacheBinding, typ string, status metav1.ConditionStatus, reason, message string) {
+	meta.SetStatusCondition(&b.Status.Conditions, metav1.Condition{
+		Type: typ, Status: status, Reason: reason, Message: message, ObservedGeneration: b.Generation,
+	})
+}
+
+// recordTransition emits one Event per state change the controller made.
+func (r *BindingReconciler) recordTransition(before, after *ssdv1.CacheBinding, d decision) {
+	oldC := meta.FindStatusCondition(before.Status.Conditions, ssdv1.ConditionPending)
+	newC := meta.FindStatusCondition(after.Status.Conditions, ssdv1.ConditionPending)
+	wasAdmitted, isAdmitted := before.Status.NodeName != "", after.Status.NodeName != ""
+	switch {
+	case !wasAdmitted && isAdmitted:
+		r.recorder.Eventf(after, nil, corev1.EventTypeNormal, ssdv1.ReasonAdmitted, "Admit", "%s", newC.Message)
+	case wasAdmitted && !isAdmitted:
+		r.recorder.Eventf(after, nil, corev1.EventTypeWarning, "AdmissionRevoked", "Revoke",
+			"no longer admitted to node %s: %s", before.Status.NodeName, newC.Message)
+	case isAdmitted && before.Status.ResolvedSizeBytes != after.Status.ResolvedSizeBytes:
+		r.recorder.Eventf(after, nil, corev1.EventTypeNormal, "Resized", "Resize",
+			"cache size is now %d bytes (was %d)", after.Status.ResolvedSizeBytes, before.Status.ResolvedSizeBytes)
+	case isAdmitted && d.resizeBlocked != "" && conditionChanged(oldC, newC):
+		r.recorder.Eventf(after, nil, corev1.EventTypeWarning, ssdv1.ReasonInsufficientCache, "Resize", "%s", d.resizeBlocked)
+	case !isAdmitted && conditionChanged(oldC, newC):
+		r.recorder.Eventf(after, nil, pendingEventType(newC.Reason), newC.Reason, "Admit", "%s", newC.Message)
+	}
+}
+
+func conditionChanged(a, b *metav1.Condition) bool {
+	if a == nil || b == nil {
+		return a != b
+	}
+	return a.Status != b.Status || a.Reason != b.Reason || a.Message != b.Message
+}
+
+// pendingEventType: waiting for the PVC to bind is normal; the rest needs attention.
+func pendingEventType(reason string) string {
+	if reason == ssdv1.ReasonPVCNotBound {
+		return corev1.EventTypeNormal
+	}
+	return corev1.EventTypeWarning
+}

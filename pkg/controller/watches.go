@@ -1,0 +1,98 @@
+package controller
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	ssdv1 "github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
+)
+
+// SetupWithManager registers the reconciler and the watches that wake it: a binding
+// depends on its PVC, the PVC's PV, the node's capacity, and on capacity other
+// bindings release.
+func (r *BindingReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("cachebinding").
+		For(&ssdv1.CacheBinding{}).
+		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(r.bindingsOfClaim)).
+		Watches(&corev1.PersistentVolume{}, handler.EnqueueRequestsFromMapFunc(r.bindingsOfVolume)).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.bindingsOfNode),
+			builder.WithPredicates(nodeCapacityChanged())).
+		Watches(&ssdv1.CacheBinding{}, handler.EnqueueRequestsFromMapFunc(r.pendingBindings),
+			builder.WithPredicates(capacityReleased())).
+		Complete(r)
+}
+
+func (r *BindingReconciler) bindingsOfClaim(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.requests(ctx, client.InNamespace(o.GetNamespace()), client.MatchingFields{indexPVCName: o.GetName()})
+}
+
+func (r *BindingReconciler) bindingsOfVolume(ctx context.Context, o client.Object) []reconcile.Request {
+	pv, ok := o.(*corev1.PersistentVolume)
+	if !ok || pv.Spec.ClaimRef == nil {
+		return nil
+	}
+	return r.requests(ctx, client.InNamespace(pv.Spec.ClaimRef.Namespace), client.MatchingFields{indexPVCName: pv.Spec.ClaimRef.Name})
+}
+
+// bindingsOfNode wakes the bindings admitted to the node (it may be gone) and the
+// pending ones (its capacity may have grown or appeared).
+func (r *BindingReconciler) bindingsOfNode(ctx context.Context, o client.Object) []reconcile.Request {
+	return append(r.requests(ctx, client.MatchingFields{indexNodeName: o.GetName()}), r.pendingBindings(ctx, o)...)
+}
+
+// pendingBindings wakes every binding not admitted yet.
+func (r *BindingReconciler) pendingBindings(ctx context.Context, _ client.Object) []reconcile.Request {
+	return r.requests(ctx, client.MatchingFields{indexNodeName: ""})
+}
+
+func (r *BindingReconciler) requests(ctx context.Context, opts ...client.ListOption) []reconcile.Request {
+	list := &ssdv1.CacheBindingList{}
+	if err := r.client.List(ctx, list, opts...); err != nil {
+		klog.FromContext(ctx).Error(err, "Listing CacheBindings to requeue failed")
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for _, b := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: b.Namespace, Name: b.Name}})
+	}
+	return reqs
+}
+
+// nodeCapacityChanged passes node creation, deletion and changes of the capacity
+// annotation, not the periodic status updates.
+func nodeCapacityChanged() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return e.ObjectOld.GetAnnotations()[ssdv1.AnnotationCacheCapacityBytes] !=
+				e.ObjectNew.GetAnnotations()[ssdv1.AnnotationCacheCapacityBytes]
+		},
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+}
+
+// capacityReleased passes binding changes that may free cache capacity on a node (or
+// let a younger pending binding pass an older one that went away).
+func capacityReleased() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc: func(event.CreateEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, okO := e.ObjectOld.(*ssdv1.CacheBinding)
+			n, okN := e.ObjectNew.(*ssdv1.CacheBinding)
+			return okO && okN && (o.Status.NodeName != n.Status.NodeName ||
+				o.Status.ResolvedSizeBytes != n.Status.ResolvedSizeBytes ||
+				o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero())
+		},
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+}
