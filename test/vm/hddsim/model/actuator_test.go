@@ -1,0 +1,63 @@
+package model
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+type fakeClock struct {
+	now   time.Time
+	slept []time.Duration
+}
+
+func (c *fakeClock) Now() time.Time        { return c.now }
+func (c *fakeClock) Sleep(d time.Duration) { c.slept = append(c.slept, d); c.now = c.now.Add(d) }
+
+func TestActuatorWaitsRemainderOfServiceTime(t *testing.T) {
+	clock := &fakeClock{now: time.Unix(0, 0)}
+	p := Defaults(gib)
+	a, err := NewActuator(p, clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ioCost := time.Millisecond
+	err = a.Do(gib/2, 4096, func() error { clock.now = clock.now.Add(ioCost); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := p.SeekTime(gib/2) + p.RotationTime() + p.TransferTime(4096) - ioCost
+	if len(clock.slept) != 1 || clock.slept[0] != want {
+		t.Fatalf("slept %v, want [%v]", clock.slept, want)
+	}
+	// The head now sits after the request: the next one streams.
+	clock.slept = nil
+	if err := a.Do(gib/2+4096, 4096, func() error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(clock.slept) != 1 || clock.slept[0] != p.TransferTime(4096) {
+		t.Fatalf("sequential follow-up slept %v, want [%v]", clock.slept, p.TransferTime(4096))
+	}
+	if ops, busy := a.Stats(); ops != 2 || busy != want+ioCost+p.TransferTime(4096) {
+		t.Fatalf("Stats() = %d, %v", ops, busy)
+	}
+}
+
+func TestActuatorDoesNotSleepWhenIOWasSlower(t *testing.T) {
+	clock := &fakeClock{now: time.Unix(0, 0)}
+	a, _ := NewActuator(Defaults(gib), clock)
+	boom := errors.New("boom")
+	err := a.Do(0, 4096, func() error { clock.now = clock.now.Add(time.Second); return boom })
+	if !errors.Is(err, boom) {
+		t.Fatalf("Do() = %v, want the I/O error", err)
+	}
+	if len(clock.slept) != 0 {
+		t.Fatalf("slept %v after an I/O slower than the model", clock.slept)
+	}
+}
+
+func TestNewActuatorRejectsBadParams(t *testing.T) {
+	if _, err := NewActuator(Params{}, &fakeClock{}); err == nil {
+		t.Fatal("NewActuator accepted zero params")
+	}
+}

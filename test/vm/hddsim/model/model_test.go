@@ -1,0 +1,131 @@
+package model
+
+import (
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+)
+
+const gib = int64(1) << 30
+
+func TestSeekGrowsWithSquareRootOfDistance(t *testing.T) {
+	p := Defaults(4 * gib)
+	if got := p.SeekTime(0); got != 0 {
+		t.Fatalf("SeekTime(0) = %v, want 0", got)
+	}
+	if got := p.SeekTime(4096); got < p.Settle || got > p.Settle+time.Millisecond/10 {
+		t.Fatalf("SeekTime(4096) = %v, want just above settle %v", got, p.Settle)
+	}
+	if got := p.SeekTime(p.Capacity); got != p.FullStroke {
+		t.Fatalf("SeekTime(capacity) = %v, want full stroke %v", got, p.FullStroke)
+	}
+	if got := p.SeekTime(10 * p.Capacity); got != p.FullStroke {
+		t.Fatalf("Seek beyond capacity = %v, want capped at %v", got, p.FullStroke)
+	}
+	quarter := p.Settle + (p.FullStroke-p.Settle)/2 // sqrt(1/4) = 1/2
+	if got := p.SeekTime(p.Capacity / 4); absDur(got-quarter) > time.Microsecond {
+		t.Fatalf("SeekTime(capacity/4) = %v, want %v", got, quarter)
+	}
+	if p.SeekTime(-p.Capacity/4) != p.SeekTime(p.Capacity/4) {
+		t.Fatal("seek must not depend on direction")
+	}
+}
+
+func TestServiceTimeCases(t *testing.T) {
+	p := Defaults(4 * gib)
+	rot := 60 * time.Second / 7200 / 2
+	if p.RotationTime() != rot {
+		t.Fatalf("RotationTime() = %v, want %v", p.RotationTime(), rot)
+	}
+	mib := int64(1 << 20)
+	cases := []struct {
+		name              string
+		head, off, length int64
+		want              time.Duration
+	}{
+		{"sequential streams at media rate", 10 * mib, 10 * mib, mib, p.TransferTime(mib)},
+		{"small gap ahead waits for the platter", 0, 64 << 10, 4096, p.TransferTime(64<<10) + p.TransferTime(4096)},
+		{"backwards pays seek and rotation", 10 * mib, 0, 4096, p.SeekTime(10*mib) + rot + p.TransferTime(4096)},
+		{"far ahead pays seek and rotation", 0, 2 * gib, 4096, p.SeekTime(2*gib) + rot + p.TransferTime(4096)},
+	}
+	for _, c := range cases {
+		got, head := p.ServiceTime(c.head, c.off, c.length)
+		if got != c.want || head != c.off+c.length {
+			t.Errorf("%s: ServiceTime(%d,%d,%d) = %v, head %d; want %v, head %d",
+				c.name, c.head, c.off, c.length, got, head, c.want, c.off+c.length)
+		}
+	}
+}
+
+// The defaults must land in the brief's envelope: ~250 MB/s sequential and
+// 100-200 random 4 KiB IOPS at queue depth 1 over the whole disk.
+func TestDefaultsMatchTargetEnvelope(t *testing.T) {
+	p := Defaults(4 * gib)
+	seq := 0.0
+	head := int64(0)
+	for i := 0; i < 64; i++ {
+		d, h := p.ServiceTime(head, head, 1<<20)
+		seq += d.Seconds()
+		head = h
+	}
+	if mbps := 64 * float64(1<<20) / seq / 1e6; math.Abs(mbps-250) > 1 {
+		t.Fatalf("sequential 1 MiB rate = %.1f MB/s, want 250", mbps)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	total := 0.0
+	const n = 20000
+	for i := 0; i < n; i++ {
+		off := rng.Int64N(p.Capacity/4096) * 4096
+		d, h := p.ServiceTime(head, off, 4096)
+		total += d.Seconds()
+		head = h
+	}
+	if iops := n / total; iops < 100 || iops > 200 {
+		t.Fatalf("random 4 KiB QD1 = %.0f IOPS, want 100-200", iops)
+	}
+}
+
+func TestScaleMakesMechanicsSlower(t *testing.T) {
+	p := Defaults(gib)
+	s := p.Scale(2)
+	if s.Settle != 2*p.Settle || s.FullStroke != 2*p.FullStroke || absDur(s.RotationTime()-2*p.RotationTime()) > time.Microsecond {
+		t.Fatalf("Scale(2) = %+v from %+v", s, p)
+	}
+	if s.TransferRate != p.TransferRate {
+		t.Fatal("Scale must not change the transfer rate")
+	}
+}
+
+func TestValidateNamesField(t *testing.T) {
+	bad := []struct {
+		mutate func(*Params)
+		field  string
+	}{
+		{func(p *Params) { p.Capacity = 0 }, "Capacity"},
+		{func(p *Params) { p.TransferRate = 0 }, "TransferRate"},
+		{func(p *Params) { p.Settle = -1 }, "Settle"},
+		{func(p *Params) { p.FullStroke = p.Settle - 1 }, "FullStroke"},
+		{func(p *Params) { p.RPM = -1 }, "RPM"},
+		{func(p *Params) { p.TrackBytes = -1 }, "TrackBytes"},
+	}
+	for _, b := range bad {
+		p := Defaults(gib)
+		b.mutate(&p)
+		err := p.Validate()
+		if err == nil || !strings.Contains(err.Error(), b.field) {
+			t.Errorf("Validate() = %v, want error naming %s", err, b.field)
+		}
+	}
+	if err := Defaults(gib).Validate(); err != nil {
+		t.Fatalf("defaults invalid: %v", err)
+	}
+}
+
+func absDur(d time.Duration) time.Duration {
+	if d < 0 {
+		return -d
+	}
+	return d
+}

@@ -1,0 +1,136 @@
+package nbd
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+
+	"k8s.io/klog/v2"
+)
+
+// Backend is the byte store behind the export, e.g. a sparse file.
+type Backend interface {
+	io.ReaderAt
+	io.WriterAt
+	Sync() error
+	// PunchHole deallocates length bytes at offset; reads then return zeroes.
+	PunchHole(offset, length int64) error
+}
+
+// Scheduler serves a media access, charging the modelled service time.
+type Scheduler interface {
+	Do(offset, length int64, io func() error) error
+}
+
+// Export is the single disk the server offers.
+type Export struct {
+	Name       string
+	Size       int64
+	Backend    Backend
+	Disk       Scheduler
+	Rotational bool
+}
+
+// Server answers NBD clients for one export. Requests on a connection are
+// served strictly in arrival order; the Scheduler serialises across
+// connections, so the disk behaves like one actuator.
+type Server struct {
+	export Export
+	logger klog.Logger
+	wg     sync.WaitGroup
+}
+
+// NewServer validates export and returns a server for it.
+func NewServer(export Export, logger klog.Logger) (*Server, error) {
+	switch {
+	case export.Name == "":
+		return nil, errors.New("nbd: Export.Name is empty: give the export a name")
+	case export.Size <= 0 || export.Size%512 != 0:
+		return nil, fmt.Errorf("nbd: Export.Size=%d: must be a positive multiple of 512", export.Size)
+	case export.Backend == nil:
+		return nil, errors.New("nbd: Export.Backend is nil: a byte store is required")
+	case export.Disk == nil:
+		return nil, errors.New("nbd: Export.Disk is nil: a scheduler is required")
+	}
+	return &Server{export: export, logger: logger}, nil
+}
+
+// Serve accepts connections until ctx is done or the listener fails, then
+// waits for open connections to finish.
+func (s *Server) Serve(ctx context.Context, l net.Listener) error {
+	stop := context.AfterFunc(ctx, func() { l.Close() })
+	defer stop()
+	defer s.wg.Wait()
+	for {
+		conn, err := l.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("nbd: accept: %w", err)
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			closeOnDone := context.AfterFunc(ctx, func() { conn.Close() })
+			defer closeOnDone()
+			if err := s.ServeConn(conn); err != nil && ctx.Err() == nil {
+				s.logger.Error(err, "NBD connection ended", "export", s.export.Name)
+			}
+		}()
+	}
+}
+
+// ServeConn runs the handshake and then the transmission phase on conn, and
+// closes conn when the client disconnects or breaks the protocol.
+func (s *Server) ServeConn(conn net.Conn) error {
+	defer conn.Close()
+	c := &connection{
+		r:      bufio.NewReaderSize(conn, 256<<10),
+		w:      bufio.NewWriterSize(conn, 256<<10),
+		export: &s.export,
+	}
+	enter, err := c.handshake()
+	if err != nil || !enter {
+		return err
+	}
+	s.logger.V(2).Info("NBD client entered transmission", "export", s.export.Name)
+	return c.transmit()
+}
+
+type connection struct {
+	r      *bufio.Reader
+	w      *bufio.Writer
+	export *Export
+}
+
+func (c *connection) put(values ...any) error {
+	for _, v := range values {
+		if err := binary.Write(c.w, binary.BigEndian, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *connection) get(values ...any) error {
+	for _, v := range values {
+		if err := binary.Read(c.r, binary.BigEndian, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *connection) transmitFlags() uint16 {
+	f := transmitHasFlags | transmitSendFlush | transmitSendFUA | transmitSendTrim | transmitWriteZeroes
+	if c.export.Rotational {
+		f |= transmitRotational
+	}
+	return f
+}
