@@ -96,6 +96,9 @@ func (s *ControllerServer) validateCreate(req *csi.CreateVolumeRequest) (createP
 	if err := s.checkTopology(req.GetAccessibilityRequirements()); err != nil {
 		return createPlan{}, err
 	}
+	if err := s.checkCache(params, size); err != nil {
+		return createPlan{}, invalid("%v", err)
+	}
 	return createPlan{id: VolumeIDFor(req.GetName()), size: size, limit: limit, params: params}, nil
 }
 
@@ -120,6 +123,19 @@ func sizeFor(r *csi.CapacityRange) (size, limit uint64, err error) {
 		return 0, 0, status.Errorf(codes.OutOfRange, "capacity_range: %d bytes rounded up to whole %d-byte extents is %d, above limit_bytes=%d", required, extentBytes, size, lim)
 	}
 	return size, uint64(lim), nil
+}
+
+// checkCache refuses a cache this node could never give the volume, so the
+// mistake surfaces on the PVC instead of as a silently uncached volume.
+func (s *ControllerServer) checkCache(params volumeParams, size uint64) error {
+	spec, err := params.cacheSpec(int64(size))
+	if err != nil || spec == nil {
+		return err
+	}
+	if _, err := s.engine.Pools().CacheVG(spec.Class); err != nil {
+		return fmt.Errorf("parameter %s: %w", v1alpha1.ParamDeviceClass, err)
+	}
+	return nil
 }
 
 // checkTopology refuses requests that cannot be placed on this node.

@@ -1,0 +1,189 @@
+package csi_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/ssdcache/ssdcache/pkg/blockdev/blockdevfake"
+	"github.com/ssdcache/ssdcache/pkg/dm"
+)
+
+func mountCap(fs string) *csi.VolumeCapability {
+	return &csi.VolumeCapability{
+		AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{FsType: fs}},
+		AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
+	}
+}
+
+func expectCode(t *testing.T, err error, code codes.Code, contains ...string) {
+	t.Helper()
+	if status.Code(err) != code {
+		t.Fatalf("code %v (%v), want %v", status.Code(err), err, code)
+	}
+	for _, c := range contains {
+		if !strings.Contains(err.Error(), c) {
+			t.Errorf("error %q does not mention %q", err, c)
+		}
+	}
+}
+
+func (n *fakeNode) create(t *testing.T, name string, params map[string]string) *csi.Volume {
+	t.Helper()
+	resp, err := n.driver.Controller.CreateVolume(context.Background(), &csi.CreateVolumeRequest{
+		Name: name, Parameters: params, VolumeCapabilities: []*csi.VolumeCapability{mountCap("ext4")},
+		CapacityRange: &csi.CapacityRange{RequiredBytes: 10 << 30},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.GetVolume()
+}
+
+func TestBadParametersNameFieldValueAndAllowed(t *testing.T) {
+	n := newFakeNode(t)
+	cases := []struct {
+		params   map[string]string
+		contains []string
+	}{
+		{map[string]string{"ssdcache.io/cache-mode": "writeback"}, []string{"ssdcache.io/cache-mode", `"writeback"`, "readcache, none"}},
+		{map[string]string{"ssdcache.io/cache-mode": "readcache", "ssdcache.io/cache-size": "lots"}, []string{"ssdcache.io/cache-size", `"lots"`, "10Gi", "10%"}},
+		{map[string]string{"ssdcache.io/cache-mode": "readcache", "ssdcache.io/cache-size": "150%"}, []string{"150%", "1% to 100%"}},
+		{map[string]string{"ssdcache.io/cache-mode": "readcache", "ssdcache.io/cache-size": "1Mi"}, []string{"1Mi", "16Mi"}},
+		{map[string]string{"ssdcache.io/cache-mode": "readcache", "ssdcache.io/device-class": "optane"}, []string{"optane", "nvme"}},
+		{map[string]string{"ssdcache.io/warmup": "eager"}, []string{"ssdcache.io/warmup", `"eager"`, "none"}},
+		{map[string]string{"ssdcache.io/cache-sise": "1Gi"}, []string{`"ssdcache.io/cache-sise"`, "ssdcache.io/cache-size"}},
+		{map[string]string{"csi.storage.k8s.io/fstype": "btrfs"}, []string{"btrfs", "ext4, xfs"}},
+		{map[string]string{"ssdcache.io/cache-size": "1Gi"}, []string{"ssdcache.io/cache-mode=readcache"}},
+		{map[string]string{"ssdcache.io/device": "/dev/disk/by-id/x"}, []string{"static PersistentVolume"}},
+		{map[string]string{"ssdcache.io/cache-mode": "readcache", "ssdcache.io/cache-size": "1%"}, []string{"1%", "16Mi"}},
+	}
+	for _, c := range cases {
+		_, err := n.driver.Controller.CreateVolume(context.Background(), &csi.CreateVolumeRequest{
+			Name: "v", Parameters: c.params, VolumeCapabilities: []*csi.VolumeCapability{mountCap("")},
+			CapacityRange: &csi.CapacityRange{RequiredBytes: 1 << 30},
+		})
+		expectCode(t, err, codes.InvalidArgument, c.contains...)
+	}
+}
+
+func TestCreateVolumeContextAndTopology(t *testing.T) {
+	n := newFakeNode(t)
+	vol := n.create(t, "pvc-0123", map[string]string{"ssdcache.io/cache-mode": "readcache", "ssdcache.io/cache-size": "2Gi"})
+	if vol.VolumeId != "pvc-0123" || vol.CapacityBytes != 10<<30 {
+		t.Fatalf("volume %+v", vol)
+	}
+	if got := vol.VolumeContext; got["ssdcache.io/cache-mode"] != "readcache" || got["ssdcache.io/cache-size"] != "2Gi" {
+		t.Fatalf("context %v", got)
+	}
+	if seg := vol.AccessibleTopology[0].Segments["topology.ssdcache.io/node"]; seg != nodeID {
+		t.Fatalf("topology %v", vol.AccessibleTopology)
+	}
+	// Same name, same size: the same volume. Same name, bigger: AlreadyExists.
+	if again := n.create(t, "pvc-0123", nil); again.VolumeId != vol.VolumeId {
+		t.Fatalf("not idempotent: %v", again)
+	}
+	_, err := n.driver.Controller.CreateVolume(context.Background(), &csi.CreateVolumeRequest{
+		Name: "pvc-0123", VolumeCapabilities: []*csi.VolumeCapability{mountCap("")},
+		CapacityRange: &csi.CapacityRange{RequiredBytes: 20 << 30},
+	})
+	expectCode(t, err, codes.AlreadyExists)
+}
+
+func TestStageCachedVolumeMountsDMDevice(t *testing.T) {
+	n := newFakeNode(t)
+	vol := n.create(t, "pvc-1", map[string]string{"ssdcache.io/cache-mode": "readcache", "ssdcache.io/cache-size": "10%"})
+	staging := filepath.Join(t.TempDir(), "staging")
+	_, err := n.driver.Node.NodeStageVolume(context.Background(), &csi.NodeStageVolumeRequest{
+		VolumeId: vol.VolumeId, StagingTargetPath: staging, VolumeCapability: mountCap("xfs"), VolumeContext: vol.VolumeContext,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := n.dm.Table(context.Background(), "ssdcache-pvc-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, ok := tbl.Target.(dm.CacheTarget)
+	if !ok || c.Mode != dm.Writethrough {
+		t.Fatalf("table %q", tbl)
+	}
+	if fs := n.mounter.Formatted["/dev/mapper/ssdcache-pvc-1"]; fs != "xfs" {
+		t.Fatalf("formatted %v", n.mounter.Formatted)
+	}
+	st, _ := n.engine.Inspect(context.Background(), "pvc-1")
+	if st.Spec.SizeBytes != 1<<30 {
+		t.Fatalf("10%% of 10Gi resolved to %d", st.Spec.SizeBytes)
+	}
+}
+
+func TestConcurrentCallOnSameVolumeIsAborted(t *testing.T) {
+	n := newFakeNode(t)
+	vol := n.create(t, "pvc-2", nil)
+	if !n.locks.TryAcquire(vol.VolumeId) {
+		t.Fatal("lock busy")
+	}
+	_, err := n.driver.Node.NodeStageVolume(context.Background(), &csi.NodeStageVolumeRequest{
+		VolumeId: vol.VolumeId, StagingTargetPath: t.TempDir(), VolumeCapability: mountCap("ext4"), VolumeContext: vol.VolumeContext,
+	})
+	expectCode(t, err, codes.Aborted, vol.VolumeId)
+	_, err = n.driver.Controller.DeleteVolume(context.Background(), &csi.DeleteVolumeRequest{VolumeId: vol.VolumeId})
+	expectCode(t, err, codes.Aborted)
+}
+
+// The StoreMI case through the CSI API: a static PV names an existing disk.
+func TestStageExistingDiskThroughSameDMPath(t *testing.T) {
+	n := newFakeNode(t)
+	n.dev.Add("/dev/disk/by-id/ata-HDD_DATA", blockdevfake.Device{Node: "/dev/sdc", Size: 100 << 30, DevNum: dm.DevNum{Major: 8, Minor: 32}})
+	_, err := n.driver.Node.NodeStageVolume(context.Background(), &csi.NodeStageVolumeRequest{
+		VolumeId: "media-disk", StagingTargetPath: t.TempDir(), VolumeCapability: mountCap("ext4"),
+		VolumeContext: map[string]string{"ssdcache.io/device": "/dev/disk/by-id/ata-HDD_DATA",
+			"ssdcache.io/cache-mode": "readcache", "ssdcache.io/cache-size": "4Gi"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, _ := n.dm.Table(context.Background(), "ssdcache-media-disk")
+	if c, ok := tbl.Target.(dm.CacheTarget); !ok || c.Origin != (dm.DevNum{Major: 8, Minor: 32}) {
+		t.Fatalf("table %q", tbl)
+	}
+	if len(n.dev.Zeroed) != 1 || !strings.Contains(n.dev.Zeroed[0], "cache-meta") {
+		t.Fatalf("writes outside the cache metadata: %v", n.dev.Zeroed)
+	}
+	_, err = n.driver.Node.NodeStageVolume(context.Background(), &csi.NodeStageVolumeRequest{
+		VolumeId: "bad", StagingTargetPath: t.TempDir(), VolumeCapability: mountCap("ext4"),
+		VolumeContext: map[string]string{"ssdcache.io/device": "/dev/sdc"},
+	})
+	expectCode(t, err, codes.InvalidArgument, "/dev/sdc", "/dev/disk/by-id/")
+}
+
+func TestDeleteRefusesStagedVolume(t *testing.T) {
+	n := newFakeNode(t)
+	vol := n.create(t, "pvc-3", nil)
+	if _, err := n.driver.Node.NodeStageVolume(context.Background(), &csi.NodeStageVolumeRequest{
+		VolumeId: vol.VolumeId, StagingTargetPath: t.TempDir(), VolumeCapability: mountCap("ext4"), VolumeContext: vol.VolumeContext,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := n.driver.Controller.DeleteVolume(context.Background(), &csi.DeleteVolumeRequest{VolumeId: vol.VolumeId})
+	expectCode(t, err, codes.FailedPrecondition, "staged")
+}
+
+func TestGetCapacityIsPerNode(t *testing.T) {
+	n := newFakeNode(t)
+	resp, err := n.driver.Controller.GetCapacity(context.Background(), &csi.GetCapacityRequest{
+		AccessibleTopology: &csi.Topology{Segments: map[string]string{"topology.ssdcache.io/node": "other"}}})
+	if err != nil || resp.AvailableCapacity != 0 {
+		t.Fatalf("other node: %v %v", resp, err)
+	}
+	resp, err = n.driver.Controller.GetCapacity(context.Background(), &csi.GetCapacityRequest{
+		AccessibleTopology: &csi.Topology{Segments: map[string]string{"topology.ssdcache.io/node": nodeID}}})
+	if err != nil || resp.AvailableCapacity != 1<<40 {
+		t.Fatalf("this node: %v %v", resp, err)
+	}
+}
