@@ -144,7 +144,7 @@ func TestWritePlotDrawsOneLinePerSeries(t *testing.T) {
 	if err := WritePlot(&svg, r); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"ssdcache, working set 4Mi", "raw SSD (raw-ssd), median", "raw HDD (raw-hdd), median"}
+	want := []string{"ssdcache, working set 4Mi", "raw SSD (raw-ssd), median of all runs", "raw HDD (raw-hdd), median of all runs"}
 	if got := PlotSeries(r); strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Fatalf("series %q, want %q", got, want)
 	}

@@ -30,9 +30,12 @@ func writeHeader(b *strings.Builder, r *Report) {
 		c.Runs, c.Interval, c.RandSeed, c.ReadOnly)
 	fmt.Fprintf(b, "- per-test limits: runtime %s, I/O %s (0: one full pass over the working set)\n",
 		c.RuntimeLimit, mib(c.IOLimit))
-	fmt.Fprintf(b, "- converged: first run at or above %.0f%% of the raw SSD's median read MB/s (%s)\n\n",
+	fmt.Fprintf(b, "- converged: first run at or above %.0f%% of the raw SSD's median read MB/s (%s)\n",
 		c.ConvergeFraction*100, orDash(c.SSDReference))
-	b.WriteString("| target | path | dm-cache device | role |\n|---|---|---|---|\n")
+	if short := shortTests(r.Results); short > 0 {
+		fmt.Fprintf(b, "- **%d of %d tests ran under 1 s**: fio measures in milliseconds, so their figures are coarse; use larger working sets\n", short, len(r.Results))
+	}
+	b.WriteString("\n| target | path | dm-cache device | role |\n|---|---|---|---|\n")
 	for _, t := range c.Targets {
 		fmt.Fprintf(b, "| %s | `%s` | %s | %s |\n", t.Name, t.Path, orDash(t.DMDevice), role(c, t.Name))
 	}
@@ -41,6 +44,16 @@ func writeHeader(b *strings.Builder, r *Report) {
 		fmt.Fprintf(b, "| %s | %s | %s |\n", ws.Label, mib(ws.Bytes), mib(ws.OffsetBytes))
 	}
 	b.WriteString("\n")
+}
+
+func shortTests(results []Result) int {
+	n := 0
+	for _, res := range results {
+		if res.RuntimeMs < 1000 {
+			n++
+		}
+	}
+	return n
 }
 
 func role(c Config, name string) string {

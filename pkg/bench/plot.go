@@ -87,7 +87,7 @@ func referenceLevels(r *Report) []level {
 			if ref.kind == "HDD" {
 				col = color.RGBA{R: 0x90, G: 0x50, B: 0x10, A: 0xff}
 			}
-			out = append(out, level{name: fmt.Sprintf("raw %s (%s), median", ref.kind, ref.target), value: median(v), color: col})
+			out = append(out, level{name: fmt.Sprintf("raw %s (%s), median of all runs", ref.kind, ref.target), value: median(v), color: col})
 		}
 	}
 	return out
@@ -97,6 +97,7 @@ func referenceLevels(r *Report) []level {
 func WritePlot(w io.Writer, r *Report) error {
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("Convergence: %s, MB/s per run", label(r.Config.PlotTest))
+	p.Title.Padding = vg.Points(6)
 	p.X.Label.Text = "run"
 	p.Y.Label.Text = "MB/s (10^6 bytes/s)"
 	p.Y.Min = 0
