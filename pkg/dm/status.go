@@ -158,13 +158,16 @@ func (st CacheStatus) HitRatio() float64 {
 }
 
 // Delta32 is cur-prev for a 32-bit kernel counter sampled twice, correct
-// across one wrap. A counter that went backwards by more than a wrap can
-// explain (the device was recreated) counts from zero instead.
+// across one wrap. A counter that went backwards from well below the wrap
+// point was reset (the cache was re-created with fresh metadata): then the
+// delta is cur. Samples are seconds apart, far too close for a counter to
+// advance by a quarter of its range between them.
 func Delta32(prev, cur uint64) uint64 {
+	const wrapZone = 3 << 30 // the top quarter of the 32-bit range
 	if cur >= prev {
 		return cur - prev
 	}
-	if prev <= 0xFFFFFFFF && cur <= 0xFFFFFFFF {
+	if prev >= wrapZone && prev <= 0xFFFFFFFF && cur <= 0xFFFFFFFF {
 		return (1<<32 - prev) + cur
 	}
 	return cur

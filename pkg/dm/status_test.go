@@ -70,7 +70,8 @@ func TestDelta32(t *testing.T) {
 		{10, 15, 5},
 		{4294967290, 5, 11}, // wrapped once
 		{0, 0, 0},
-		{1 << 40, 7, 7}, // not a 32-bit wrap: the counter restarted
+		{1 << 40, 7, 7},  // not a 32-bit counter: it restarted
+		{500000, 20, 20}, // far from the wrap point: the cache was re-created
 	}
 	for _, c := range cases {
 		if got := Delta32(c.prev, c.cur); got != c.want {

@@ -1,0 +1,290 @@
+package agent
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	clocktesting "k8s.io/utils/clock/testing"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	ssdv1 "github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
+	"github.com/ssdcache/ssdcache/pkg/blockdev/blockdevfake"
+	"github.com/ssdcache/ssdcache/pkg/cache"
+	"github.com/ssdcache/ssdcache/pkg/dm"
+	"github.com/ssdcache/ssdcache/pkg/dm/dmfake"
+	"github.com/ssdcache/ssdcache/pkg/lvm"
+	"github.com/ssdcache/ssdcache/pkg/lvm/lvmfake"
+)
+
+const (
+	vol  = "pvc-1"
+	node = "node-a"
+	gib  = 1 << 30
+)
+
+type fakeNode struct {
+	dm      *dmfake.DM
+	lvm     *lvmfake.LVM
+	engine  *cache.Engine
+	locks   *cache.VolumeLocks
+	samples *Samples
+	metrics *Metrics
+	reg     *prometheus.Registry
+	clock   *clocktesting.FakeClock
+	monitor *Monitor
+}
+
+func newNode(t *testing.T) *fakeNode {
+	t.Helper()
+	n := &fakeNode{dm: dmfake.New(), lvm: lvmfake.New(), locks: cache.NewVolumeLocks(), samples: NewSamples(),
+		reg: prometheus.NewRegistry(), clock: clocktesting.NewFakeClock(time.Unix(1_800_000_000, 0))}
+	n.lvm.AddVG("hdd", 100*gib, lvm.PoolTagPrefix+"origin")
+	n.lvm.AddVG("nvme", 10*gib, lvm.PoolTagPrefix+"cache")
+	if _, err := n.lvm.CreateLV(context.Background(), "hdd", vol, 10*gib, lvm.Tags(vol, lvm.RoleOrigin)); err != nil {
+		t.Fatal(err)
+	}
+	n.engine = cache.NewEngine(n.dm, n.lvm, blockdevfake.New(), cache.Pools{OriginVG: "hdd", CacheVGs: map[string]string{"nvme": "nvme"}, DefaultClass: "nvme"}, nil)
+	var err error
+	if n.metrics, err = NewMetrics(n.reg); err != nil {
+		t.Fatal(err)
+	}
+	n.monitor = NewMonitor(n.engine, n.locks, n.samples, n.metrics, MonitorOptions{Clock: n.clock})
+	return n
+}
+
+func (n *fakeNode) stage(t *testing.T, spec *cache.Spec) {
+	t.Helper()
+	origin, err := n.engine.OriginLV(context.Background(), vol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.engine.Stage(context.Background(), cache.StageSpec{VolumeID: vol, Origin: origin, Cache: spec}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func status(hits, misses, promotions uint64, tail string) string {
+	return "0 20971520 cache 8 10/4096 128 100/16384 " +
+		strconv.FormatUint(hits, 10) + " " + strconv.FormatUint(misses, 10) + " 0 0 0 " + strconv.FormatUint(promotions, 10) + " 0 1 writethrough 2 migration_threshold 2048 smq 0 " + tail
+}
+
+// Safety rule 4: a cache reporting Fail is swapped for a linear table by the
+// next health tick, and the volume keeps its origin.
+func TestSafetyRule4_FailingCacheDroppedOnline(t *testing.T) {
+	n := newNode(t)
+	n.stage(t, &cache.Spec{SizeBytes: gib, Mode: cache.ModeReadCache})
+	var dropped []string
+	n.monitor.onDrop = func(id string) { dropped = append(dropped, id) }
+	n.dm.StatusOverride["ssdcache-"+vol] = "0 20971520 cache Fail"
+	n.monitor.Tick(context.Background())
+	tbl, _ := n.dm.Table(context.Background(), "ssdcache-"+vol)
+	lin, ok := tbl.Target.(dm.LinearTarget)
+	if !ok || lin.Device != (dm.DevNum{Major: 254, Minor: 1}) {
+		t.Fatalf("table after failure %q", tbl)
+	}
+	if why, ok := n.samples.Dropped(vol); !ok || !strings.Contains(why, "Fail") || len(dropped) != 1 {
+		t.Fatalf("drop not recorded: %q %v", why, dropped)
+	}
+	if got := testutil.ToFloat64(n.metrics.drops.WithLabelValues(vol)); got != 1 {
+		t.Fatalf("drops metric %v", got)
+	}
+}
+
+func TestSafetyRule4_NeedsCheckAndReadOnlyDropped(t *testing.T) {
+	for _, tail := range []string{"rw needs_check", "ro -"} {
+		n := newNode(t)
+		n.stage(t, &cache.Spec{SizeBytes: gib, Mode: cache.ModeReadCache})
+		n.dm.StatusOverride["ssdcache-"+vol] = status(1, 1, 1, tail)
+		n.monitor.Tick(context.Background())
+		if tbl, _ := n.dm.Table(context.Background(), "ssdcache-"+vol); tbl.Target.Type() != "linear" {
+			t.Errorf("%s: table %q", tail, tbl)
+		}
+	}
+}
+
+func TestMetricsAreWrapSafeDeltas(t *testing.T) {
+	n := newNode(t)
+	n.stage(t, &cache.Spec{SizeBytes: gib, Mode: cache.ModeReadCache})
+	name := "ssdcache-" + vol
+	n.dm.StatusOverride[name] = status(4294967290, 10, 3, "rw -")
+	n.monitor.Tick(context.Background())
+	n.clock.Step(DefaultSampleInterval)
+	n.dm.StatusOverride[name] = status(5, 30, 7, "rw -") // hits wrapped by 11
+	n.monitor.Tick(context.Background())
+	if got := testutil.ToFloat64(n.metrics.readHits.WithLabelValues(vol)); got != 11 {
+		t.Fatalf("read hits %v, want 11", got)
+	}
+	if got := testutil.ToFloat64(n.metrics.readMisses.WithLabelValues(vol)); got != 20 {
+		t.Fatalf("read misses %v, want 20", got)
+	}
+	if got := testutil.ToFloat64(n.metrics.usedBlocks.WithLabelValues(vol)); got != 100 {
+		t.Fatalf("used blocks %v", got)
+	}
+	// Between sample intervals nothing is re-read into the series.
+	n.dm.StatusOverride[name] = status(100, 30, 7, "rw -")
+	n.clock.Step(time.Second)
+	n.monitor.Tick(context.Background())
+	if got := testutil.ToFloat64(n.metrics.readHits.WithLabelValues(vol)); got != 11 {
+		t.Fatalf("sampled before the interval: %v", got)
+	}
+}
+
+func newScheme(t *testing.T) *runtime.Scheme {
+	t.Helper()
+	s := runtime.NewScheme()
+	if err := ssdv1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func admitted(mode ssdv1.CacheMode, size int64) *ssdv1.CacheBinding {
+	return &ssdv1.CacheBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "ns", Generation: 1, Finalizers: []string{ssdv1.Finalizer}},
+		Spec:       ssdv1.CacheBindingSpec{PVCName: "data", Size: "1Gi", Mode: mode},
+		Status:     ssdv1.CacheBindingStatus{NodeName: node, VolumeHandle: vol, ResolvedSizeBytes: size, Phase: ssdv1.PhaseAdmitted},
+	}
+}
+
+func (n *fakeNode) reconciler(t *testing.T, objs ...client.Object) (*BindingReconciler, client.Client, *events.FakeRecorder) {
+	t.Helper()
+	c := fake.NewClientBuilder().WithScheme(newScheme(t)).WithObjects(objs...).WithStatusSubresource(&ssdv1.CacheBinding{}).Build()
+	rec := events.NewFakeRecorder(10)
+	return NewBindingReconciler(c, rec, n.engine, n.locks, n.samples, node, BindingOptions{Clock: n.clock}), c, rec
+}
+
+func reconcileOnce(t *testing.T, r *BindingReconciler) ctrl.Result {
+	t.Helper()
+	res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func get(t *testing.T, c client.Client) *ssdv1.CacheBinding {
+	t.Helper()
+	b := &ssdv1.CacheBinding{}
+	if err := c.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: "b"}, b); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestBindingAttachesOnlineAndReportsReady(t *testing.T) {
+	n := newNode(t)
+	n.stage(t, nil)
+	r, c, rec := n.reconciler(t, admitted(ssdv1.ModeReadCache, gib))
+	if res := reconcileOnce(t, r); res.RequeueAfter != DefaultResync {
+		t.Fatalf("requeue %v", res)
+	}
+	b := get(t, c)
+	ready := meta.FindStatusCondition(b.Status.Conditions, ssdv1.ConditionReady)
+	if b.Status.Phase != ssdv1.PhaseAttached || ready == nil || ready.Status != metav1.ConditionTrue || ready.ObservedGeneration != 1 {
+		t.Fatalf("status %+v", b.Status)
+	}
+	if tbl, _ := n.dm.Table(context.Background(), "ssdcache-"+vol); tbl.Target.Type() != "cache" {
+		t.Fatalf("table %q", tbl)
+	}
+	if e := <-rec.Events; !strings.Contains(e, "CacheAttached") {
+		t.Fatalf("event %q", e)
+	}
+}
+
+func TestBindingWaitsForStaging(t *testing.T) {
+	n := newNode(t)
+	r, c, _ := n.reconciler(t, admitted(ssdv1.ModeReadCache, gib))
+	reconcileOnce(t, r)
+	ready := meta.FindStatusCondition(get(t, c).Status.Conditions, ssdv1.ConditionReady)
+	if ready == nil || ready.Reason != ssdv1.ReasonVolumeNotStaged {
+		t.Fatalf("ready %+v", ready)
+	}
+}
+
+func TestBindingPausesAndDetachesOnDelete(t *testing.T) {
+	n := newNode(t)
+	n.stage(t, &cache.Spec{SizeBytes: gib, Mode: cache.ModeReadCache})
+	r, c, _ := n.reconciler(t, admitted(ssdv1.ModePaused, gib))
+	reconcileOnce(t, r)
+	tbl, _ := n.dm.Table(context.Background(), "ssdcache-"+vol)
+	if ct, ok := tbl.Target.(dm.CacheTarget); !ok || ct.Mode != dm.Passthrough || get(t, c).Status.Phase != ssdv1.PhasePaused {
+		t.Fatalf("pause: table %q phase %s", tbl, get(t, c).Status.Phase)
+	}
+	if err := c.Delete(context.Background(), get(t, c)); err != nil {
+		t.Fatal(err)
+	}
+	reconcileOnce(t, r)
+	if tbl, _ := n.dm.Table(context.Background(), "ssdcache-"+vol); tbl.Target.Type() != "linear" {
+		t.Fatalf("after delete: table %q", tbl)
+	}
+	if err := c.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: "b"}, &ssdv1.CacheBinding{}); err == nil {
+		t.Fatal("binding still exists: finalizer not removed")
+	}
+}
+
+func TestBindingDegradedAfterDropUntilSpecChanges(t *testing.T) {
+	n := newNode(t)
+	n.stage(t, &cache.Spec{SizeBytes: gib, Mode: cache.ModeReadCache})
+	r, c, _ := n.reconciler(t, admitted(ssdv1.ModeReadCache, gib))
+	reconcileOnce(t, r)
+	n.dm.StatusOverride["ssdcache-"+vol] = "0 20971520 cache Fail"
+	n.monitor.Tick(context.Background())
+	delete(n.dm.StatusOverride, "ssdcache-"+vol)
+	reconcileOnce(t, r)
+	b := get(t, c)
+	deg := meta.FindStatusCondition(b.Status.Conditions, ssdv1.ConditionDegraded)
+	if b.Status.Phase != ssdv1.PhaseDegraded || deg == nil || deg.Status != metav1.ConditionTrue {
+		t.Fatalf("status %+v", b.Status)
+	}
+	if tbl, _ := n.dm.Table(context.Background(), "ssdcache-"+vol); tbl.Target.Type() != "linear" {
+		t.Fatalf("re-attached to a failed device: %q", tbl)
+	}
+	b.Generation = 2 // the user edits the spec to ask for another try
+	b.Spec.Size = "2Gi"
+	if err := c.Update(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	reconcileOnce(t, r)
+	if get(t, c).Status.Phase != ssdv1.PhaseAttached {
+		t.Fatalf("no retry after spec change: %+v", get(t, c).Status)
+	}
+}
+
+func TestFiguresWrittenAtMostOncePerInterval(t *testing.T) {
+	n := newNode(t)
+	n.stage(t, &cache.Spec{SizeBytes: gib, Mode: cache.ModeReadCache})
+	r, c, _ := n.reconciler(t, admitted(ssdv1.ModeReadCache, gib))
+	name := "ssdcache-" + vol
+	n.dm.StatusOverride[name] = status(30, 10, 5, "rw -")
+	n.monitor.Tick(context.Background())
+	reconcileOnce(t, r)
+	first := get(t, c).Status.Cache
+	if first == nil || first.HitRatio != "75.0%" || first.Promotions != 5 {
+		t.Fatalf("figures %+v", first)
+	}
+	n.clock.Step(DefaultSampleInterval)
+	n.dm.StatusOverride[name] = status(60, 10, 9, "rw -")
+	n.monitor.Tick(context.Background())
+	reconcileOnce(t, r)
+	if got := get(t, c).Status.Cache; got.ReadHits != 30 {
+		t.Fatalf("figures rewritten within the interval: %+v", got)
+	}
+	n.clock.Step(DefaultFiguresInterval)
+	n.monitor.Tick(context.Background())
+	reconcileOnce(t, r)
+	if got := get(t, c).Status.Cache; got.ReadHits != 60 {
+		t.Fatalf("figures not refreshed after the interval: %+v", got)
+	}
+}

@@ -1,0 +1,201 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	ssdv1 "github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
+	"github.com/ssdcache/ssdcache/pkg/cache"
+)
+
+// EventSource is the reporting controller of the agent's Events.
+const EventSource = "ssdcache-node"
+
+// Defaults: figures reach the API server at most once a minute so its load
+// does not grow with I/O; bindings are revisited every 30 s to notice a
+// volume being staged or unstaged, which raises no API event.
+const (
+	DefaultFiguresInterval = time.Minute
+	DefaultResync          = 30 * time.Second
+	busyRetry              = 2 * time.Second
+)
+
+// BindingReconciler applies the CacheBindings admitted to this node.
+//
+// +kubebuilder:rbac:groups=ssdcache.io,resources=cachebindings,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=ssdcache.io,resources=cachebindings/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+type BindingReconciler struct {
+	client          client.Client
+	recorder        events.EventRecorder
+	engine          *cache.Engine
+	locks           *cache.VolumeLocks
+	samples         *Samples
+	nodeName        string
+	clock           clock.Clock
+	figuresInterval time.Duration
+	resync          time.Duration
+}
+
+// BindingOptions tune a BindingReconciler; zero values take the defaults.
+type BindingOptions struct {
+	FiguresInterval, Resync time.Duration
+	Clock                   clock.Clock
+}
+
+// NewBindingReconciler returns the reconciler of node nodeName.
+func NewBindingReconciler(c client.Client, rec events.EventRecorder, e *cache.Engine, locks *cache.VolumeLocks,
+	samples *Samples, nodeName string, o BindingOptions) *BindingReconciler {
+	r := &BindingReconciler{client: c, recorder: rec, engine: e, locks: locks, samples: samples, nodeName: nodeName,
+		clock: o.Clock, figuresInterval: o.FiguresInterval, resync: o.Resync}
+	if r.clock == nil {
+		r.clock = clock.RealClock{}
+	}
+	if r.figuresInterval <= 0 {
+		r.figuresInterval = DefaultFiguresInterval
+	}
+	if r.resync <= 0 {
+		r.resync = DefaultResync
+	}
+	return r
+}
+
+// Reconcile attaches, changes or detaches one binding's cache.
+func (r *BindingReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	b := &ssdv1.CacheBinding{}
+	if err := r.client.Get(ctx, req.NamespacedName, b); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if b.Status.NodeName != r.nodeName || b.Status.VolumeHandle == "" {
+		return ctrl.Result{}, nil // not admitted here (yet)
+	}
+	if !r.locks.TryAcquire(b.Status.VolumeHandle) {
+		return ctrl.Result{RequeueAfter: busyRetry}, nil
+	}
+	defer r.locks.Release(b.Status.VolumeHandle)
+	if !b.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.detach(ctx, b)
+	}
+	if b.Status.ResolvedSizeBytes <= 0 {
+		return ctrl.Result{}, nil
+	}
+	out := r.apply(ctx, b)
+	if err := r.writeStatus(ctx, b, out); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: r.resync}, out.err
+}
+
+// outcome is what apply found or did, as status and an Event.
+type outcome struct {
+	phase    ssdv1.CacheBindingPhase
+	ready    metav1.Condition
+	degraded *metav1.Condition
+	event    *note
+	err      error
+}
+
+type note struct{ kind, reason, action, text string }
+
+func (r *BindingReconciler) apply(ctx context.Context, b *ssdv1.CacheBinding) outcome {
+	vol := b.Status.VolumeHandle
+	st, err := r.engine.Inspect(ctx, vol)
+	if err != nil {
+		return failed(err, "Inspect")
+	}
+	if !st.Staged {
+		return outcome{phase: ssdv1.PhaseAdmitted, ready: cond(ssdv1.ConditionReady, false, ssdv1.ReasonVolumeNotStaged,
+			fmt.Sprintf("volume %s is not staged on node %s; the cache attaches when a pod uses the volume", vol, r.nodeName))}
+	}
+	if out, degraded := r.degraded(b); degraded {
+		return out
+	}
+	spec := cache.Spec{SizeBytes: uint64(b.Status.ResolvedSizeBytes), Mode: cache.ModeReadCache}
+	if b.Spec.Mode == ssdv1.ModePaused {
+		spec.Mode = cache.ModePaused
+	}
+	changed, err := r.engine.SetCache(ctx, vol, &spec)
+	if err != nil {
+		return failed(err, "Attach")
+	}
+	return attached(b, spec, changed, st.Cached)
+}
+
+// degraded keeps a cache that was dropped for failing detached until the
+// binding's spec changes, which is how a user asks for another try.
+func (r *BindingReconciler) degraded(b *ssdv1.CacheBinding) (outcome, bool) {
+	why, dropped := r.samples.Dropped(b.Status.VolumeHandle)
+	if !dropped {
+		return outcome{}, false
+	}
+	if c := meta.FindStatusCondition(b.Status.Conditions, ssdv1.ConditionDegraded); c != nil &&
+		c.Status == metav1.ConditionTrue && c.ObservedGeneration < b.Generation {
+		r.samples.ClearDropped(b.Status.VolumeHandle)
+		return outcome{}, false
+	}
+	msg := fmt.Sprintf("the cache device failed (%s) and the cache was dropped; the volume serves every read from its origin; edit the binding's spec to try again", why)
+	d := cond(ssdv1.ConditionDegraded, true, ssdv1.ReasonCacheDeviceFailed, msg)
+	return outcome{phase: ssdv1.PhaseDegraded, degraded: &d,
+		ready: cond(ssdv1.ConditionReady, false, ssdv1.ReasonCacheDeviceFailed, msg),
+		event: &note{corev1.EventTypeWarning, ssdv1.ReasonCacheDeviceFailed, "DropCache", msg}}, true
+}
+
+func attached(b *ssdv1.CacheBinding, spec cache.Spec, changed, wasCached bool) outcome {
+	phase, reason, verb := ssdv1.PhaseAttached, ssdv1.ReasonAttached, "attached"
+	if spec.Mode == cache.ModePaused {
+		phase, reason, verb = ssdv1.PhasePaused, ssdv1.ReasonPaused, "paused"
+	}
+	msg := fmt.Sprintf("cache of %d bytes %s in front of volume %s", spec.SizeBytes, verb, b.Status.VolumeHandle)
+	healthy := cond(ssdv1.ConditionDegraded, false, ssdv1.ReasonCacheDeviceHealthy, "the cache device works")
+	out := outcome{phase: phase, ready: cond(ssdv1.ConditionReady, true, reason, msg), degraded: &healthy}
+	if changed {
+		eventReason := "CacheAttached"
+		if wasCached {
+			eventReason = "CacheChanged"
+		}
+		out.event = &note{corev1.EventTypeNormal, eventReason, "Attach", msg}
+	}
+	return out
+}
+
+func failed(err error, action string) outcome {
+	msg := err.Error()
+	return outcome{phase: ssdv1.PhaseAdmitted, err: err,
+		ready: cond(ssdv1.ConditionReady, false, action+"Failed", msg),
+		event: &note{corev1.EventTypeWarning, action + "Failed", action, msg}}
+}
+
+func cond(t string, status bool, reason, msg string) metav1.Condition {
+	s := metav1.ConditionFalse
+	if status {
+		s = metav1.ConditionTrue
+	}
+	return metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg}
+}
+
+// detach removes the cache of a binding being deleted, then its finalizer.
+func (r *BindingReconciler) detach(ctx context.Context, b *ssdv1.CacheBinding) error {
+	if !controllerutil.ContainsFinalizer(b, ssdv1.Finalizer) {
+		return nil
+	}
+	err := r.engine.Detach(ctx, b.Status.VolumeHandle)
+	if err != nil && !errors.Is(err, cache.ErrNotStaged) {
+		r.recorder.Eventf(b, nil, corev1.EventTypeWarning, "DetachFailed", "Detach", "%v", err)
+		return err
+	}
+	r.recorder.Eventf(b, nil, corev1.EventTypeNormal, "CacheDetached", "Detach", "cache detached from volume %s; the volume keeps serving from its origin", b.Status.VolumeHandle)
+	before := b.DeepCopy()
+	controllerutil.RemoveFinalizer(b, ssdv1.Finalizer)
+	return r.client.Patch(ctx, b, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+}

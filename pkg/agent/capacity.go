@@ -1,0 +1,90 @@
+package agent
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	ssdv1 "github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
+	"github.com/ssdcache/ssdcache/pkg/lvm"
+)
+
+// metadataReservePercent of the cache pool is kept back from the reported
+// capacity for metadata LVs and extent rounding (about 4 MiB + 0.07 % per cache).
+const metadataReservePercent = 2
+
+// CapacityReporter publishes the node's cache capacity as a Node annotation,
+// which the controller's arbitration reads.
+//
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;patch
+type CapacityReporter struct {
+	reader   client.Reader
+	writer   client.Client
+	lvm      lvm.Interface
+	cacheVGs []string
+	nodeName string
+	interval time.Duration
+}
+
+// NewCapacityReporter reports the size of cacheVGs for nodeName every interval.
+func NewCapacityReporter(reader client.Reader, writer client.Client, l lvm.Interface, cacheVGs []string, nodeName string, interval time.Duration) *CapacityReporter {
+	if interval <= 0 {
+		interval = time.Minute
+	}
+	return &CapacityReporter{reader: reader, writer: writer, lvm: l, cacheVGs: cacheVGs, nodeName: nodeName, interval: interval}
+}
+
+// Start reports until ctx ends.
+func (c *CapacityReporter) Start(ctx context.Context) error {
+	ticker := time.NewTicker(c.interval)
+	defer ticker.Stop()
+	for {
+		if err := c.Report(ctx); err != nil {
+			klog.ErrorS(err, "Reporting cache capacity", "node", c.nodeName)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+		}
+	}
+}
+
+// Report writes the annotation if it changed.
+func (c *CapacityReporter) Report(ctx context.Context) error {
+	capacity, err := c.capacity(ctx)
+	if err != nil {
+		return err
+	}
+	node := &corev1.Node{}
+	if err := c.reader.Get(ctx, client.ObjectKey{Name: c.nodeName}, node); err != nil {
+		return err
+	}
+	value := strconv.FormatUint(capacity, 10)
+	if node.Annotations[ssdv1.AnnotationCacheCapacityBytes] == value {
+		return nil
+	}
+	before := node.DeepCopy()
+	if node.Annotations == nil {
+		node.Annotations = map[string]string{}
+	}
+	node.Annotations[ssdv1.AnnotationCacheCapacityBytes] = value
+	klog.InfoS("Reporting cache capacity", "node", c.nodeName, "bytes", capacity)
+	return c.writer.Patch(ctx, node, client.MergeFrom(before))
+}
+
+func (c *CapacityReporter) capacity(ctx context.Context) (uint64, error) {
+	var total uint64
+	for _, name := range c.cacheVGs {
+		vg, err := c.lvm.GetVG(ctx, name)
+		if err != nil {
+			return 0, err
+		}
+		total += vg.Size
+	}
+	return total / 100 * (100 - metadataReservePercent), nil
+}

@@ -1,0 +1,95 @@
+package agent
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ssdcache/ssdcache/pkg/dm"
+)
+
+// Metrics are the per-volume dm-cache series. Counters are built from
+// deltas of the kernel's 32-bit counters, so they survive wraps and
+// remain monotonic when a cache is re-created.
+type Metrics struct {
+	readHits, readMisses, writeHits, writeMisses, promotions, demotions *prometheus.CounterVec
+	usedBlocks, totalBlocks, blockBytes, dirtyBlocks, healthy          *prometheus.GaugeVec
+	drops                                                              *prometheus.CounterVec
+	poolUp                                                             prometheus.Gauge
+}
+
+// NewMetrics creates the series and registers them with reg.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	counter := func(name, help string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "ssdcache", Subsystem: "cache", Name: name, Help: help}, []string{"volume"})
+	}
+	gauge := func(name, help string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "ssdcache", Subsystem: "cache", Name: name, Help: help}, []string{"volume"})
+	}
+	m := &Metrics{
+		readHits:    counter("read_hits_total", "Reads served from the cache device."),
+		readMisses:  counter("read_misses_total", "Reads served from the origin."),
+		writeHits:   counter("write_hits_total", "Writes to blocks that were cached (written to both devices)."),
+		writeMisses: counter("write_misses_total", "Writes to blocks that were not cached."),
+		promotions:  counter("promotions_total", "Blocks copied from the origin into the cache."),
+		demotions:   counter("demotions_total", "Blocks evicted from the cache."),
+		usedBlocks:  gauge("used_blocks", "Cache blocks holding data."),
+		totalBlocks: gauge("total_blocks", "Cache blocks of the cache device."),
+		blockBytes:  gauge("block_size_bytes", "Size of one cache block."),
+		dirtyBlocks: gauge("dirty_blocks", "Blocks the cache considers dirty; always 0 in writethrough."),
+		healthy:     gauge("healthy", "1 while the cache is usable, 0 once dm-cache reported a failure."),
+		drops: counter("drops_total", "Caches dropped to a linear table because their device failed."),
+		poolUp: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "ssdcache", Name: "cache_pool_up",
+			Help: "1 when the node's cache volume group was set up, 0 when the node runs without cache."}),
+	}
+	for _, c := range []prometheus.Collector{m.readHits, m.readMisses, m.writeHits, m.writeMisses, m.promotions,
+		m.demotions, m.usedBlocks, m.totalBlocks, m.blockBytes, m.dirtyBlocks, m.healthy, m.drops, m.poolUp} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// SetPoolUp records whether the cache pool is usable.
+func (m *Metrics) SetPoolUp(up bool) {
+	if up {
+		m.poolUp.Set(1)
+	} else {
+		m.poolUp.Set(0)
+	}
+}
+
+// observe adds the counter deltas between prev and cur and sets the gauges.
+func (m *Metrics) observe(volumeID string, prev *dm.CacheStatus, cur dm.CacheStatus) {
+	if cur.Failed {
+		m.healthy.WithLabelValues(volumeID).Set(0)
+		return
+	}
+	if prev != nil && !prev.Failed {
+		add := func(c *prometheus.CounterVec, p, n uint64) { c.WithLabelValues(volumeID).Add(float64(dm.Delta32(p, n))) }
+		add(m.readHits, prev.ReadHits, cur.ReadHits)
+		add(m.readMisses, prev.ReadMisses, cur.ReadMisses)
+		add(m.writeHits, prev.WriteHits, cur.WriteHits)
+		add(m.writeMisses, prev.WriteMisses, cur.WriteMisses)
+		add(m.promotions, prev.Promotions, cur.Promotions)
+		add(m.demotions, prev.Demotions, cur.Demotions)
+	}
+	m.usedBlocks.WithLabelValues(volumeID).Set(float64(cur.CacheUsed))
+	m.totalBlocks.WithLabelValues(volumeID).Set(float64(cur.CacheTotal))
+	m.blockBytes.WithLabelValues(volumeID).Set(float64(cur.BlockSectors * dm.SectorSize))
+	m.dirtyBlocks.WithLabelValues(volumeID).Set(float64(cur.Dirty))
+	if cur.Usable() {
+		m.healthy.WithLabelValues(volumeID).Set(1)
+	} else {
+		m.healthy.WithLabelValues(volumeID).Set(0)
+	}
+}
+
+// forget removes the series of a volume that is no longer cached here.
+func (m *Metrics) forget(volumeID string) {
+	for _, v := range []*prometheus.CounterVec{m.readHits, m.readMisses, m.writeHits, m.writeMisses, m.promotions, m.demotions} {
+		v.DeleteLabelValues(volumeID)
+	}
+	for _, v := range []*prometheus.GaugeVec{m.usedBlocks, m.totalBlocks, m.blockBytes, m.dirtyBlocks, m.healthy} {
+		v.DeleteLabelValues(volumeID)
+	}
+}

@@ -1,0 +1,145 @@
+package agent
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/ssdcache/ssdcache/pkg/cache"
+	"github.com/ssdcache/ssdcache/pkg/dm"
+)
+
+// Default intervals: failures are looked for every second, so a failing SSD
+// is swapped out before many reads can hit it; counters are exported every
+// ten seconds.
+const (
+	DefaultHealthInterval = time.Second
+	DefaultSampleInterval = 10 * time.Second
+)
+
+// Monitor reads the dm-cache status of every staged volume.
+type Monitor struct {
+	engine         *cache.Engine
+	locks          *cache.VolumeLocks
+	samples        *Samples
+	metrics        *Metrics
+	clock          clock.WithTicker
+	healthInterval time.Duration
+	sampleInterval time.Duration
+	// onDrop is told about a cache dropped for failing, to update its binding at once.
+	onDrop func(volumeID string)
+
+	prev        map[string]*dm.CacheStatus
+	lastSampled time.Time
+}
+
+// MonitorOptions configure a Monitor; zero values take the defaults.
+type MonitorOptions struct {
+	HealthInterval, SampleInterval time.Duration
+	Clock                          clock.WithTicker
+	OnDrop                         func(volumeID string)
+}
+
+// NewMonitor returns a monitor; Start runs it.
+func NewMonitor(e *cache.Engine, locks *cache.VolumeLocks, samples *Samples, m *Metrics, o MonitorOptions) *Monitor {
+	mon := &Monitor{engine: e, locks: locks, samples: samples, metrics: m, clock: o.Clock,
+		healthInterval: o.HealthInterval, sampleInterval: o.SampleInterval, onDrop: o.OnDrop, prev: map[string]*dm.CacheStatus{}}
+	if mon.clock == nil {
+		mon.clock = clock.RealClock{}
+	}
+	if mon.healthInterval <= 0 {
+		mon.healthInterval = DefaultHealthInterval
+	}
+	if mon.sampleInterval <= 0 {
+		mon.sampleInterval = DefaultSampleInterval
+	}
+	if mon.onDrop == nil {
+		mon.onDrop = func(string) {}
+	}
+	return mon
+}
+
+// Start checks volumes until ctx ends; it is a controller-runtime Runnable.
+func (m *Monitor) Start(ctx context.Context) error {
+	ticker := m.clock.NewTicker(m.healthInterval)
+	defer ticker.Stop()
+	for {
+		m.Tick(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C():
+		}
+	}
+}
+
+// Tick checks every staged volume once.
+func (m *Monitor) Tick(ctx context.Context) {
+	ids, err := m.engine.StagedVolumes(ctx)
+	if err != nil {
+		klog.ErrorS(err, "Listing staged volumes")
+		return
+	}
+	now := m.clock.Now()
+	sample := now.Sub(m.lastSampled) >= m.sampleInterval
+	if sample {
+		m.lastSampled = now
+	}
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if m.check(ctx, id, sample, now) {
+			seen[id] = true
+		}
+	}
+	for id := range m.prev {
+		if !seen[id] {
+			m.forget(id)
+		}
+	}
+}
+
+// check inspects one volume and reports whether it is cached.
+func (m *Monitor) check(ctx context.Context, id string, sample bool, now time.Time) bool {
+	st, err := m.engine.Inspect(ctx, id)
+	if err != nil {
+		klog.ErrorS(err, "Reading cache status", "volumeID", id)
+		return m.prev[id] != nil
+	}
+	if st.Status == nil {
+		return false
+	}
+	if !st.Status.Usable() {
+		m.drop(ctx, id, st.Status.Health)
+	}
+	if sample || !st.Status.Usable() {
+		m.metrics.observe(id, m.prev[id], *st.Status)
+		m.samples.put(id, Sample{Status: *st.Status, Time: now})
+		m.prev[id] = st.Status
+	}
+	return true
+}
+
+// drop replaces a failing cache with a linear table (safety rule 4).
+func (m *Monitor) drop(ctx context.Context, id string, health dm.CacheHealth) {
+	if !m.locks.TryAcquire(id) {
+		return // busy; the next tick tries again
+	}
+	defer m.locks.Release(id)
+	why := "dm-cache reported " + string(health)
+	if err := m.engine.DropCache(ctx, id); err != nil {
+		klog.ErrorS(err, "Dropping failing cache", "volumeID", id, "health", health)
+		return
+	}
+	klog.InfoS("Dropped failing cache; the volume serves from its origin", "volumeID", id, "health", health)
+	m.metrics.drops.WithLabelValues(id).Inc()
+	m.samples.markDropped(id, why)
+	m.onDrop(id)
+}
+
+func (m *Monitor) forget(id string) {
+	delete(m.prev, id)
+	m.samples.forget(id)
+	m.metrics.forget(id)
+}

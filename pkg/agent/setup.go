@@ -1,0 +1,102 @@
+package agent
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	ssdv1 "github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
+	"github.com/ssdcache/ssdcache/pkg/cache"
+	"github.com/ssdcache/ssdcache/pkg/lvm"
+)
+
+// Config is what the agent needs from the node.
+type Config struct {
+	NodeName string
+	Engine   *cache.Engine
+	LVM      lvm.Interface
+	Locks    *cache.VolumeLocks
+	Metrics  *Metrics
+	// CacheVGs are the cache pools that came up; empty when the node runs without cache.
+	CacheVGs                       []string
+	HealthInterval, SampleInterval time.Duration
+	CapacityInterval               time.Duration
+}
+
+// Setup adds the monitor, the binding reconciler and the capacity reporter to mgr.
+func Setup(mgr ctrl.Manager, cfg Config) error {
+	samples := NewSamples()
+	drops := make(chan event.TypedGenericEvent[string], 64)
+	monitor := NewMonitor(cfg.Engine, cfg.Locks, samples, cfg.Metrics, MonitorOptions{
+		HealthInterval: cfg.HealthInterval, SampleInterval: cfg.SampleInterval,
+		OnDrop: func(id string) {
+			select {
+			case drops <- event.TypedGenericEvent[string]{Object: id}:
+			default: // the periodic resync catches up
+			}
+		},
+	})
+	if err := mgr.Add(monitor); err != nil {
+		return err
+	}
+	r := NewBindingReconciler(mgr.GetClient(), mgr.GetEventRecorder(EventSource), cfg.Engine, cfg.Locks, samples, cfg.NodeName, BindingOptions{})
+	err := ctrl.NewControllerManagedBy(mgr).
+		Named("cachebinding-agent").
+		For(&ssdv1.CacheBinding{}, builder.WithPredicates(onNode(cfg.NodeName), relevantChange())).
+		WatchesRawSource(source.Channel(drops, handler.TypedEnqueueRequestsFromMapFunc(r.bindingsOfVolume))).
+		Complete(r)
+	if err != nil {
+		return err
+	}
+	if len(cfg.CacheVGs) == 0 {
+		return nil
+	}
+	return mgr.Add(NewCapacityReporter(mgr.GetAPIReader(), mgr.GetClient(), cfg.LVM, cfg.CacheVGs, cfg.NodeName, cfg.CapacityInterval))
+}
+
+// onNode keeps the bindings admitted to this node.
+func onNode(node string) predicate.Predicate {
+	return predicate.NewPredicateFuncs(func(o client.Object) bool {
+		b, ok := o.(*ssdv1.CacheBinding)
+		return ok && b.Status.NodeName == node
+	})
+}
+
+// relevantChange ignores the agent's own status writes (figures,
+// conditions), which would otherwise make every write cause a reconcile.
+func relevantChange() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, okOld := e.ObjectOld.(*ssdv1.CacheBinding)
+		n, okNew := e.ObjectNew.(*ssdv1.CacheBinding)
+		if !okOld || !okNew {
+			return true
+		}
+		return o.Generation != n.Generation || !n.DeletionTimestamp.Equal(o.DeletionTimestamp) ||
+			o.Status.NodeName != n.Status.NodeName || o.Status.VolumeHandle != n.Status.VolumeHandle ||
+			o.Status.ResolvedSizeBytes != n.Status.ResolvedSizeBytes || len(o.Finalizers) != len(n.Finalizers)
+	}}
+}
+
+// bindingsOfVolume maps a dropped cache to the bindings that name its volume.
+func (r *BindingReconciler) bindingsOfVolume(ctx context.Context, volumeID string) []reconcile.Request {
+	var list ssdv1.CacheBindingList
+	if err := r.client.List(ctx, &list); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, b := range list.Items {
+		if b.Status.NodeName == r.nodeName && b.Status.VolumeHandle == volumeID {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: b.Namespace, Name: b.Name}})
+		}
+	}
+	return reqs
+}
