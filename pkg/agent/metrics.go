@@ -11,9 +11,9 @@ import (
 // remain monotonic when a cache is re-created.
 type Metrics struct {
 	readHits, readMisses, writeHits, writeMisses, promotions, demotions *prometheus.CounterVec
-	usedBlocks, totalBlocks, blockBytes, dirtyBlocks, healthy          *prometheus.GaugeVec
-	drops                                                              *prometheus.CounterVec
-	poolUp                                                             prometheus.Gauge
+	usedBlocks, totalBlocks, blockBytes, dirtyBlocks, healthy           *prometheus.GaugeVec
+	drops                                                               *prometheus.CounterVec
+	poolUp                                                              prometheus.Gauge
 }
 
 // NewMetrics creates the series and registers them with reg.
@@ -36,7 +36,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		blockBytes:  gauge("block_size_bytes", "Size of one cache block."),
 		dirtyBlocks: gauge("dirty_blocks", "Blocks the cache considers dirty; always 0 in writethrough."),
 		healthy:     gauge("healthy", "1 while the cache is usable, 0 once dm-cache reported a failure."),
-		drops: counter("drops_total", "Caches dropped to a linear table because their device failed."),
+		drops:       counter("drops_total", "Caches dropped to a linear table because their device failed."),
 		poolUp: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "ssdcache", Name: "cache_pool_up",
 			Help: "1 when the node's cache volume group was set up, 0 when the node runs without cache."}),
 	}
@@ -65,7 +65,9 @@ func (m *Metrics) observe(volumeID string, prev *dm.CacheStatus, cur dm.CacheSta
 		return
 	}
 	if prev != nil && !prev.Failed {
-		add := func(c *prometheus.CounterVec, p, n uint64) { c.WithLabelValues(volumeID).Add(float64(dm.Delta32(p, n))) }
+		add := func(c *prometheus.CounterVec, p, n uint64) {
+			c.WithLabelValues(volumeID).Add(float64(dm.Delta32(p, n)))
+		}
 		add(m.readHits, prev.ReadHits, cur.ReadHits)
 		add(m.readMisses, prev.ReadMisses, cur.ReadMisses)
 		add(m.writeHits, prev.WriteHits, cur.WriteHits)
