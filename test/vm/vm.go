@@ -1,0 +1,217 @@
+// Package vm boots Debian's kernel under qemu (software emulation) with an
+// emulated NVMe SSD and a simulated HDD, runs a bash script inside and brings
+// its output and exit code back. The guest's root is the host's root, shared
+// read-only over 9p with a tmpfs overlay, so every host tool and every binary
+// placed in the shared work dir runs inside unchanged.
+//
+//	v, err := vm.New(vm.Config{WorkDir: dir})
+//	res, err := v.Run(ctx, "ls -l /dev/disk/by-id")
+//
+// Disk images live in WorkDir and survive between boots of the same VM, so a
+// test can kill qemu mid-write (Boot.Kill) and boot again on the same disks.
+package vm
+
+import (
+	_ "embed"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/ssdcache/ssdcache/test/vm/hddsim/model"
+)
+
+// Guest-visible names. The by-id links are created by the guest's udevd from
+// the serials below; the node plugin must only be given these paths.
+const (
+	GuestWorkDir = "/vmwork"
+	HDDSerial    = "SSDCACHE-HDD-0"
+	SSDSerial    = "SSDCACHE-NVME-0"
+	HDDByID      = "/dev/disk/by-id/scsi-0QEMU_QEMU_HARDDISK_" + HDDSerial
+	SSDByID      = "/dev/disk/by-id/nvme-QEMU_NVMe_Ctrl_" + SSDSerial
+	// EnableEnv must be "1" for SkipUnlessEnabled to let a VM test run.
+	EnableEnv = "SSDCACHE_VM"
+)
+
+//go:embed guest_init.sh
+var guestInit []byte
+
+// Config describes the VM. Zero fields take the defaults noted.
+type Config struct {
+	// WorkDir holds hdd.img, ssd.img, console.log and share/ (the guest's
+	// /vmwork). Required; created if missing.
+	WorkDir string
+	// CacheDir is where hack/vm/setup.sh put the kernel and initramfs
+	// (default $CACHE_DIR or ~/.cache/ssdcache).
+	CacheDir string
+	// HDDSize and SSDSize are the disk sizes in bytes (4 GiB and 1 GiB).
+	HDDSize, SSDSize int64
+	// HDDModel is the simulated drive; Capacity is set from HDDSize
+	// (default model.Defaults).
+	HDDModel *model.Params
+	// MemoryMiB (2048) and CPUs (2) size the guest.
+	MemoryMiB, CPUs int
+	// Timeout bounds one boot, script included (10 minutes).
+	Timeout time.Duration
+	// QEMU is the emulator binary (qemu-system-x86_64).
+	QEMU string
+	// Logger receives progress messages (klog.Background()).
+	Logger *klog.Logger
+}
+
+// VM is a prepared work dir plus the kernel to boot; boot it with Run or Start.
+type VM struct {
+	cfg    Config
+	kernel string
+	initrd string
+	logger klog.Logger
+}
+
+// New validates cfg, fills defaults, finds the cached kernel and initramfs
+// and prepares the work dir and disk images (kept if they already exist).
+func New(cfg Config) (*VM, error) {
+	cfg, err := withDefaults(cfg)
+	if err != nil {
+		return nil, err
+	}
+	kernel, initrd, err := locateKernel(cfg.CacheDir)
+	if err != nil {
+		return nil, err
+	}
+	v := &VM{cfg: cfg, kernel: kernel, initrd: initrd, logger: *cfg.Logger}
+	if err := v.prepare(); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+func withDefaults(cfg Config) (Config, error) {
+	if cfg.WorkDir == "" {
+		return cfg, errors.New("vm: Config.WorkDir is empty: give a directory for disk images and the shared dir")
+	}
+	abs, err := filepath.Abs(cfg.WorkDir)
+	if err != nil {
+		return cfg, fmt.Errorf("vm: Config.WorkDir=%q: %w", cfg.WorkDir, err)
+	}
+	cfg.WorkDir = abs
+	if cfg.CacheDir == "" {
+		cfg.CacheDir = os.Getenv("CACHE_DIR")
+	}
+	if cfg.CacheDir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return cfg, fmt.Errorf("vm: Config.CacheDir is empty and no home dir: %w", err)
+		}
+		cfg.CacheDir = filepath.Join(home, ".cache", "ssdcache")
+	}
+	cfg.HDDSize = defaultInt(cfg.HDDSize, 4<<30)
+	cfg.SSDSize = defaultInt(cfg.SSDSize, 1<<30)
+	cfg.MemoryMiB = int(defaultInt(int64(cfg.MemoryMiB), 2048))
+	cfg.CPUs = int(defaultInt(int64(cfg.CPUs), 2))
+	cfg.Timeout = time.Duration(defaultInt(int64(cfg.Timeout), int64(10*time.Minute)))
+	if cfg.QEMU == "" {
+		cfg.QEMU = "qemu-system-x86_64"
+	}
+	if cfg.Logger == nil {
+		l := klog.Background()
+		cfg.Logger = &l
+	}
+	return cfg, validate(cfg)
+}
+
+func defaultInt(v, def int64) int64 {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+func validate(cfg Config) error {
+	const mib = 1 << 20
+	switch {
+	case cfg.HDDSize < 64*mib || cfg.HDDSize%mib != 0:
+		return fmt.Errorf("vm: Config.HDDSize=%d: must be a multiple of 1 MiB and at least 64 MiB", cfg.HDDSize)
+	case cfg.SSDSize < 64*mib || cfg.SSDSize%mib != 0:
+		return fmt.Errorf("vm: Config.SSDSize=%d: must be a multiple of 1 MiB and at least 64 MiB", cfg.SSDSize)
+	case cfg.MemoryMiB < 512:
+		return fmt.Errorf("vm: Config.MemoryMiB=%d: at least 512 is needed (the guest root's upper layer is in RAM)", cfg.MemoryMiB)
+	case cfg.CPUs < 1 || cfg.CPUs > 8:
+		return fmt.Errorf("vm: Config.CPUs=%d: must be 1-8", cfg.CPUs)
+	case cfg.Timeout < 0:
+		return fmt.Errorf("vm: Config.Timeout=%v: must be > 0", cfg.Timeout)
+	}
+	if cfg.HDDModel != nil {
+		return cfg.hddParams().Validate()
+	}
+	return nil
+}
+
+func (cfg Config) hddParams() model.Params {
+	if cfg.HDDModel == nil {
+		return model.Defaults(cfg.HDDSize)
+	}
+	p := *cfg.HDDModel
+	p.Capacity = cfg.HDDSize
+	return p
+}
+
+// locateKernel picks the newest kernel version that setup.sh prepared.
+func locateKernel(cacheDir string) (kernel, initrd string, err error) {
+	dirs, _ := filepath.Glob(filepath.Join(cacheDir, "vm", "*", "initrd.gz"))
+	sort.Strings(dirs)
+	for i := len(dirs) - 1; i >= 0; i-- {
+		dir := filepath.Dir(dirs[i])
+		if _, err := os.Stat(filepath.Join(dir, "vmlinuz")); err == nil {
+			return filepath.Join(dir, "vmlinuz"), dirs[i], nil
+		}
+	}
+	return "", "", fmt.Errorf("vm: no kernel and initramfs under %s/vm/<version>/: run hack/vm/setup.sh", cacheDir)
+}
+
+func (v *VM) prepare() error {
+	if err := os.MkdirAll(filepath.Join(v.ShareDir(), ".vm"), 0o755); err != nil {
+		return fmt.Errorf("vm: creating work dir: %w", err)
+	}
+	// The SSD image is a plain sparse file; the HDD's is opened by the NBD
+	// server at boot. Existing images keep their contents.
+	f, err := os.OpenFile(v.SSDImage(), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("vm: creating SSD image: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if st.Size() > v.cfg.SSDSize {
+		return fmt.Errorf("vm: %s is %d bytes, larger than Config.SSDSize=%d: refusing to cut it", v.SSDImage(), st.Size(), v.cfg.SSDSize)
+	}
+	return f.Truncate(v.cfg.SSDSize)
+}
+
+// ShareDir is the host directory the guest sees read-write at GuestWorkDir.
+// Put host-built binaries (CGO_ENABLED=0) here before booting.
+func (v *VM) ShareDir() string { return filepath.Join(v.cfg.WorkDir, "share") }
+
+// HDDImage is the simulated HDD's backing file.
+func (v *VM) HDDImage() string { return filepath.Join(v.cfg.WorkDir, "hdd.img") }
+
+// SSDImage is the emulated NVMe's backing file.
+func (v *VM) SSDImage() string { return filepath.Join(v.cfg.WorkDir, "ssd.img") }
+
+// SkipUnlessEnabled skips t unless SSDCACHE_VM=1 and -short is off: booting
+// a VM takes root-free but slow software emulation and the cached kernel.
+func SkipUnlessEnabled(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("boots a VM: skipped under -short")
+	}
+	if os.Getenv(EnableEnv) != "1" {
+		t.Skipf("boots a VM: set %s=1 (after hack/vm/setup.sh) to run", EnableEnv)
+	}
+}
