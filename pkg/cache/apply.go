@@ -11,6 +11,7 @@ import (
 // applier carries one convergence's state between steps.
 type applier struct {
 	*Engine
+	op       string
 	volumeID string
 	want     desired
 	lvs      []lvm.LV
@@ -19,7 +20,7 @@ type applier struct {
 func (a *applier) apply(ctx context.Context, s step) error {
 	switch s {
 	case stepLoadLinear:
-		return a.reload(ctx, a.volumeID, linearTable(a.want))
+		return a.reload(ctx, a.op, a.volumeID, linearTable(a.want))
 	case stepRemoveCacheLVs:
 		return a.removeCacheLVs(ctx)
 	case stepCreateCacheLVs:
@@ -39,7 +40,7 @@ func (a *applier) apply(ctx context.Context, s step) error {
 		if err != nil {
 			return err
 		}
-		return a.reload(ctx, a.volumeID, table)
+		return a.reload(ctx, a.op, a.volumeID, table)
 	}
 	return fmt.Errorf("unknown step %q", s)
 }
@@ -72,7 +73,7 @@ func (a *applier) createCacheLVs(ctx context.Context) error {
 		return err
 	}
 	a.lvs = append(a.lvs, meta)
-	a.faults.Reached(ctx, "create-cache-lvs/metadata-created")
+	a.faults.Reached(ctx, a.op+"/metadata-lv-created")
 	data, err := a.lvm.CreateLV(ctx, a.want.vg, dataLVName(a.volumeID), size,
 		append(lvm.Tags(a.volumeID, lvm.RoleCacheData), cacheBytesTag(size)))
 	if err != nil {

@@ -109,7 +109,7 @@ func (e *Engine) converge(ctx context.Context, volumeID, op string, obs observed
 		return nil
 	}
 	klog.InfoS("Changing volume", "volumeID", volumeID, "operation", op, "steps", steps)
-	run := &applier{Engine: e, volumeID: volumeID, want: want, lvs: obs.cacheLVs}
+	run := &applier{Engine: e, op: op, volumeID: volumeID, want: want, lvs: obs.cacheLVs}
 	for _, s := range steps {
 		e.faults.Reached(ctx, op+"/"+string(s))
 		if err := run.apply(ctx, s); err != nil {
@@ -144,16 +144,16 @@ func (e *Engine) recoverInterruptedReload(ctx context.Context, volumeID string) 
 // reload swaps name's live table for table. Suspending first lets a live
 // dm-cache commit its metadata before a new cache table reads it; on any
 // failure the old table is resumed, so the volume keeps serving.
-func (e *Engine) reload(ctx context.Context, volumeID string, table dm.Table) error {
+func (e *Engine) reload(ctx context.Context, op, volumeID string, table dm.Table) error {
 	name := DeviceName(volumeID)
 	if err := e.dm.Suspend(ctx, name); err != nil {
 		return err
 	}
-	e.faults.Reached(ctx, "reload/suspended")
+	e.faults.Reached(ctx, op+"/suspended")
 	if err := e.dm.Load(ctx, name, table); err != nil {
 		return errors.Join(err, e.dm.ClearInactive(ctx, name), e.dm.Resume(ctx, name))
 	}
-	e.faults.Reached(ctx, "reload/loaded")
+	e.faults.Reached(ctx, op+"/loaded")
 	if err := e.dm.Resume(ctx, name); err != nil {
 		return errors.Join(err, e.dm.ClearInactive(ctx, name), e.dm.Resume(ctx, name))
 	}

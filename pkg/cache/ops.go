@@ -215,7 +215,7 @@ func (e *Engine) DropCache(ctx context.Context, volumeID string) error {
 		return nil
 	}
 	klog.InfoS("Dropping failing cache", "volumeID", volumeID)
-	return e.reload(ctx, volumeID, linearTable(want))
+	return e.reload(ctx, "drop", volumeID, linearTable(want))
 }
 
 // Unstage removes the volume's dm device and its cache LVs. The device must
@@ -238,7 +238,7 @@ func (e *Engine) Unstage(ctx context.Context, volumeID string) error {
 		}
 	}
 	e.faults.Reached(ctx, "unstage/remove-cache-lvs")
-	run := &applier{Engine: e, volumeID: volumeID, lvs: obs.cacheLVs}
+	run := &applier{Engine: e, op: "unstage", volumeID: volumeID, lvs: obs.cacheLVs}
 	return run.removeCacheLVs(ctx)
 }
 

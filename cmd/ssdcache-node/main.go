@@ -1,0 +1,81 @@
+// Command ssdcache-node is the per-node plugin: the CSI Identity, Controller
+// (beside external-provisioner --node-deployment) and Node services, the
+// node agent that applies CacheBindings, and the Prometheus metrics of every
+// cache, in one controller-runtime manager.
+package main
+
+import (
+	"flag"
+	"os"
+	"strings"
+	"time"
+
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	ssdv1 "github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
+	"github.com/ssdcache/ssdcache/pkg/agent"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+type options struct {
+	nodeName, endpoint, driverName string
+	originVG, cacheVG, cacheClass  string
+	originDevices, cacheDevices    list
+	adoptDevices                   list
+	lvmConfig                      string
+	metricsAddr, probeAddr         string
+	maxVolumes                     int64
+	agent                          bool
+	healthInterval, sampleInterval time.Duration
+	faultPoint                     string
+}
+
+// list is a comma-separated, repeatable flag.
+type list []string
+
+func (l *list) String() string { return strings.Join(*l, ",") }
+func (l *list) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			*l = append(*l, s)
+		}
+	}
+	return nil
+}
+
+func parseFlags() options {
+	var o options
+	klog.InitFlags(nil)
+	flag.StringVar(&o.nodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (the Node object and the CSI node ID); defaults to $NODE_NAME")
+	flag.StringVar(&o.endpoint, "csi-endpoint", "unix:///csi/csi.sock", "CSI gRPC endpoint")
+	flag.StringVar(&o.driverName, "driver-name", ssdv1.DriverName, "CSI driver name")
+	flag.StringVar(&o.originVG, "origin-vg", "ssdcache-hdd", "volume group of origin volumes (HDDs)")
+	flag.Var(&o.originDevices, "origin-devices", "HDDs of the origin volume group, as /dev/disk/by-id paths (comma-separated or repeated)")
+	flag.StringVar(&o.cacheVG, "cache-vg", "ssdcache-nvme", "volume group of cache slices (NVMe)")
+	flag.Var(&o.cacheDevices, "cache-devices", "NVMe devices of the cache volume group, as /dev/disk/by-id paths; none runs the node without cache")
+	flag.StringVar(&o.cacheClass, "cache-class", "nvme", "device class name of the cache volume group (StorageClass parameter ssdcache.io/device-class)")
+	flag.Var(&o.adoptDevices, "adopt-devices", "devices that may be wiped although they carry a filesystem, partition table or LVM signature")
+	flag.StringVar(&o.lvmConfig, "lvm-config", "", "extra lvm --config, e.g. for nodes without udev")
+	flag.StringVar(&o.metricsAddr, "metrics-address", ":9810", "address of the Prometheus /metrics endpoint; empty disables it")
+	flag.StringVar(&o.probeAddr, "health-probe-address", ":9811", "address of /healthz and /readyz (with the agent)")
+	flag.Int64Var(&o.maxVolumes, "max-volumes-per-node", 0, "volumes this node accepts; 0 means no limit")
+	flag.BoolVar(&o.agent, "agent", true, "run the CacheBinding node agent (needs the Kubernetes API)")
+	flag.DurationVar(&o.healthInterval, "health-interval", agent.DefaultHealthInterval, "how often caches are checked for failure")
+	flag.DurationVar(&o.sampleInterval, "sample-interval", agent.DefaultSampleInterval, "how often cache counters are exported")
+	flag.StringVar(&o.faultPoint, "fault-point", "", "TESTING ONLY: kill the process with SIGKILL at this fault point, e.g. attach/zero-metadata")
+	flag.Parse()
+	return o
+}
+
+func main() {
+	o := parseFlags()
+	ctrl.SetLogger(klog.NewKlogr())
+	if err := run(ctrl.SetupSignalHandler(), o); err != nil {
+		klog.ErrorS(err, "ssdcache-node failed")
+		klog.Flush()
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/kubernetes-csi/csi-lib-utils/metrics"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/exec"
+
+	"github.com/ssdcache/ssdcache/pkg/blockdev"
+	"github.com/ssdcache/ssdcache/pkg/cache"
+	"github.com/ssdcache/ssdcache/pkg/command"
+	"github.com/ssdcache/ssdcache/pkg/csi"
+	"github.com/ssdcache/ssdcache/pkg/dm"
+	"github.com/ssdcache/ssdcache/pkg/lvm"
+	"github.com/ssdcache/ssdcache/pkg/mounter"
+)
+
+// node is everything the plugin runs, assembled over the real OS layers.
+type node struct {
+	lvm        lvm.Interface
+	engine     *cache.Engine
+	locks      *cache.VolumeLocks
+	driver     *csi.Driver
+	csiMetrics metrics.CSIMetricsManager
+	cacheVGs   []string
+}
+
+func newNode(ctx context.Context, o options) (*node, error) {
+	if o.nodeName == "" {
+		return nil, errors.New("--node-name (or $NODE_NAME) is required")
+	}
+	e := exec.New()
+	run := command.NewRunner(e)
+	dev := blockdev.NewHost(run)
+	l := lvm.NewCommand(run, o.lvmConfig)
+	pools, cacheVGs, err := setUpPools(ctx, o, lvm.NewPools(l, dev))
+	if err != nil {
+		return nil, err
+	}
+	n := &node{lvm: l, locks: cache.NewVolumeLocks(), cacheVGs: cacheVGs,
+		csiMetrics: metrics.NewCSIMetricsManagerForPlugin(o.driverName)}
+	n.engine = cache.NewEngine(dm.NewDmsetup(run), l, dev, pools, faultPoints(o.faultPoint))
+	n.driver, err = csi.NewDriver(csi.Config{
+		DriverName: o.driverName, Version: version, NodeID: o.nodeName, Endpoint: o.endpoint, MaxVolumesPerNode: o.maxVolumes,
+	}, csi.Deps{Engine: n.engine, LVM: l, Mounter: mounter.NewHost(e), Locks: n.locks, Metrics: n.csiMetrics,
+		Ready: func(ctx context.Context) error { _, err := l.GetVG(ctx, o.originVG); return err }})
+	return n, err
+}
+
+// setUpPools creates or checks both volume groups. The origin pool must come
+// up: it holds the data. A cache pool that cannot (a dead or refused SSD)
+// leaves the node running uncached, so volumes stay usable.
+func setUpPools(ctx context.Context, o options, pools *lvm.Pools) (cache.Pools, []string, error) {
+	p := cache.Pools{OriginVG: o.originVG, CacheVGs: map[string]string{}, DefaultClass: o.cacheClass}
+	if _, err := pools.Ensure(ctx, lvm.PoolConfig{VG: o.originVG, Role: "origin", Devices: o.originDevices, Adopt: o.adoptDevices}); err != nil {
+		return p, nil, fmt.Errorf("origin pool: %w", err)
+	}
+	if len(o.cacheDevices) == 0 {
+		klog.InfoS("No cache devices configured; volumes will not be cached")
+		return p, nil, nil
+	}
+	if _, err := pools.Ensure(ctx, lvm.PoolConfig{VG: o.cacheVG, Role: "cache", Devices: o.cacheDevices, Adopt: o.adoptDevices}); err != nil {
+		klog.ErrorS(err, "Cache pool unavailable; running without cache", "vg", o.cacheVG)
+		return p, nil, nil
+	}
+	p.CacheVGs[o.cacheClass] = o.cacheVG
+	return p, []string{o.cacheVG}, nil
+}

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sync/errgroup"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	ssdv1 "github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
+	"github.com/ssdcache/ssdcache/pkg/agent"
+)
+
+func run(ctx context.Context, o options) error {
+	n, err := newNode(ctx, o)
+	if err != nil {
+		return err
+	}
+	m, err := agent.NewMetrics(ctrlmetrics.Registry)
+	if err != nil {
+		return err
+	}
+	m.SetPoolUp(len(n.cacheVGs) > 0)
+	metricsServer := &metricsEndpoint{addr: o.metricsAddr, gatherer: prometheus.Gatherers{ctrlmetrics.Registry, n.csiMetrics.GetRegistry()}}
+	cfg := agent.Config{NodeName: o.nodeName, Engine: n.engine, LVM: n.lvm, Locks: n.locks, Metrics: m,
+		CacheVGs: n.cacheVGs, HealthInterval: o.healthInterval, SampleInterval: o.sampleInterval}
+	if !o.agent {
+		return runStandalone(ctx, n, cfg, metricsServer)
+	}
+	return runManager(ctx, o, n, cfg, metricsServer)
+}
+
+// runStandalone serves CSI, the monitor and metrics without the Kubernetes
+// API: for the kernel test suite and for debugging a node.
+func runStandalone(ctx context.Context, n *node, cfg agent.Config, metrics *metricsEndpoint) error {
+	klog.InfoS("Starting ssdcache-node without the CacheBinding agent", "version", version)
+	g, ctx := errgroup.WithContext(ctx)
+	mon := agent.NewMonitor(n.engine, n.locks, agent.NewSamples(), cfg.Metrics, agent.MonitorOptions{
+		HealthInterval: cfg.HealthInterval, SampleInterval: cfg.SampleInterval})
+	for _, r := range []interface{ Start(context.Context) error }{n.driver, mon, metrics} {
+		g.Go(func() error { return r.Start(ctx) })
+	}
+	return g.Wait()
+}
+
+func runManager(ctx context.Context, o options, n *node, cfg agent.Config, metrics *metricsEndpoint) error {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := ssdv1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	restCfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("loading kubeconfig (pass --agent=false to run without the API): %w", err)
+	}
+	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{Scheme: scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"}, // served by metricsEndpoint with the CSI series
+		HealthProbeBindAddress: o.probeAddr})
+	if err != nil {
+		return err
+	}
+	for _, r := range []interface{ Start(context.Context) error }{n.driver, metrics} {
+		if err := mgr.Add(runnable(r.Start)); err != nil {
+			return err
+		}
+	}
+	if err := agent.Setup(mgr, cfg); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("pools", func(req *http.Request) error { _, err := n.lvm.GetVG(req.Context(), o.originVG); return err }); err != nil {
+		return err
+	}
+	klog.InfoS("Starting ssdcache-node", "version", version, "node", o.nodeName)
+	return mgr.Start(ctx)
+}
+
+type runnable func(context.Context) error
+
+func (r runnable) Start(ctx context.Context) error { return r(ctx) }
+
+// metricsEndpoint serves the agent's cache series, controller-runtime's and
+// csi-lib-utils' CSI operation series on one /metrics.
+type metricsEndpoint struct {
+	addr     string
+	gatherer prometheus.Gatherer
+}
+
+func (m *metricsEndpoint) Start(ctx context.Context) error {
+	if m.addr == "" {
+		<-ctx.Done()
+		return nil
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(m.gatherer, promhttp.HandlerOpts{}))
+	srv := &http.Server{Addr: m.addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdown)
+	}()
+	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
