@@ -13,8 +13,8 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	ssdv1 "github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
 	"github.com/ssdcache/ssdcache/pkg/agent"
+	ssdv1 "github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".

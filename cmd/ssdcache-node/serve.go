@@ -18,8 +18,8 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	ssdv1 "github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
 	"github.com/ssdcache/ssdcache/pkg/agent"
+	ssdv1 "github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
 )
 
 func run(ctx context.Context, o options) error {
