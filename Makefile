@@ -1,21 +1,57 @@
-# ssdcache: `make test` runs everything CI runs; `make demo` shows the cache on a real kernel.
+# ssdcache. `make test` runs everything CI runs; `make demo` shows a cache on a real kernel.
+# Slow things (kube-apiserver/etcd, the VM's initramfs) are cached under $(CACHE_DIR).
 SHELL := /usr/bin/env bash
 GO ?= go
 CACHE_DIR ?= $(HOME)/.cache/ssdcache
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+IMAGE ?= ssdcache/ssdcache:$(VERSION)
 export CACHE_DIR
 
-.PHONY: all build test test-unit vet test-api test-kernel bench demo generate manifests verify-generated
+.PHONY: all build vet generate manifests verify-generated test test-unit test-api test-kernel demo bench image
 
 all: build
 
+## build: the three binaries, static, into bin/
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -o bin/ ./cmd/...
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o bin/ ./cmd/...
 
+## vet: go vet and gofmt
 vet:
 	$(GO) vet ./...
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
+
+## generate / manifests: deepcopy code and CRDs from the API types
+generate manifests:
+	hack/generate.sh
+
+## verify-generated: fail when generated files are stale
+verify-generated:
+	hack/verify-generated.sh
 
 ## test-unit: parsers, planners, CSI handlers with fakes, in-process csi-sanity (no root, VM or API server)
 test-unit:
 	$(GO) test -short -count=1 ./...
 
-test: vet test-unit
+## test-api: CRD validation and controllers on a real kube-apiserver and etcd
+test-api:
+	hack/test-api.sh
+
+## test-kernel: the node plugin on real dm-cache, LVM and filesystems in a qemu VM
+test-kernel:
+	hack/test-kernel.sh
+
+## test: everything CI runs
+test: vet verify-generated test-unit test-api test-kernel
+
+## demo: boot the VM, provision and stage a cached volume through CSI, watch reads converge
+demo:
+	hack/demo.sh
+
+## bench: raw HDD, raw SSD, ssdcache, lvmcache and bcache side by side in the VM
+bench:
+	hack/bench.sh
+
+## image: the container image, where a container engine exists
+image:
+	@command -v docker >/dev/null && docker info >/dev/null 2>&1 || { echo "make image needs a running container engine (docker)"; exit 1; }
+	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
