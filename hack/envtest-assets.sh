@@ -26,9 +26,12 @@ mkdir -p "$OUT"
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
-etcd_ok() { [ -x "$OUT/etcd" ] && "$OUT/etcd" --version 2>/dev/null | grep -q "etcd Version: ${ETCD_VERSION#v}$"; }
-apiserver_ok() { [ -x "$OUT/kube-apiserver" ] && "$OUT/kube-apiserver" --version 2>/dev/null | grep -qx "Kubernetes $K8S_VERSION"; }
-kubectl_ok() { [ -x "$OUT/kubectl" ] && "$OUT/kubectl" version --client 2>/dev/null | grep -q "Client Version: $K8S_VERSION$"; }
+# Version checks capture the output first: `cmd | grep -q` under pipefail fails at
+# random when grep exits before cmd has written everything (SIGPIPE).
+version_of() { [ -x "$OUT/$1" ] && "$OUT/$1" "${@:2}" 2>/dev/null || true; }
+etcd_ok() { [[ $(version_of etcd --version) == *"etcd Version: ${ETCD_VERSION#v}"$'\n'* ]]; }
+apiserver_ok() { [[ $(version_of kube-apiserver --version) == "Kubernetes $K8S_VERSION" ]]; }
+kubectl_ok() { [[ $(version_of kubectl version --client) == *"Client Version: $K8S_VERSION"$'\n'* ]]; }
 
 # etcd's server module has a main package, but its go.mod replaces its siblings with
 # relative paths, so `go install ...@version` is refused; build it from a helper

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 
@@ -40,9 +41,24 @@ func NewBindingReconciler(c client.Client, recorder events.EventRecorder, opts O
 	return &BindingReconciler{client: c, recorder: recorder, pendingResync: opts.pendingResync()}
 }
 
-// Reconcile runs the steps for one binding: release on deletion, make sure of the
-// finalizer, decide admission, write the status.
+// conflictRetry is the delay before retrying a write that lost an optimistic-lock race.
+const conflictRetry = 200 * time.Millisecond
+
+// Reconcile admits or releases one binding. A write conflict is not an error: the
+// cache had not seen a newer version (often our own last write) yet, and the retry
+// works on fresh data.
 func (r *BindingReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	res, err := r.reconcile(ctx, req)
+	if apierrors.IsConflict(err) {
+		klog.FromContext(ctx).V(2).Info("Write conflict, retrying on fresh data", "err", err)
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+	}
+	return res, err
+}
+
+// reconcile runs the steps: release on deletion, make sure of the finalizer, decide
+// admission, write the status.
+func (r *BindingReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	b := &ssdv1.CacheBinding{}
 	if err := r.client.Get(ctx, req.NamespacedName, b); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -92,7 +108,8 @@ func (r *BindingReconciler) reconcileDelete(ctx context.Context, b *ssdv1.CacheB
 	before := b.DeepCopy()
 	controllerutil.RemoveFinalizer(b, ssdv1.Finalizer)
 	if err := r.client.Patch(ctx, b, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-		return err
+		// NotFound: released already, and the cache had not caught up.
+		return client.IgnoreNotFound(err)
 	}
 	klog.FromContext(ctx).Info("Removed finalizer", "binding", klog.KObj(b), "why", why)
 	r.recorder.Eventf(b, nil, "Normal", "FinalizerRemoved", "Release", "%s", why)

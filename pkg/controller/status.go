@@ -39,7 +39,10 @@ func setControllerStatus(b *ssdv1.CacheBinding, d decision) {
 	st.ObservedGeneration = b.Generation
 	st.ResolvedSizeBytes = d.sizeBytes
 	if !d.admit {
-		st.NodeName, st.VolumeHandle, st.Phase, st.Cache = "", "", ssdv1.PhasePending, nil
+		if wasAdmitted {
+			st.Cache = nil // figures of a cache this binding no longer has
+		}
+		st.NodeName, st.VolumeHandle, st.Phase = "", "", ssdv1.PhasePending
 		setCondition(b, ssdv1.ConditionPending, metav1.ConditionTrue, d.pending.reason, d.pending.message)
 		setCondition(b, ssdv1.ConditionReady, metav1.ConditionFalse, ssdv1.ReasonNotAdmitted,
 			"the binding is not admitted to a node: "+d.pending.message)

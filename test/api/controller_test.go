@@ -1,0 +1,305 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	ssdv1 "github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
+)
+
+func TestAutoBindingFromStorageClass(t *testing.T) {
+	ctx, c := needAPIServer(t)
+	ns := newNamespace(t, ctx, c)
+	node := createNode(t, ctx, c, fmt.Sprint(int64(100<<30)))
+	cached := createStorageClass(t, ctx, c, map[string]string{ssdv1.ParamCacheMode: "readcache", ssdv1.ParamCacheSize: "10%"})
+	plain := createStorageClass(t, ctx, c, map[string]string{ssdv1.ParamCacheMode: "none"})
+
+	// The uncached PVC is created first: by the time the cached one has its binding,
+	// the controller has looked at the uncached one too (one worker, FIFO queue).
+	createVolume(t, ctx, c, ns, volume{pvc: "plain", storageClass: plain, node: node, size: "50Gi"})
+	pvc := createVolume(t, ctx, c, ns, volume{pvc: "fast", storageClass: cached, node: node, size: "50Gi"})
+
+	b := waitAdmitted(t, c, ns, "fast", node, 5<<30)
+	if b.Spec.PVCName != "fast" || b.Spec.Size != "10%" || b.Spec.Mode != ssdv1.ModeReadCache || b.Spec.Warmup != ssdv1.WarmupNone {
+		t.Errorf("auto-created spec = %+v", b.Spec)
+	}
+	if b.Labels[ssdv1.LabelManagedBy] != ssdv1.ManagedByController {
+		t.Errorf("labels = %v, want %s=%s", b.Labels, ssdv1.LabelManagedBy, ssdv1.ManagedByController)
+	}
+	// Owned by the PVC, so the garbage collector deletes it with the PVC.
+	owner := metav1.GetControllerOf(b)
+	if owner == nil || owner.Kind != "PersistentVolumeClaim" || owner.Name != "fast" || owner.UID != pvc.UID {
+		t.Errorf("controller owner = %+v, want PVC fast uid %s", owner, pvc.UID)
+	}
+	if b.Status.VolumeHandle != "vol-fast" || b.Status.Phase != ssdv1.PhaseAdmitted || !controllerutil.ContainsFinalizer(b, ssdv1.Finalizer) {
+		t.Errorf("status %+v finalizers %v", b.Status, b.Finalizers)
+	}
+	waitEvent(t, c, ns, "fast", "CacheBindingCreated", "as StorageClass "+cached+" asks")
+	waitEvent(t, c, ns, "fast", ssdv1.ReasonAdmitted, "admitted to node "+node+" with 5368709120 bytes")
+
+	list := &ssdv1.CacheBindingList{}
+	if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 1 {
+		t.Errorf("%d bindings in the namespace, want only the one of the caching class", len(list.Items))
+	}
+}
+
+func TestInvalidStorageClassParameterIsReported(t *testing.T) {
+	ctx, c := needAPIServer(t)
+	ns := newNamespace(t, ctx, c)
+	node := createNode(t, ctx, c, "1000000000000")
+	sc := createStorageClass(t, ctx, c, map[string]string{ssdv1.ParamCacheMode: "readcache", ssdv1.ParamCacheSize: "lots"})
+	createVolume(t, ctx, c, ns, volume{pvc: "data", storageClass: sc, node: node})
+	waitEvent(t, c, ns, "data", "InvalidCacheParameters", `parameter ssdcache.io/cache-size: cache size "lots"`)
+	if _, err := getBinding(ctx, c, ns, "data"); client.IgnoreNotFound(err) != nil || err == nil {
+		t.Errorf("a binding was created from an invalid class (err %v)", err)
+	}
+}
+
+// TestBindingForExistingPVC walks a user's binding through the reasons it can wait
+// for, then resizes it.
+func TestBindingForExistingPVC(t *testing.T) {
+	ctx, c := needAPIServer(t)
+	ns := newNamespace(t, ctx, c)
+	node := createNode(t, ctx, c, "")
+
+	createBinding(t, ctx, c, ns, "cache", "data", "2Gi")
+	waitPending(t, c, ns, "cache", ssdv1.ReasonPVCNotFound, "PVC "+ns+"/data does not exist")
+	waitEvent(t, c, ns, "cache", ssdv1.ReasonPVCNotFound, "does not exist")
+
+	pvc := createVolume(t, ctx, c, ns, volume{pvc: "data", node: node, unbound: true})
+	waitPending(t, c, ns, "cache", ssdv1.ReasonPVCNotBound, "waiting for it to be bound")
+
+	bindVolume(t, ctx, c, pvc, volume{driver: ssdv1.DriverName, node: node, size: "100Gi"})
+	waitPending(t, c, ns, "cache", ssdv1.ReasonCacheCapacityUnknown, "node "+node+" has not reported its cache capacity")
+
+	setCapacity(t, ctx, c, node, fmt.Sprint(int64(10<<30)))
+	b := waitAdmitted(t, c, ns, "cache", node, 2<<30)
+	if b.Status.VolumeHandle != "vol-data" {
+		t.Errorf("volumeHandle %q, want vol-data", b.Status.VolumeHandle)
+	}
+	if ready := meta.FindStatusCondition(b.Status.Conditions, ssdv1.ConditionReady); ready == nil || ready.Reason != ssdv1.ReasonAttaching {
+		t.Errorf("Ready = %+v, want False/Attaching until the node agent reports", ready)
+	}
+
+	patchSpec(t, ctx, c, b, func(s *ssdv1.CacheBindingSpec) { s.Size = "5%" })
+	waitAdmitted(t, c, ns, "cache", node, 5<<30)
+	waitEvent(t, c, ns, "cache", "Resized", "cache size is now 5368709120 bytes (was 2147483648)")
+
+	// Growing beyond the node's capacity keeps the old size and says why.
+	patchSpec(t, ctx, c, b, func(s *ssdv1.CacheBindingSpec) { s.Size = "11Gi" })
+	waitEvent(t, c, ns, "cache", ssdv1.ReasonInsufficientCache, "cannot grow the cache to 11811160064 bytes")
+	waitAdmitted(t, c, ns, "cache", node, 5<<30)
+}
+
+func TestVolumeNotCacheable(t *testing.T) {
+	ctx, c := needAPIServer(t)
+	ns := newNamespace(t, ctx, c)
+	node := createNode(t, ctx, c, "1000000000000")
+	createVolume(t, ctx, c, ns, volume{pvc: "ebs", driver: "ebs.csi.aws.com", node: node})
+	createBinding(t, ctx, c, ns, "cache", "ebs", "1Gi")
+	waitPending(t, c, ns, "cache", ssdv1.ReasonVolumeNotCacheable, `not provisioned by the ssdcache.io CSI driver (driver "ebs.csi.aws.com")`)
+	waitEvent(t, c, ns, "cache", ssdv1.ReasonVolumeNotCacheable, "ebs.csi.aws.com")
+}
+
+func TestDuplicateBindingWaits(t *testing.T) {
+	ctx, c := needAPIServer(t)
+	ns := newNamespace(t, ctx, c)
+	node := createNode(t, ctx, c, "1000000000000")
+	createVolume(t, ctx, c, ns, volume{pvc: "data", node: node})
+	createBinding(t, ctx, c, ns, "a-first", "data", "1Gi")
+	waitAdmitted(t, c, ns, "a-first", node, 1<<30)
+	createBinding(t, ctx, c, ns, "b-second", "data", "1Gi")
+	waitPending(t, c, ns, "b-second", ssdv1.ReasonDuplicateBinding, "already has a cache from the older binding a-first")
+}
+
+// TestCapacityArbitration: a node's admitted caches never exceed its capacity; older
+// bindings go first; freed capacity goes to the waiting ones.
+func TestCapacityArbitration(t *testing.T) {
+	ctx, c := needAPIServer(t)
+	ns := newNamespace(t, ctx, c)
+	node := createNode(t, ctx, c, fmt.Sprint(int64(10<<30)))
+	for _, pvc := range []string{"v1", "v2", "v3"} {
+		createVolume(t, ctx, c, ns, volume{pvc: pvc, node: node})
+	}
+	// Created within the same second, these are ordered by name: a, b, c.
+	a := createBinding(t, ctx, c, ns, "a", "v1", "6Gi")
+	createBinding(t, ctx, c, ns, "b", "v2", "6Gi")
+	createBinding(t, ctx, c, ns, "c", "v3", "3Gi")
+
+	waitAdmitted(t, c, ns, "a", node, 6<<30)
+	waitAdmitted(t, c, ns, "c", node, 3<<30)
+	waitPending(t, c, ns, "b", ssdv1.ReasonInsufficientCache,
+		fmt.Sprintf("needs 6442450944 bytes of cache on node %s, which has 1073741824 of 10737418240 bytes free", node))
+	waitEvent(t, c, ns, "b", ssdv1.ReasonInsufficientCache, "needs 6442450944 bytes")
+	checkNodeWithinCapacity(t, ctx, c, ns, node, 10<<30)
+
+	// Deleting a: the node agent detaches and removes the finalizer; b then fits.
+	if err := c.Delete(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	removeFinalizer(t, ctx, c, a, ssdv1.Finalizer)
+	waitGone(t, c, a)
+	waitAdmitted(t, c, ns, "b", node, 6<<30)
+	checkNodeWithinCapacity(t, ctx, c, ns, node, 10<<30)
+
+	// More capacity reported by the node admits a newcomer that did not fit.
+	createVolume(t, ctx, c, ns, volume{pvc: "v4", node: node})
+	createBinding(t, ctx, c, ns, "d", "v4", "4Gi")
+	waitPending(t, c, ns, "d", ssdv1.ReasonInsufficientCache, "needs 4294967296 bytes")
+	setCapacity(t, ctx, c, node, fmt.Sprint(int64(13<<30)))
+	waitAdmitted(t, c, ns, "d", node, 4<<30)
+	checkNodeWithinCapacity(t, ctx, c, ns, node, 13<<30)
+}
+
+func checkNodeWithinCapacity(t *testing.T, ctx context.Context, c client.Client, ns, node string, capacity int64) {
+	t.Helper()
+	list := &ssdv1.CacheBindingList{}
+	if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	var sum int64
+	for _, b := range list.Items {
+		if b.Status.NodeName == node {
+			sum += b.Status.ResolvedSizeBytes
+		}
+	}
+	if sum > capacity {
+		t.Errorf("bindings admitted to %s take %d bytes, more than its %d", node, sum, capacity)
+	}
+}
+
+// TestDeletionWithFinalizer: an admitted binding waits for its node agent; one that
+// was never admitted is released by the controller.
+func TestDeletionWithFinalizer(t *testing.T) {
+	ctx, c := needAPIServer(t)
+	ns := newNamespace(t, ctx, c)
+	node := createNode(t, ctx, c, "1000000000000")
+	createVolume(t, ctx, c, ns, volume{pvc: "data", node: node})
+	attached := createBinding(t, ctx, c, ns, "attached", "data", "1Gi")
+	waitAdmitted(t, c, ns, "attached", node, 1<<30)
+	never := createBinding(t, ctx, c, ns, "never", "missing", "1Gi")
+	waitPending(t, c, ns, "never", ssdv1.ReasonPVCNotFound, "does not exist")
+	if !controllerutil.ContainsFinalizer(never, ssdv1.Finalizer) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(never), never); err != nil || !controllerutil.ContainsFinalizer(never, ssdv1.Finalizer) {
+			t.Fatalf("finalizer not added: %v %v", never.Finalizers, err)
+		}
+	}
+
+	// Deleted in this order, the controller sees "attached" before "never"; once
+	// "never" is released, it has decided about "attached" and kept the finalizer.
+	if err := c.Delete(ctx, attached); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, never); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, c, never)
+	waitEvent(t, c, ns, "never", "FinalizerRemoved", "was not admitted to a node")
+	if err := c.Get(ctx, client.ObjectKeyFromObject(attached), attached); err != nil {
+		t.Fatalf("admitted binding went away without its node agent: %v", err)
+	}
+	if !controllerutil.ContainsFinalizer(attached, ssdv1.Finalizer) || attached.DeletionTimestamp.IsZero() {
+		t.Fatalf("admitted binding: finalizers %v deletion %v, want the finalizer kept while deleting", attached.Finalizers, attached.DeletionTimestamp)
+	}
+	removeFinalizer(t, ctx, c, attached, ssdv1.Finalizer) // what the node agent does after detaching
+	waitGone(t, c, attached)
+}
+
+// TestPVCDeletion: the binding of a deleted PVC loses its admission, and then (as the
+// garbage collector would do for an auto-created one) goes without a node agent.
+func TestPVCDeletion(t *testing.T) {
+	ctx, c := needAPIServer(t)
+	ns := newNamespace(t, ctx, c)
+	node := createNode(t, ctx, c, "1000000000000")
+	pvc := createVolume(t, ctx, c, ns, volume{pvc: "data", node: node})
+	b := createBinding(t, ctx, c, ns, "cache", "data", "1Gi")
+	waitAdmitted(t, c, ns, "cache", node, 1<<30)
+
+	if err := c.Delete(ctx, pvc); err != nil {
+		t.Fatal(err)
+	}
+	// kubernetes.io/pvc-protection holds the PVC while pods use it; the cache stays.
+	if err := c.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err == nil && len(pvc.Finalizers) > 0 {
+		waitAdmitted(t, c, ns, "cache", node, 1<<30)
+		removeFinalizer(t, ctx, c, pvc, "kubernetes.io/pvc-protection") // the PVC protection controller's part
+	}
+	waitGone(t, c, pvc)
+	waitPending(t, c, ns, "cache", ssdv1.ReasonPVCNotFound, "does not exist")
+	waitEvent(t, c, ns, "cache", "AdmissionRevoked", "no longer admitted to node "+node)
+
+	if err := c.Delete(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, c, b)
+}
+
+// TestNodeGoingAway: bindings of a deleted Node lose their admission, and those being
+// deleted are released since no node agent is left to do it.
+func TestNodeGoingAway(t *testing.T) {
+	ctx, c := needAPIServer(t)
+	ns := newNamespace(t, ctx, c)
+	node := createNode(t, ctx, c, "1000000000000")
+	createVolume(t, ctx, c, ns, volume{pvc: "v1", node: node})
+	createVolume(t, ctx, c, ns, volume{pvc: "v2", node: node})
+	kept := createBinding(t, ctx, c, ns, "kept", "v1", "1Gi")
+	deleting := createBinding(t, ctx, c, ns, "deleting", "v2", "1Gi")
+	waitAdmitted(t, c, ns, "kept", node, 1<<30)
+	waitAdmitted(t, c, ns, "deleting", node, 1<<30)
+	if err := c.Delete(ctx, deleting); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := c.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, c, deleting)
+	waitEvent(t, c, ns, "deleting", "FinalizerRemoved", "node "+node+" no longer exists")
+	waitPending(t, c, ns, "kept", ssdv1.ReasonNodeUnknown, "node "+node+" does not exist")
+	waitEvent(t, c, ns, "kept", "AdmissionRevoked", "no longer admitted to node "+node)
+	if err := c.Get(ctx, client.ObjectKeyFromObject(kept), kept); err != nil || kept.Status.VolumeHandle != "" {
+		t.Errorf("revoked binding: err %v, volumeHandle %q, want none", err, kept.Status.VolumeHandle)
+	}
+}
+
+func setCapacity(t *testing.T, ctx context.Context, c client.Client, nodeName, capacity string) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		node := &corev1.Node{}
+		if err := c.Get(ctx, client.ObjectKey{Name: nodeName}, node); err != nil {
+			return err
+		}
+		if node.Annotations == nil {
+			node.Annotations = map[string]string{}
+		}
+		node.Annotations[ssdv1.AnnotationCacheCapacityBytes] = capacity
+		return c.Update(ctx, node)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func patchSpec(t *testing.T, ctx context.Context, c client.Client, b *ssdv1.CacheBinding, change func(*ssdv1.CacheBindingSpec)) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+			return err
+		}
+		change(&b.Spec)
+		return c.Update(ctx, b)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
