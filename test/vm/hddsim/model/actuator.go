@@ -18,10 +18,11 @@ type Actuator struct {
 	params Params
 	clock  Clock
 
-	mu   sync.Mutex
-	head int64
-	busy time.Duration // total modelled service time, for statistics
-	ops  int64
+	mu     sync.Mutex
+	head   int64
+	finish time.Time     // modelled completion of the last request
+	busy   time.Duration // total modelled service time, for statistics
+	ops    int64
 }
 
 // NewActuator returns an actuator with its head at offset 0.
@@ -32,18 +33,35 @@ func NewActuator(params Params, clock Clock) (*Actuator, error) {
 	return &Actuator{params: params, clock: clock}, nil
 }
 
+// Now is the actuator's clock, used to stamp request arrival.
+func (a *Actuator) Now() time.Time { return a.clock.Now() }
+
 // Do runs io (the real read or write on the backing store) as a request of
-// length bytes at offset, and returns once the modelled service time has
-// elapsed. Only one request is in service at a time.
-func (a *Actuator) Do(offset, length int64, io func() error) error {
+// length bytes at offset that arrived at arrival, and returns at the
+// request's modelled completion: service starts when the request has arrived
+// and the previous one has completed, so queued requests are served back to
+// back and host overhead between them is hidden, as a drive's queue would.
+// Only one request is in service at a time.
+func (a *Actuator) Do(arrival time.Time, offset, length int64, io func() error) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	start := a.clock.Now()
+	start := arrival
+	if a.finish.After(start) {
+		start = a.finish
+	}
 	service, head := a.params.ServiceTime(a.head, offset, length)
 	err := io()
-	if rest := service - a.clock.Now().Sub(start); rest > 0 {
-		a.clock.Sleep(rest)
+	finish := start.Add(service)
+	if now := a.clock.Now(); now.After(finish) {
+		// The host's I/O was slower than the model: the next request must
+		// not be served early to make up for it.
+		finish = now
+	} else {
+		// Oversleeping is not carried into finish, so the next queued
+		// request absorbs it instead of every request adding it.
+		a.clock.Sleep(finish.Sub(now))
 	}
+	a.finish = finish
 	a.head = head
 	a.busy += service
 	a.ops++

@@ -22,7 +22,7 @@ func TestActuatorWaitsRemainderOfServiceTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	ioCost := time.Millisecond
-	err = a.Do(gib/2, 4096, func() error { clock.now = clock.now.Add(ioCost); return nil })
+	err = a.Do(clock.now, gib/2, 4096, func() error { clock.now = clock.now.Add(ioCost); return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +32,7 @@ func TestActuatorWaitsRemainderOfServiceTime(t *testing.T) {
 	}
 	// The head now sits after the request: the next one streams.
 	clock.slept = nil
-	if err := a.Do(gib/2+4096, 4096, func() error { return nil }); err != nil {
+	if err := a.Do(clock.now, gib/2+4096, 4096, func() error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if len(clock.slept) != 1 || clock.slept[0] != p.TransferTime(4096) {
@@ -47,7 +47,7 @@ func TestActuatorDoesNotSleepWhenIOWasSlower(t *testing.T) {
 	clock := &fakeClock{now: time.Unix(0, 0)}
 	a, _ := NewActuator(Defaults(gib), clock)
 	boom := errors.New("boom")
-	err := a.Do(0, 4096, func() error { clock.now = clock.now.Add(time.Second); return boom })
+	err := a.Do(clock.now, 0, 4096, func() error { clock.now = clock.now.Add(time.Second); return boom })
 	if !errors.Is(err, boom) {
 		t.Fatalf("Do() = %v, want the I/O error", err)
 	}
@@ -59,5 +59,39 @@ func TestActuatorDoesNotSleepWhenIOWasSlower(t *testing.T) {
 func TestNewActuatorRejectsBadParams(t *testing.T) {
 	if _, err := NewActuator(Params{}, &fakeClock{}); err == nil {
 		t.Fatal("NewActuator accepted zero params")
+	}
+}
+
+func TestActuatorServesQueuedRequestsBackToBack(t *testing.T) {
+	clock := &fakeClock{now: time.Unix(0, 0)}
+	p := Defaults(gib)
+	a, _ := NewActuator(p, clock)
+	arrival := clock.now // both requests were queued at once
+	for i := int64(0); i < 2; i++ {
+		if err := a.Do(arrival, i<<20, 1<<20, func() error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		// Host overhead between requests (e.g. sending the reply)...
+		clock.now = clock.now.Add(time.Millisecond)
+	}
+	// ...is hidden: the second request completes one transfer after the
+	// first, not one transfer after the overhead.
+	first := p.SeekTime(0) + p.TransferTime(1<<20)
+	want := []time.Duration{first, p.TransferTime(1<<20) - time.Millisecond}
+	if len(clock.slept) != 2 || clock.slept[0] != want[0] || clock.slept[1] != want[1] {
+		t.Fatalf("slept %v, want %v", clock.slept, want)
+	}
+}
+
+func TestActuatorIdleRequestStartsAtArrival(t *testing.T) {
+	clock := &fakeClock{now: time.Unix(0, 0)}
+	p := Defaults(gib)
+	a, _ := NewActuator(p, clock)
+	_ = a.Do(clock.now, 0, 4096, func() error { return nil })
+	clock.now = clock.now.Add(time.Second) // idle disk
+	clock.slept = nil
+	_ = a.Do(clock.now, 4096, 4096, func() error { return nil })
+	if len(clock.slept) != 1 || clock.slept[0] != p.TransferTime(4096) {
+		t.Fatalf("slept %v, want one transfer %v", clock.slept, p.TransferTime(4096))
 	}
 }

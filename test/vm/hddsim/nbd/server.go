@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"time"
 
 	"k8s.io/klog/v2"
 )
@@ -22,9 +23,11 @@ type Backend interface {
 	PunchHole(offset, length int64) error
 }
 
-// Scheduler serves a media access, charging the modelled service time.
+// Scheduler serves a media access, charging the modelled service time. Now
+// stamps a request's arrival; Do returns at its modelled completion.
 type Scheduler interface {
-	Do(offset, length int64, io func() error) error
+	Now() time.Time
+	Do(arrival time.Time, offset, length int64, io func() error) error
 }
 
 // Export is the single disk the server offers.
@@ -94,6 +97,8 @@ func (s *Server) ServeConn(conn net.Conn) error {
 		r:      bufio.NewReaderSize(conn, 256<<10),
 		w:      bufio.NewWriterSize(conn, 256<<10),
 		export: &s.export,
+		closer: conn,
+		logger: s.logger,
 	}
 	enter, err := c.handshake()
 	if err != nil || !enter {
@@ -107,6 +112,8 @@ type connection struct {
 	r      *bufio.Reader
 	w      *bufio.Writer
 	export *Export
+	closer io.Closer
+	logger klog.Logger
 }
 
 func (c *connection) put(values ...any) error {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"time"
 )
 
 type request struct {
@@ -13,15 +15,52 @@ type request struct {
 	length      uint32
 }
 
-// transmit serves requests until the client disconnects. Each request is
-// completed and answered before the next is read, in arrival order.
+// pending is a request moving through the connection's pipeline.
+type pending struct {
+	req     request
+	data    []byte
+	arrival time.Time
+	errno   uint32
+}
+
+// queueDepth bounds requests read ahead of the one in service; qemu's NBD
+// client keeps at most 16 in flight.
+const queueDepth = 32
+
+// transmit serves requests until the client disconnects. Three stages run
+// concurrently so that reading the next request and sending the previous
+// reply overlap the modelled service time, as on a drive with a command
+// queue; service itself stays strictly one at a time, in arrival order.
 func (c *connection) transmit() error {
-	buf := make([]byte, 0, 1<<20)
+	requests := make(chan pending, queueDepth)
+	replies := make(chan pending, queueDepth)
+	readErr := make(chan error, 1)
+	go func() {
+		readErr <- c.readRequests(requests)
+		close(requests)
+	}()
+	go func() {
+		for p := range requests {
+			p.errno = c.execute(p)
+			replies <- p
+		}
+		close(replies)
+	}()
+	writeErr := c.writeReplies(replies)
+	if err := <-readErr; err != nil {
+		return err
+	}
+	return writeErr
+}
+
+// readRequests decodes requests (with write payloads) until NBD_CMD_DISC or
+// end of stream.
+func (c *connection) readRequests(out chan<- pending) error {
 	for {
 		var magic uint32
 		var req request
 		if err := c.get(&magic, &req.flags, &req.kind, &req.handle, &req.offset, &req.length); err != nil {
-			if errors.Is(err, io.EOF) {
+			if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
 				return nil
 			}
 			return fmt.Errorf("nbd: reading request: %w", err)
@@ -35,46 +74,63 @@ func (c *connection) transmit() error {
 		if req.length > maxPayload {
 			return fmt.Errorf("nbd: request length %d: at most %d allowed", req.length, maxPayload)
 		}
-		if cap(buf) < int(req.length) {
-			buf = make([]byte, req.length)
+		p := pending{req: req}
+		if req.kind == cmdRead || req.kind == cmdWrite {
+			p.data = make([]byte, req.length)
 		}
-		data := buf[:req.length]
-		if err := c.serve(req, data); err != nil {
-			return err
+		if req.kind == cmdWrite {
+			if _, err := io.ReadFull(c.r, p.data); err != nil {
+				return fmt.Errorf("nbd: reading write payload: %w", err)
+			}
 		}
+		p.arrival = c.export.Disk.Now()
+		out <- p
 	}
 }
 
-// serve reads a write payload if any, performs the request and replies.
-// Only a broken connection is returned as an error; failed I/O is an errno
-// in the reply.
-func (c *connection) serve(req request, data []byte) error {
-	if req.kind == cmdWrite {
-		if _, err := io.ReadFull(c.r, data); err != nil {
-			return fmt.Errorf("nbd: reading write payload: %w", err)
+// writeReplies sends simple replies in completion order, flushing when no
+// further reply is ready. After a write error it closes the connection (to
+// stop the reader) and drains the pipeline.
+func (c *connection) writeReplies(in <-chan pending) error {
+	var failed error
+	for p := range in {
+		if failed != nil {
+			continue
+		}
+		failed = c.writeReply(p)
+		if failed == nil && len(in) == 0 {
+			failed = c.w.Flush()
+		}
+		if failed != nil {
+			c.closer.Close()
 		}
 	}
-	errno := c.execute(req, data)
-	if err := c.put(magicSimpleReply, errno, req.handle); err != nil {
+	return failed
+}
+
+func (c *connection) writeReply(p pending) error {
+	if err := c.put(magicSimpleReply, p.errno, p.req.handle); err != nil {
 		return err
 	}
-	if req.kind == cmdRead && errno == 0 {
-		if _, err := c.w.Write(data); err != nil {
-			return err
-		}
+	if p.req.kind == cmdRead && p.errno == 0 {
+		_, err := c.w.Write(p.data)
+		return err
 	}
-	return c.w.Flush()
+	return nil
 }
 
-func (c *connection) execute(req request, data []byte) uint32 {
+// execute performs one request on the media and returns its NBD errno.
+func (c *connection) execute(p pending) uint32 {
+	req, data := p.req, p.data
 	off, n := int64(req.offset), int64(req.length)
+	c.logger.V(5).Info("NBD request", "kind", req.kind, "offset", off, "length", n, "flags", req.flags)
 	inRange := req.offset <= uint64(c.export.Size) && n <= c.export.Size-off
 	switch req.kind {
 	case cmdRead:
 		if !inRange {
 			return errInvalid
 		}
-		return errnoOf(c.export.Disk.Do(off, n, func() error {
+		return errnoOf(c.export.Disk.Do(p.arrival, off, n, func() error {
 			_, err := c.export.Backend.ReadAt(data, off)
 			return err
 		}))
@@ -82,7 +138,7 @@ func (c *connection) execute(req request, data []byte) uint32 {
 		if !inRange {
 			return errNoSpace
 		}
-		return errnoOf(c.export.Disk.Do(off, n, func() error { return c.write(req, data) }))
+		return errnoOf(c.export.Disk.Do(p.arrival, off, n, func() error { return c.write(req, data) }))
 	case cmdFlush:
 		return errnoOf(c.export.Backend.Sync())
 	case cmdTrim:
@@ -103,8 +159,7 @@ func (c *connection) write(req request, data []byte) error {
 	case req.kind == cmdWrite:
 		_, err = c.export.Backend.WriteAt(data, off)
 	case req.flags&cmdFlagNoHole != 0:
-		clear(data)
-		_, err = c.export.Backend.WriteAt(data, off)
+		_, err = c.export.Backend.WriteAt(make([]byte, n), off)
 	default:
 		err = c.export.Backend.PunchHole(off, n)
 	}
