@@ -1,11 +1,23 @@
 #!/usr/bin/env bash
-# Runs the API tests (CRD schema and CEL validation, printer columns, ssdcache-controller)
-# on a real kube-apiserver and etcd built by hack/envtest-assets.sh (cached; the first
-# build takes about 7 minutes). Extra arguments go to `go test`, e.g. -run Capacity -v.
+# Runs the API tests (CRD schema and CEL validation, printer columns, ssdcache-controller
+# in-process and as its real binary under the RBAC of its kubebuilder markers) on a real
+# kube-apiserver and etcd built by hack/envtest-assets.sh (cached; the first build takes
+# about 7 minutes). Extra arguments go to `go test`, e.g. -run Capacity -v.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+CONTROLLER_TOOLS_VERSION=${CONTROLLER_TOOLS_VERSION:-v0.23.0}
+
 assets=$(hack/envtest-assets.sh | tail -n 1)
 export KUBEBUILDER_ASSETS=$assets
 echo "test-api: KUBEBUILDER_ASSETS=$KUBEBUILDER_ASSETS" >&2
+
+# The controller's ClusterRole, generated fresh from its RBAC markers: the binary test
+# runs ssdcache-controller with exactly these permissions.
+rbac=$(mktemp -d)
+trap 'rm -rf "$rbac"' EXIT
+go run "sigs.k8s.io/controller-tools/cmd/controller-gen@$CONTROLLER_TOOLS_VERSION" \
+  rbac:roleName=ssdcache-controller paths=./pkg/controller/... output:rbac:artifacts:config="$rbac"
+export SSDCACHE_CONTROLLER_ROLE=$rbac/role.yaml
+
 # -count=1: results depend on the API server binaries, which go test's cache does not see.
-exec go test -count=1 -timeout 15m "$@" ./test/api/...
+go test -count=1 -timeout 15m "$@" ./test/api/...

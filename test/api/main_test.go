@@ -104,18 +104,14 @@ func startSuite() (stop func(), err error) {
 	}, nil
 }
 
-// startController runs ssdcache-controller's manager in-process, with leader
-// election as in production.
+// startController runs ssdcache-controller's reconcilers in-process; leader election,
+// probes and metrics are covered by TestControllerBinary, which runs the real binary.
 func startController(ctx context.Context, cfg *rest.Config) (<-chan struct{}, error) {
 	ctrl.SetLogger(klog.NewKlogr())
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                        shared.scheme,
-		Metrics:                       metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress:        "0",
-		LeaderElection:                true,
-		LeaderElectionID:              "ssdcache-controller.ssdcache.io",
-		LeaderElectionNamespace:       "default",
-		LeaderElectionReleaseOnCancel: true,
+		Scheme:                 shared.scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
 	})
 	if err != nil {
 		return nil, err
