@@ -168,6 +168,9 @@ func (b *Boot) supervise(ctx context.Context) {
 // flushed to the emulated disks may be lost, as in a real power failure.
 func (b *Boot) Kill() { b.once.Do(func() { close(b.killed) }) }
 
+// Done is closed when qemu has exited (the guest powered off or was killed).
+func (b *Boot) Done() <-chan struct{} { return b.done }
+
 // ConsolePath is the host file receiving the guest's serial console.
 func (b *Boot) ConsolePath() string { return filepath.Join(b.vm.cfg.WorkDir, "console.log") }
 

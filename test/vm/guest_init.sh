@@ -16,6 +16,9 @@ trap poweroff_now EXIT
 mount -t tmpfs -o mode=755,size=256m tmpfs /run
 mkdir -p /run/lock /run/udev /run/lvm /dev/pts /dev/shm
 mount -t devpts devpts /dev/pts
+# What systemd would add to devtmpfs; bash process substitution needs /dev/fd.
+ln -sf /proc/self/fd /dev/fd; ln -sf /proc/self/fd/0 /dev/stdin
+ln -sf /proc/self/fd/1 /dev/stdout; ln -sf /proc/self/fd/2 /dev/stderr
 mount -t tmpfs tmpfs /dev/shm
 # The host's /tmp shows through the overlay; the guest gets its own.
 mount -t tmpfs -o size=50% tmpfs /tmp
