@@ -231,6 +231,7 @@ func TestPVCDeletion(t *testing.T) {
 	}
 	// kubernetes.io/pvc-protection holds the PVC while pods use it; the cache stays.
 	if err := c.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err == nil && len(pvc.Finalizers) > 0 {
+		t.Logf("PVC held by finalizers %v while deleting; the binding stays admitted", pvc.Finalizers)
 		waitAdmitted(t, c, ns, "cache", node, 1<<30)
 		removeFinalizer(t, ctx, c, pvc, "kubernetes.io/pvc-protection") // the PVC protection controller's part
 	}

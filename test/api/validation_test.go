@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	ssdv1 "github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
 )
 
 // TestExamplesAreAccepted applies every object of deploy/examples with strict field
@@ -207,4 +209,20 @@ func checkKubectlGet(ns, node string) error {
 		return fmt.Errorf("row %q, want %v followed by the age", lines[1], want)
 	}
 	return nil
+}
+
+// TestHitRatioFormatAccepted: whatever ssdv1.FormatHitRatio writes, the CRD accepts.
+func TestHitRatioFormatAccepted(t *testing.T) {
+	ctx, c := needAPIServer(t)
+	ns := newNamespace(t, ctx, c)
+	if err := c.Create(ctx, bindingObject(ns, "ratio", map[string]any{"pvcName": "data", "size": "1Gi"})); err != nil {
+		t.Fatal(err)
+	}
+	for _, hm := range [][2]int64{{0, 0}, {0, 5}, {1, 2}, {7, 1}, {999, 1}, {5, 0}, {1 << 40, 3}} {
+		ratio := ssdv1.FormatHitRatio(hm[0], hm[1])
+		patch := fmt.Sprintf(`{"status":{"cache":{"hitRatio":%q}}}`, ratio)
+		if err := c.Status().Patch(ctx, bindingObject(ns, "ratio", nil), client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+			t.Errorf("hitRatio %q (hits %d, misses %d) refused: %v", ratio, hm[0], hm[1], err)
+		}
+	}
 }
