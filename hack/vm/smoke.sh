@@ -7,8 +7,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 work=${1:-$(mktemp -d /tmp/ssdcache-smoke.XXXXXX)}
 hack/vm/setup.sh > /dev/null
-start=$(date +%s.%N)
+start=$(date +%s%N)
 rc=0
 hack/vm/run.sh -work "$work" -script hack/vm/smoke-guest.sh || rc=$?
-printf 'smoke: exit %d, wall %.1fs, work dir %s\n' "$rc" "$(echo "$(date +%s.%N) - $start" | bc)" "$work" >&2
+ms=$(( ($(date +%s%N) - start) / 1000000 ))
+printf 'smoke: exit %d, wall %d.%03ds, work dir %s\n' "$rc" $((ms / 1000)) $((ms % 1000)) "$work" >&2
 exit "$rc"

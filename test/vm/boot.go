@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/ssdcache/ssdcache/test/vm/hddsim/model"
@@ -126,6 +127,8 @@ func (b *Boot) startQEMU() error {
 	b.cmd = exec.Command(cfg.QEMU, args...)
 	b.cmd.Env = append(os.Environ(), "LC_ALL=C")
 	b.cmd.Stdout, b.cmd.Stderr = &b.qemuErr, &b.qemuErr
+	// qemu must not outlive the harness (a test binary killed on timeout).
+	b.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	b.start = time.Now()
 	if err := b.cmd.Start(); err != nil {
 		return fmt.Errorf("vm: starting %s: %w", cfg.QEMU, err)
