@@ -25,6 +25,8 @@ type fakeNode struct {
 	locks   *cache.VolumeLocks
 	engine  *cache.Engine
 	driver  *csi.Driver
+	// endpoint is where serve listens.
+	endpoint string
 }
 
 func newFakeNode(t *testing.T) *fakeNode {
@@ -34,10 +36,10 @@ func newFakeNode(t *testing.T) *fakeNode {
 	n.lvm.AddVG("ssdcache-nvme", 200<<30, lvm.PoolTagPrefix+"cache")
 	pools := cache.Pools{OriginVG: "ssdcache-hdd", CacheVGs: map[string]string{"nvme": "ssdcache-nvme"}, DefaultClass: "nvme"}
 	n.engine = cache.NewEngine(n.dm, n.lvm, n.dev, pools, nil)
+	n.endpoint = "unix://" + filepath.Join(t.TempDir(), "csi.sock")
 	var err error
 	n.driver, err = csi.NewDriver(csi.Config{
-		DriverName: "ssdcache.io", Version: "test", NodeID: nodeID,
-		Endpoint: "unix://" + filepath.Join(t.TempDir(), "csi.sock"),
+		DriverName: "ssdcache.io", Version: "test", NodeID: nodeID, Endpoint: n.endpoint,
 	}, csi.Deps{Engine: n.engine, LVM: n.lvm, Mounter: n.mounter, Locks: n.locks})
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +48,7 @@ func newFakeNode(t *testing.T) *fakeNode {
 }
 
 // serve runs the driver on its socket for the test's lifetime.
-func (n *fakeNode) serve(t *testing.T, endpoint string) {
+func (n *fakeNode) serve(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -57,5 +59,4 @@ func (n *fakeNode) serve(t *testing.T, endpoint string) {
 			t.Errorf("driver stopped with %v", err)
 		}
 	})
-	_ = endpoint
 }

@@ -44,8 +44,41 @@ type Interface interface {
 	FSStats(path string) (FSStats, error)
 }
 
+// Paths creates, removes and stats the directories and files a CO hands
+// over. It is plain file-system work, shared by Host and the test fake.
+type Paths struct{}
+
+func (Paths) MakeDir(path string) error { return os.MkdirAll(path, 0o750) }
+
+func (Paths) MakeFile(path string) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o640)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+func (Paths) Remove(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+func (Paths) Stat(path string) (exists, isDir bool, err error) {
+	fi, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, false, nil
+	}
+	if err != nil {
+		return false, false, err
+	}
+	return true, fi.IsDir(), nil
+}
+
 // Host implements Interface on the node.
 type Host struct {
+	Paths
 	sfm    *mount.SafeFormatAndMount
 	resize *mount.ResizeFs
 }
@@ -90,34 +123,6 @@ func (h *Host) IsMountPoint(path string) (bool, error) {
 		return false, err
 	}
 	return h.sfm.IsMountPoint(path)
-}
-
-func (h *Host) MakeDir(path string) error { return os.MkdirAll(path, 0o750) }
-
-func (h *Host) MakeFile(path string) error {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o640)
-	if err != nil {
-		return err
-	}
-	return f.Close()
-}
-
-func (h *Host) Remove(path string) error {
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	return nil
-}
-
-func (h *Host) Stat(path string) (bool, bool, error) {
-	fi, err := os.Stat(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, false, nil
-	}
-	if err != nil {
-		return false, false, err
-	}
-	return true, fi.IsDir(), nil
 }
 
 func (h *Host) ResizeFS(device, mountPath string) error {

@@ -4,9 +4,7 @@
 package mounterfake
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"sync"
 
@@ -18,6 +16,7 @@ import (
 // Mounter is a fake mounter.Interface.
 type Mounter struct {
 	*mount.FakeMounter
+	mounter.Paths
 	mu sync.Mutex
 	// Formatted maps a device to the filesystem FormatAndMount put on it.
 	Formatted map[string]string
@@ -67,34 +66,6 @@ func (m *Mounter) IsMountPoint(path string) (bool, error) {
 		return false, err
 	}
 	return m.FakeMounter.IsMountPoint(path)
-}
-
-func (m *Mounter) MakeDir(path string) error { return os.MkdirAll(path, 0o750) }
-
-func (m *Mounter) MakeFile(path string) error {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o640)
-	if err != nil {
-		return err
-	}
-	return f.Close()
-}
-
-func (m *Mounter) Remove(path string) error {
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	return nil
-}
-
-func (m *Mounter) Stat(path string) (bool, bool, error) {
-	fi, err := os.Stat(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, false, nil
-	}
-	if err != nil {
-		return false, false, err
-	}
-	return true, fi.IsDir(), nil
 }
 
 func (m *Mounter) ResizeFS(device, _ string) error {

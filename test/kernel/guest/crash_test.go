@@ -1,0 +1,137 @@
+package guest
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ssdcache/ssdcache/pkg/cache"
+	"github.com/ssdcache/ssdcache/pkg/dm"
+)
+
+// Safety rule 5, on the real kernel: the plugin is killed (SIGKILL) at each
+// step of staging a cached volume; restarted, a repeated NodeStageVolume
+// converges, no dm device or LV leaks, and the data is intact.
+func TestSafetyRule5_CrashDuringStage(t *testing.T) {
+	e := guestEnv(t)
+	p := startPlugin(t, e)
+	v := p.provision(t, "crash-stage", 256<<20, cached("64Mi"), fsCapability("ext4"))
+	p.stage(t, v)
+	sums := dataset(t, v.staging, 8)
+	p.unstage(t, v)
+	for _, point := range []string{"stage/create-device", "attach/create-cache-lvs", "attach/metadata-lv-created",
+		"attach/zero-metadata", "attach/load-cache", "attach/suspended", "attach/loaded"} {
+		t.Run(point, func(t *testing.T) {
+			p.restart("--fault-point=" + point)
+			if err := p.tryStage(t, v); err == nil {
+				t.Fatalf("NodeStageVolume succeeded: fault point %s never reached", point)
+			}
+			if err := p.waitExit(30 * time.Second); err == nil || !strings.Contains(err.Error(), "killed") {
+				t.Fatalf("plugin did not die at %s: %v", point, err)
+			}
+			p.restart()
+			p.stage(t, v)
+			expectCacheMode(t, v.id, dm.Writethrough)
+			expectClean(t, v.id, 2)
+			verify(t, sums)
+			p.unstage(t, v)
+			expectNoDevice(t, v.id)
+		})
+	}
+}
+
+// Safety rule 5 for the agent's online operations: a process running the
+// cache library is killed at each step of attach, resize, pause and detach
+// on a mounted volume; running the operation again converges.
+func TestSafetyRule5_CrashDuringOnlineOps(t *testing.T) {
+	e := guestEnv(t)
+	p := startPlugin(t, e)
+	v := p.provision(t, "crash-online", 256<<20, nil, fsCapability("ext4"))
+	p.stage(t, v)
+	sums := dataset(t, v.staging, 8)
+	ops := []struct {
+		op     string
+		before *cache.Spec
+		after  *cache.Spec
+		points []string
+	}{
+		{"attach", nil, &cache.Spec{SizeBytes: 64 << 20, Mode: cache.ModeReadCache},
+			[]string{"attach/create-cache-lvs", "attach/metadata-lv-created", "attach/zero-metadata", "attach/load-cache", "attach/suspended", "attach/loaded"}},
+		{"resize", &cache.Spec{SizeBytes: 64 << 20, Mode: cache.ModeReadCache}, &cache.Spec{SizeBytes: 96 << 20, Mode: cache.ModeReadCache},
+			[]string{"change/load-linear", "change/suspended", "change/remove-cache-lvs", "change/create-cache-lvs", "change/zero-metadata", "change/load-cache"}},
+		{"pause", &cache.Spec{SizeBytes: 64 << 20, Mode: cache.ModeReadCache}, &cache.Spec{SizeBytes: 64 << 20, Mode: cache.ModePaused},
+			[]string{"change/switch-cache-mode", "change/suspended", "change/loaded"}},
+		{"detach", &cache.Spec{SizeBytes: 64 << 20, Mode: cache.ModeReadCache}, nil,
+			[]string{"detach/load-linear", "detach/suspended", "detach/loaded", "detach/remove-cache-lvs"}},
+	}
+	eng := realEngine(cache.NoFaults{})
+	for _, o := range ops {
+		for _, point := range o.points {
+			t.Run(o.op+"@"+point, func(t *testing.T) {
+				if _, err := eng.SetCache(ctx(t), v.id, o.before); err != nil {
+					t.Fatal(err)
+				}
+				runKilledHelper(t, v.id, o.after, point)
+				if _, err := eng.SetCache(ctx(t), v.id, o.after); err != nil {
+					t.Fatalf("converging after a crash at %s: %v", point, err)
+				}
+				lvs := 2
+				if o.after == nil {
+					lvs = 0
+				}
+				expectClean(t, v.id, lvs)
+				verify(t, sums)
+			})
+		}
+	}
+	p.unstage(t, v)
+	expectNoDevice(t, v.id)
+}
+
+// runKilledHelper runs this test binary again as TestHelperCacheOp, which
+// applies spec with the fault point armed, and expects it to die there.
+func runKilledHelper(t *testing.T, id string, spec *cache.Spec, point string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperCacheOp$", "-test.v")
+	cmd.Env = append(os.Environ(), "SSDCACHE_HELPER_VOLUME="+id, "SSDCACHE_HELPER_FAULT="+point, "SSDCACHE_HELPER_SPEC="+encodeSpec(spec))
+	out, err := cmd.CombinedOutput()
+	var exitErr *exec.ExitError
+	if !errors.As(err, &exitErr) || !strings.Contains(exitErr.String(), "killed") {
+		t.Fatalf("helper was not killed at %s: %v\n%s", point, err, out)
+	}
+}
+
+// TestHelperCacheOp is not a test of its own: runKilledHelper runs it in a
+// child process that the armed fault point kills.
+func TestHelperCacheOp(t *testing.T) {
+	id := os.Getenv("SSDCACHE_HELPER_VOLUME")
+	if id == "" {
+		t.Skip("helper process for the crash tests")
+	}
+	spec := decodeSpec(t, os.Getenv("SSDCACHE_HELPER_SPEC"))
+	eng := realEngine(killAt(os.Getenv("SSDCACHE_HELPER_FAULT")))
+	if _, err := eng.SetCache(ctx(t), id, spec); err != nil {
+		t.Fatal(err)
+	}
+	t.Fatal("the operation finished without reaching the fault point")
+}
+
+func encodeSpec(s *cache.Spec) string {
+	if s == nil {
+		return "none"
+	}
+	return strings.Join([]string{string(s.Mode), strings.TrimSpace(formatBytes(s.SizeBytes))}, ":")
+}
+
+func expectNoDevice(t testing.TB, id string) {
+	t.Helper()
+	if out, err := trySh("dmsetup info %s", cache.DeviceName(id)); err == nil {
+		t.Fatalf("device of %s still exists after unstage:\n%s", id, out)
+	}
+	if got := cacheLVs(t, id); len(got) != 0 {
+		t.Fatalf("cache LVs of %s left after unstage: %v", id, got)
+	}
+}

@@ -1,0 +1,102 @@
+package guest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"k8s.io/utils/exec"
+
+	"github.com/ssdcache/ssdcache/pkg/blockdev"
+	"github.com/ssdcache/ssdcache/pkg/cache"
+	"github.com/ssdcache/ssdcache/pkg/command"
+	"github.com/ssdcache/ssdcache/pkg/dm"
+	"github.com/ssdcache/ssdcache/pkg/lvm"
+)
+
+// realEngine is the cache library the node agent uses, on the VM's real
+// device-mapper and LVM, for the online operations the agent would run.
+func realEngine(faults cache.FaultPoints) *cache.Engine {
+	run := command.NewRunner(exec.New())
+	pools := cache.Pools{OriginVG: originVG, CacheVGs: map[string]string{"nvme": cacheVG}, DefaultClass: "nvme"}
+	return cache.NewEngine(dm.NewDmsetup(run), lvm.NewCommand(run, ""), blockdev.NewHost(run), pools, faults)
+}
+
+// table returns the live table of a volume's dm device.
+func table(t testing.TB, id string) dm.Table {
+	t.Helper()
+	tbl, err := dm.ParseTable(sh(t, "dmsetup table %s", cache.DeviceName(id)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tbl
+}
+
+func expectCacheMode(t testing.TB, id string, mode dm.CacheMode) {
+	t.Helper()
+	c, ok := table(t, id).Target.(dm.CacheTarget)
+	if !ok || c.Mode != mode {
+		t.Fatalf("volume %s: table %q, want a %s cache", id, table(t, id), mode)
+	}
+}
+
+func expectLinear(t testing.TB, id string) {
+	t.Helper()
+	if _, ok := table(t, id).Target.(dm.LinearTarget); !ok {
+		t.Fatalf("volume %s: table %q, want linear", id, table(t, id))
+	}
+}
+
+// expectClean checks that nothing is left suspended or half-loaded and that
+// the volume has exactly wantCacheLVs cache LVs.
+func expectClean(t testing.TB, id string, wantCacheLVs int) {
+	t.Helper()
+	attr := sh(t, "dmsetup info -c --noheadings -o attr %s", cache.DeviceName(id))
+	if strings.ContainsAny(attr, "sI") {
+		t.Fatalf("volume %s: device attributes %q: suspended or with an inactive table", id, attr)
+	}
+	if got := cacheLVs(t, id); len(got) != wantCacheLVs {
+		t.Fatalf("volume %s: cache LVs %v, want %d", id, got, wantCacheLVs)
+	}
+}
+
+func cacheLVs(t testing.TB, id string) []string {
+	t.Helper()
+	out := sh(t, "lvs --noheadings -o lv_name,lv_tags %s", cacheVG)
+	var names []string
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, lvm.VolumeTagPrefix+id+",") || strings.HasSuffix(strings.TrimSpace(line), lvm.VolumeTagPrefix+id) {
+			names = append(names, strings.Fields(line)[0])
+		}
+	}
+	return names
+}
+
+// killAt kills this process at one fault point, as kill -9 would.
+type killAt string
+
+func (k killAt) Reached(_ context.Context, point string) {
+	if point == string(k) {
+		fmt.Fprintf(os.Stderr, "fault point %s reached: killing\n", point)
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	}
+}
+
+func formatBytes(n uint64) string { return strconv.FormatUint(n, 10) }
+
+func decodeSpec(t testing.TB, s string) *cache.Spec {
+	t.Helper()
+	if s == "none" {
+		return nil
+	}
+	mode, size, ok := strings.Cut(s, ":")
+	n, err := strconv.ParseUint(size, 10, 64)
+	if !ok || err != nil {
+		t.Fatalf("bad spec %q", s)
+	}
+	return &cache.Spec{SizeBytes: n, Mode: cache.Mode(mode)}
+}

@@ -1,0 +1,185 @@
+package guest
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ssdcache/ssdcache/pkg/cache"
+	"github.com/ssdcache/ssdcache/pkg/dm"
+)
+
+// The power-loss test spans two boots, driven by the host (package kernel):
+// TestPowerLossWrite warms a cache and then overwrites its blocks, logging
+// every acknowledged write to the shared dir, until the host cuts the VM's
+// power; TestPowerLossVerify, on the next boot, restages the volume and
+// checks that the stale cache metadata was discarded (safety rule 2) and
+// that every acknowledged write is on the volume.
+const (
+	powerLossVolume  = "powerloss"
+	powerLossRecords = 4096 // 4 KiB records over the first 16 MiB
+	recordSize       = 4096
+)
+
+func powerLossLog() string { return filepath.Join(os.Getenv("SSDCACHE_SHARE"), "powerloss.acked") }
+
+func powerLossVol(p *plugin) *volume {
+	dir := filepath.Join(p.env.work, "kubelet", powerLossVolume)
+	return &volume{id: powerLossVolume, context: cached("64Mi"), capability: blockCapability(),
+		staging: filepath.Join(dir, "staging"), target: filepath.Join(dir, "target")}
+}
+
+func TestPowerLossWrite(t *testing.T) {
+	e := guestEnv(t)
+	if os.Getenv("SSDCACHE_POWERLOSS") != "write" {
+		t.Skip("first half of the host-driven power-loss test")
+	}
+	p := startPlugin(t, e)
+	p.provision(t, powerLossVolume, 256<<20, cached("64Mi"), blockCapability())
+	v := powerLossVol(p)
+	p.stage(t, v)
+	dev := cache.DevicePath(v.id)
+	// Version 0 of every record, then read until dm-cache holds blocks of it.
+	for i := 0; i < powerLossRecords; i++ {
+		writeRecord(t, dev, i, 0, false)
+	}
+	for pass := 0; pass < 15 && promotions(t, v.id) < 64; pass++ {
+		sh(t, "dd if=%s iflag=direct bs=1M count=16 of=/dev/null status=none", dev)
+		time.Sleep(time.Second)
+	}
+	t.Logf("cache before the overwrite: %s", sh(t, "dmsetup status --noflush %s", cache.DeviceName(v.id)))
+	log, err := os.OpenFile(powerLossLog(), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for version := 1; ; version++ {
+		for i := 0; i < powerLossRecords; i++ {
+			writeRecord(t, dev, i, version, true)
+			fmt.Fprintf(log, "%d %d\n", i, version)
+			if err := log.Sync(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+func TestPowerLossVerify(t *testing.T) {
+	e := guestEnv(t)
+	if os.Getenv("SSDCACHE_POWERLOSS") != "verify" {
+		t.Skip("second half of the host-driven power-loss test")
+	}
+	acked := readAcked(t)
+	if len(acked) == 0 {
+		t.Fatal("no write was acknowledged before the power loss")
+	}
+	p := startPlugin(t, e)
+	v := powerLossVol(p)
+	p.stage(t, v)
+	st, err := dm.ParseCacheStatus(sh(t, "dmsetup status --noflush %s", cache.DeviceName(v.id)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.CacheUsed != 0 || st.Dirty != 0 {
+		t.Fatalf("restaged cache is not fresh (stale metadata was trusted): %+v", st)
+	}
+	dev := cache.DevicePath(v.id)
+	for i, version := range acked {
+		got := readRecord(t, dev, i)
+		if got < version {
+			t.Fatalf("record %d holds version %d, but version %d was acknowledged before the power loss", i, got, version)
+		}
+	}
+	t.Logf("%d records verified; the last acknowledged write was version %d", len(acked), maxVersion(acked))
+	p.unstage(t, v)
+}
+
+// writeRecord writes record i as version with O_DIRECT (and O_DSYNC when
+// durable), so that it is acknowledged only once on the device.
+func writeRecord(t testing.TB, dev string, i, version int, durable bool) {
+	flags := os.O_WRONLY | unix.O_DIRECT
+	if durable {
+		flags |= unix.O_DSYNC
+	}
+	f, err := os.OpenFile(dev, flags, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := alignedBlock()
+	binary.LittleEndian.PutUint64(buf[0:], uint64(i))
+	binary.LittleEndian.PutUint64(buf[8:], uint64(version))
+	for j := 48; j < recordSize; j++ {
+		buf[j] = byte(i + version + j)
+	}
+	sum := sha256.Sum256(buf[48:])
+	copy(buf[16:48], sum[:])
+	if _, err := f.WriteAt(buf, int64(i)*recordSize); err != nil {
+		t.Fatalf("write record %d: %v", i, err)
+	}
+}
+
+// readRecord returns the version of record i after checking its checksum.
+func readRecord(t testing.TB, dev string, i int) int {
+	f, err := os.OpenFile(dev, os.O_RDONLY|unix.O_DIRECT, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := alignedBlock()
+	if _, err := f.ReadAt(buf, int64(i)*recordSize); err != nil {
+		t.Fatalf("read record %d: %v", i, err)
+	}
+	sum := sha256.Sum256(buf[48:])
+	if idx := binary.LittleEndian.Uint64(buf[0:]); idx != uint64(i) || !bytes.Equal(sum[:], buf[16:48]) {
+		t.Fatalf("record %d is torn or misplaced (index %d)", i, idx)
+	}
+	return int(binary.LittleEndian.Uint64(buf[8:]))
+}
+
+// alignedBlock returns a record buffer aligned for O_DIRECT.
+func alignedBlock() []byte {
+	raw := make([]byte, 2*recordSize)
+	off := (recordSize - int(uintptr(unsafe.Pointer(&raw[0]))%recordSize)) % recordSize
+	return raw[off : off+recordSize]
+}
+
+func readAcked(t testing.TB) map[int]int {
+	f, err := os.Open(powerLossLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	acked := map[int]int{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) != 2 {
+			continue // the line being written when the power went
+		}
+		i, err1 := strconv.Atoi(fields[0])
+		v, err2 := strconv.Atoi(fields[1])
+		if err1 == nil && err2 == nil && v > acked[i] {
+			acked[i] = v
+		}
+	}
+	return acked
+}
+
+func maxVersion(m map[int]int) int {
+	top := 0
+	for _, v := range m {
+		top = max(top, v)
+	}
+	return top
+}

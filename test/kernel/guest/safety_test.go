@@ -1,0 +1,91 @@
+package guest
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// loopDisk makes a loop device backed by a file, runs prepare on it and
+// links it under /dev/disk/by-id as udev would for a real disk.
+func loopDisk(t *testing.T, e env, name string, prepare string) (byID, node string) {
+	t.Helper()
+	file := filepath.Join(e.work, name+".img")
+	sh(t, "truncate -s 64M %s", file)
+	node = sh(t, "losetup --find --show %s", file)
+	t.Cleanup(func() { _, _ = trySh("losetup -d %s", node) })
+	if prepare != "" {
+		sh(t, prepare, node)
+	}
+	byID = "/dev/disk/by-id/ssdcache-test-" + name
+	sh(t, "ln -sf %s %s", node, byID)
+	t.Cleanup(func() { _ = os.Remove(byID) })
+	return byID, node
+}
+
+// Safety rule 3 on real devices: a disk named in the pool list that carries
+// a filesystem or a partition table is refused and left byte for byte as it
+// was; a kernel device name is refused before anything is looked at.
+func TestSafetyRule3_RefusesDisksInUse(t *testing.T) {
+	e := guestEnv(t)
+	cases := []struct {
+		name, prepare, device, want string
+	}{
+		{"ext4", "mkfs.ext4 -q %s", "", "carries a ext4 signature"},
+		{"gpt", "echo 'label: gpt' | sfdisk -q %s", "", "carries a gpt signature"},
+		{"kernel-name", "", "/dev/loop-kernel-name", "only stable /dev/disk/by-id/<id> paths"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			byID, node := loopDisk(t, e, c.name, c.prepare)
+			device := byID
+			if c.device != "" {
+				device = node
+			}
+			before := sh(t, "dd if=%s bs=1M count=4 status=none | sha256sum", node)
+			out, err := runNodeToExit(e, "--origin-vg=safety-"+c.name, "--origin-devices="+device)
+			if err == nil {
+				t.Fatalf("ssdcache-node accepted %s:\n%s", device, out)
+			}
+			if !strings.Contains(out, c.want) || !strings.Contains(out, device) {
+				t.Fatalf("refusal does not say %q about %s:\n%s", c.want, device, out)
+			}
+			if after := sh(t, "dd if=%s bs=1M count=4 status=none | sha256sum", node); after != before {
+				t.Fatalf("refused device %s was written to", device)
+			}
+		})
+	}
+}
+
+// An operator may adopt a device explicitly: then its signature is wiped.
+func TestAdoptedDiskIsTaken(t *testing.T) {
+	e := guestEnv(t)
+	byID, node := loopDisk(t, e, "adopt", "mkfs.ext4 -q %s")
+	p := launch(t, e, filepath.Join(e.work, "adopt.sock"), []string{"--origin-vg=adopt-hdd", "--origin-devices=" + byID, "--adopt-devices=" + byID})
+	if out := sh(t, "pvs --noheadings -o vg_name %s", node); strings.TrimSpace(out) != "adopt-hdd" {
+		t.Fatalf("adopted device is in VG %q", out)
+	}
+	p.stop()
+	sh(t, "vgremove -y adopt-hdd && pvremove -y %s", node)
+}
+
+// runNodeToExit runs ssdcache-node expecting it to stop by itself.
+func runNodeToExit(e env, args ...string) (string, error) {
+	all := append([]string{"--agent=false", "--node-name=" + nodeName, "--csi-endpoint=unix://" + filepath.Join(e.work, "refused.sock"),
+		"--metrics-address="}, args...)
+	out, err := runWithTimeout(60*time.Second, e.nodeBin, all...)
+	return out, err
+}
+
+func runWithTimeout(d time.Duration, name string, args ...string) (string, error) {
+	cmdline := name
+	for _, a := range args {
+		cmdline += " " + shellQuote(a)
+	}
+	return trySh("timeout %d %s", int(d.Seconds()), cmdline)
+}
+
+func shellQuote(s string) string { return fmt.Sprintf("'%s'", strings.ReplaceAll(s, "'", `'\''`)) }

@@ -1,0 +1,18 @@
+package guest
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/kubernetes-csi/csi-test/v5/pkg/sanity"
+
+	"github.com/ssdcache/ssdcache/test/csisanity"
+)
+
+// TestRealSanity runs the CSI conformance suite against the real plugin:
+// real LVM volumes, dm devices with a dm-cache in front, mkfs and mounts.
+func TestRealSanity(t *testing.T) {
+	e := guestEnv(t)
+	p := startPlugin(t, e)
+	sanity.Test(t, csisanity.Config("unix://"+p.socket, filepath.Join(e.work, "sanity"), 64<<20, cached("16Mi")))
+}
