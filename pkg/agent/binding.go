@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -46,6 +48,12 @@ type BindingReconciler struct {
 	clock           clock.Clock
 	figuresInterval time.Duration
 	resync          time.Duration
+
+	// attached remembers which volume each binding's cache was put in
+	// front of, to detach it when the controller revokes the admission
+	// (status.nodeName and volumeHandle are then already cleared).
+	mu       sync.Mutex
+	attached map[types.NamespacedName]string
 }
 
 // BindingOptions tune a BindingReconciler; zero values take the defaults.
@@ -58,7 +66,7 @@ type BindingOptions struct {
 func NewBindingReconciler(c client.Client, rec events.EventRecorder, e *cache.Engine, locks *cache.VolumeLocks,
 	samples *Samples, nodeName string, o BindingOptions) *BindingReconciler {
 	r := &BindingReconciler{client: c, recorder: rec, engine: e, locks: locks, samples: samples, nodeName: nodeName,
-		clock: o.Clock, figuresInterval: o.FiguresInterval, resync: o.Resync}
+		clock: o.Clock, figuresInterval: o.FiguresInterval, resync: o.Resync, attached: map[types.NamespacedName]string{}}
 	if r.clock == nil {
 		r.clock = clock.RealClock{}
 	}
@@ -78,7 +86,7 @@ func (r *BindingReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if b.Status.NodeName != r.nodeName || b.Status.VolumeHandle == "" {
-		return ctrl.Result{}, nil // not admitted here (yet)
+		return r.revoked(ctx, b) // not admitted here (yet, or any more)
 	}
 	if !r.locks.TryAcquire(b.Status.VolumeHandle) {
 		return ctrl.Result{RequeueAfter: busyRetry}, nil
@@ -129,6 +137,7 @@ func (r *BindingReconciler) apply(ctx context.Context, b *ssdv1.CacheBinding) ou
 	if err != nil {
 		return failed(err, "Attach")
 	}
+	r.remember(client.ObjectKeyFromObject(b), vol)
 	return attached(b, spec, changed, st.Cached)
 }
 
@@ -184,6 +193,40 @@ func cond(t string, status bool, reason, msg string) metav1.Condition {
 	return metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg}
 }
 
+// revoked detaches the cache of a binding whose admission to this node was
+// withdrawn (its PVC or Node went away), if this agent attached it.
+func (r *BindingReconciler) revoked(ctx context.Context, b *ssdv1.CacheBinding) (ctrl.Result, error) {
+	key := client.ObjectKeyFromObject(b)
+	r.mu.Lock()
+	vol, ok := r.attached[key]
+	r.mu.Unlock()
+	if !ok {
+		return ctrl.Result{}, nil
+	}
+	if !r.locks.TryAcquire(vol) {
+		return ctrl.Result{RequeueAfter: busyRetry}, nil
+	}
+	defer r.locks.Release(vol)
+	if err := r.engine.Detach(ctx, vol); err != nil && !errors.Is(err, cache.ErrNotStaged) {
+		return ctrl.Result{}, err
+	}
+	r.forget(key)
+	r.recorder.Eventf(b, nil, corev1.EventTypeNormal, "CacheDetached", "Detach", "admission to node %s was revoked; cache detached from volume %s", r.nodeName, vol)
+	return ctrl.Result{}, nil
+}
+
+func (r *BindingReconciler) remember(key types.NamespacedName, vol string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.attached[key] = vol
+}
+
+func (r *BindingReconciler) forget(key types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.attached, key)
+}
+
 // detach removes the cache of a binding being deleted, then its finalizer.
 func (r *BindingReconciler) detach(ctx context.Context, b *ssdv1.CacheBinding) error {
 	if !controllerutil.ContainsFinalizer(b, ssdv1.Finalizer) {
@@ -194,6 +237,7 @@ func (r *BindingReconciler) detach(ctx context.Context, b *ssdv1.CacheBinding) e
 		r.recorder.Eventf(b, nil, corev1.EventTypeWarning, "DetachFailed", "Detach", "%v", err)
 		return err
 	}
+	r.forget(client.ObjectKeyFromObject(b))
 	r.recorder.Eventf(b, nil, corev1.EventTypeNormal, "CacheDetached", "Detach", "cache detached from volume %s; the volume keeps serving from its origin", b.Status.VolumeHandle)
 	before := b.DeepCopy()
 	controllerutil.RemoveFinalizer(b, ssdv1.Finalizer)

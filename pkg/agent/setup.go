@@ -63,12 +63,19 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 	return mgr.Add(NewCapacityReporter(mgr.GetAPIReader(), mgr.GetClient(), cfg.LVM, cfg.CacheVGs, cfg.NodeName, cfg.CapacityInterval))
 }
 
-// onNode keeps the bindings admitted to this node.
+// onNode keeps the bindings admitted to this node, and those that just
+// stopped being admitted here (their cache must go).
 func onNode(node string) predicate.Predicate {
-	return predicate.NewPredicateFuncs(func(o client.Object) bool {
+	here := func(o client.Object) bool {
 		b, ok := o.(*ssdv1.CacheBinding)
 		return ok && b.Status.NodeName == node
-	})
+	}
+	return predicate.Funcs{
+		CreateFunc:  func(e event.CreateEvent) bool { return here(e.Object) },
+		DeleteFunc:  func(e event.DeleteEvent) bool { return here(e.Object) },
+		GenericFunc: func(e event.GenericEvent) bool { return here(e.Object) },
+		UpdateFunc:  func(e event.UpdateEvent) bool { return here(e.ObjectOld) || here(e.ObjectNew) },
+	}
 }
 
 // relevantChange ignores the agent's own status writes (figures,

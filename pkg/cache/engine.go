@@ -102,21 +102,22 @@ func (e *Engine) cacheVGs() []string {
 	return vgs
 }
 
-// converge plans and applies the steps from what is to want.
-func (e *Engine) converge(ctx context.Context, volumeID, op string, obs observed, want desired) error {
+// converge plans and applies the steps from what is to want, and reports
+// whether there were any.
+func (e *Engine) converge(ctx context.Context, volumeID, op string, obs observed, want desired) (bool, error) {
 	steps := plan(obs, want)
 	if len(steps) == 0 {
-		return nil
+		return false, nil
 	}
 	klog.InfoS("Changing volume", "volumeID", volumeID, "operation", op, "steps", steps)
 	run := &applier{Engine: e, op: op, volumeID: volumeID, want: want, lvs: obs.cacheLVs}
 	for _, s := range steps {
 		e.faults.Reached(ctx, op+"/"+string(s))
 		if err := run.apply(ctx, s); err != nil {
-			return fmt.Errorf("%s volume %s: step %s: %w", op, volumeID, s, err)
+			return true, fmt.Errorf("%s volume %s: step %s: %w", op, volumeID, s, err)
 		}
 	}
-	return nil
+	return true, nil
 }
 
 // recoverInterruptedReload undoes a reload a crash cut short: the inactive

@@ -90,8 +90,8 @@ func (e *Engine) checkStaged(ctx context.Context, volumeID string, obs observed,
 }
 
 // SetCache converges a staged volume's cache to spec (nil: no cache) and
-// returns the plan's steps count for logging. It is Attach, Detach, Resize,
-// Pause and Resume in one: the difference is only in spec.
+// reports whether it changed anything. It is Attach, Detach, Resize, Pause
+// and Resume in one: the difference is only in spec.
 func (e *Engine) SetCache(ctx context.Context, volumeID string, spec *Spec) (bool, error) {
 	obs, want, err := e.current(ctx, volumeID)
 	if err != nil {
@@ -106,8 +106,7 @@ func (e *Engine) SetCache(ctx context.Context, volumeID string, spec *Spec) (boo
 		}
 	}
 	want.cache = spec
-	changed := len(plan(obs, want)) > 0
-	return changed, e.converge(ctx, volumeID, opName(obs, spec), obs, want)
+	return e.converge(ctx, volumeID, opName(obs, spec), obs, want)
 }
 
 // current observes a staged volume and returns a target equal to its
@@ -174,7 +173,8 @@ func (e *Engine) Grow(ctx context.Context, volumeID string, origin Origin) error
 		want.cache = &spec
 		want.vg = obs.cacheLVs[0].VG
 	}
-	return e.converge(ctx, volumeID, "grow", obs, want)
+	_, err = e.converge(ctx, volumeID, "grow", obs, want)
+	return err
 }
 
 // specOf reconstructs the spec of the cache a volume has now.

@@ -12,9 +12,13 @@ import (
 	"github.com/ssdcache/ssdcache/pkg/dm"
 )
 
-// Safety rule 5, on the real kernel: the plugin is killed (SIGKILL) at each
-// step of staging a cached volume; restarted, a repeated NodeStageVolume
-// converges, no dm device or LV leaks, and the data is intact.
+// Safety rule 5, on the real kernel: the plugin is killed (SIGKILL) at steps
+// of staging a cached volume; restarted, a repeated NodeStageVolume
+// converges, no dm device or LV leaks, and the data is intact. The unit test
+// (pkg/cache) crashes at every fault point; here each point leaves a
+// different kernel and LVM state: nothing yet, one of two LVs, LVs with
+// unzeroed metadata, a suspended device, a suspended device with a loaded
+// but inactive cache table.
 func TestSafetyRule5_CrashDuringStage(t *testing.T) {
 	e := guestEnv(t)
 	p := startPlugin(t, e)
@@ -22,8 +26,8 @@ func TestSafetyRule5_CrashDuringStage(t *testing.T) {
 	p.stage(t, v)
 	sums := dataset(t, v.staging, 8)
 	p.unstage(t, v)
-	for _, point := range []string{"stage/create-device", "attach/create-cache-lvs", "attach/metadata-lv-created",
-		"attach/zero-metadata", "attach/load-cache", "attach/suspended", "attach/loaded"} {
+	for _, point := range []string{"stage/create-device", "attach/metadata-lv-created", "attach/zero-metadata",
+		"attach/suspended", "attach/loaded"} {
 		t.Run(point, func(t *testing.T) {
 			p.restart("--fault-point=" + point)
 			if err := p.tryStage(t, v); err == nil {
@@ -44,8 +48,11 @@ func TestSafetyRule5_CrashDuringStage(t *testing.T) {
 }
 
 // Safety rule 5 for the agent's online operations: a process running the
-// cache library is killed at each step of attach, resize, pause and detach
-// on a mounted volume; running the operation again converges.
+// cache library is killed during resize, pause and detach of a mounted
+// volume's cache, at points that leave distinct states (a live cache
+// suspended with a linear or passthrough table loaded, a linear table with
+// its cache LVs left, a linear table with no LVs); running the operation
+// again converges. Attach's states are covered by the stage test above.
 func TestSafetyRule5_CrashDuringOnlineOps(t *testing.T) {
 	e := guestEnv(t)
 	p := startPlugin(t, e)
@@ -58,14 +65,12 @@ func TestSafetyRule5_CrashDuringOnlineOps(t *testing.T) {
 		after  *cache.Spec
 		points []string
 	}{
-		{"attach", nil, &cache.Spec{SizeBytes: 64 << 20, Mode: cache.ModeReadCache},
-			[]string{"attach/create-cache-lvs", "attach/metadata-lv-created", "attach/zero-metadata", "attach/load-cache", "attach/suspended", "attach/loaded"}},
 		{"resize", &cache.Spec{SizeBytes: 64 << 20, Mode: cache.ModeReadCache}, &cache.Spec{SizeBytes: 96 << 20, Mode: cache.ModeReadCache},
-			[]string{"change/load-linear", "change/suspended", "change/remove-cache-lvs", "change/create-cache-lvs", "change/zero-metadata", "change/load-cache"}},
+			[]string{"change/create-cache-lvs"}},
 		{"pause", &cache.Spec{SizeBytes: 64 << 20, Mode: cache.ModeReadCache}, &cache.Spec{SizeBytes: 64 << 20, Mode: cache.ModePaused},
-			[]string{"change/switch-cache-mode", "change/suspended", "change/loaded"}},
+			[]string{"change/loaded"}},
 		{"detach", &cache.Spec{SizeBytes: 64 << 20, Mode: cache.ModeReadCache}, nil,
-			[]string{"detach/load-linear", "detach/suspended", "detach/loaded", "detach/remove-cache-lvs"}},
+			[]string{"detach/loaded", "detach/remove-cache-lvs"}},
 	}
 	eng := realEngine(cache.NoFaults{})
 	for _, o := range ops {
