@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# make bench: installs qemu, Debian's kernel and the storage tools
+# (hack/vm/setup.sh, cached), then runs test/benchvm: in the VM, raw HDD, raw
+# SSD, ssdcache (through the real node plugin's CSI API), lvmcache and bcache
+# side by side on the same disks, working sets of 25/50/75 % of the cache on
+# cold caches, 6 runs each, plus cold writes. Writes _output/bench/report.json,
+# report.md and convergence.svg (per-invocation reports under parts/).
+# Extra arguments go to the bench (e.g. -runs 8, -cache-mib 512, -runtime 6s).
+set -euo pipefail
+export LC_ALL=C
+cd "$(dirname "$0")/.."
+hack/vm/setup.sh >/dev/null
+# The guest partitions the disks with sfdisk (package fdisk; hack/vm/setup.sh
+# does not install it).
+if ! command -v sfdisk >/dev/null; then
+  echo "bench: installing fdisk (sfdisk)" >&2
+  apt-get -o DPkg::Lock::Timeout=600 update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends fdisk >&2
+fi
+exec go run ./test/benchvm "$@"

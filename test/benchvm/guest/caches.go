@@ -1,0 +1,205 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/ssdcache/ssdcache/test/demo/guestos"
+	"github.com/ssdcache/ssdcache/test/demo/nodeplugin"
+)
+
+// cache is one caching layer under test. Create builds it cold on fixed
+// regions of the disks; Destroy removes it so the next Create starts cold
+// again on the same regions.
+type cache interface {
+	Name() string
+	Create(ctx context.Context) (device, dmName string, err error)
+	Destroy(ctx context.Context) error
+}
+
+// ssdcacheLayer is a volume of the real node plugin, provisioned, staged and
+// published through CSI.
+type ssdcacheLayer struct {
+	plugin      *nodeplugin.Plugin
+	volumeBytes int64
+	cacheSize   string
+	vol         *nodeplugin.Volume
+}
+
+func (s *ssdcacheLayer) Name() string { return "ssdcache" }
+
+func (s *ssdcacheLayer) Create(ctx context.Context) (string, string, error) {
+	v, err := s.plugin.CreateVolume(ctx, "pvc-bench", s.volumeBytes, nodeplugin.ReadCacheParams(s.cacheSize), nodeplugin.BlockCapability())
+	if err != nil {
+		return "", "", err
+	}
+	if err := s.plugin.StageAndPublish(ctx, v); err != nil {
+		return "", "", err
+	}
+	s.vol = v
+	return v.Target, nodeplugin.DMName(v.ID), nil
+}
+
+func (s *ssdcacheLayer) Destroy(ctx context.Context) error {
+	if s.vol == nil {
+		return nil
+	}
+	err := s.plugin.Delete(ctx, s.vol)
+	s.vol = nil
+	return err
+}
+
+// lvmcacheLayer is LVM's cache: an origin LV on the HDD and a cache pool on
+// the SSD, writethrough, default policy (smq) and chunk size.
+type lvmcacheLayer struct {
+	vg, hddPV, ssdPV    string
+	originMiB, cacheMiB int64
+}
+
+func (l *lvmcacheLayer) Name() string { return "lvmcache" }
+
+func (l *lvmcacheLayer) Create(ctx context.Context) (string, string, error) {
+	if err := lvcreate(ctx, l.vg, "lvmcache", l.originMiB, l.hddPV); err != nil {
+		return "", "", err
+	}
+	if _, err := guestos.Run(ctx, "lvcreate", "--yes", "--type", "cache", "--cachemode", "writethrough",
+		"-L", fmt.Sprintf("%dm", l.cacheMiB), "-n", "lvmcache_cache", l.vg+"/lvmcache", l.ssdPV); err != nil {
+		return "", "", err
+	}
+	return "/dev/" + l.vg + "/lvmcache", l.vg + "-lvmcache", nil
+}
+
+func (l *lvmcacheLayer) Destroy(ctx context.Context) error {
+	_, err := guestos.Run(ctx, "lvremove", "--yes", l.vg+"/lvmcache")
+	return err
+}
+
+// bcacheLayer is bcache with make-bcache's defaults (writethrough): a
+// backing LV on the HDD and a cache LV on the SSD. The device is reached
+// through a stable symlink because the bcacheN number is the kernel's choice.
+type bcacheLayer struct {
+	vg, hddPV, ssdPV    string
+	originMiB, cacheMiB int64
+	link                string
+	dev, cset           string // bcacheN and the cache set's sysfs dir while it exists
+}
+
+func (b *bcacheLayer) Name() string { return "bcache" }
+
+func (b *bcacheLayer) Create(ctx context.Context) (string, string, error) {
+	if err := lvcreate(ctx, b.vg, "bcache_origin", b.originMiB, b.hddPV); err != nil {
+		return "", "", err
+	}
+	if err := lvcreate(ctx, b.vg, "bcache_cache", b.cacheMiB, b.ssdPV); err != nil {
+		return "", "", err
+	}
+	backing, cacheDev := "/dev/"+b.vg+"/bcache_origin", "/dev/"+b.vg+"/bcache_cache"
+	// Formatting both at once makes the backing device join the cache set
+	// when both are registered.
+	if _, err := guestos.Run(ctx, "make-bcache", "--wipe-bcache", "-B", backing, "-C", cacheDev); err != nil {
+		return "", "", err
+	}
+	for _, d := range []string{cacheDev, backing} {
+		// udev may have registered it already; a second registration fails harmlessly.
+		_ = register(d)
+	}
+	if err := b.waitAttached(ctx, backing); err != nil {
+		return "", "", err
+	}
+	_ = os.Remove(b.link)
+	if err := os.Symlink("/dev/"+b.dev, b.link); err != nil {
+		return "", "", err
+	}
+	return b.link, "", nil
+}
+
+func register(dev string) error {
+	real, err := filepath.EvalSymlinks(dev)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile("/sys/fs/bcache/register", []byte(real), 0o200)
+}
+
+// waitAttached finds the bcache device over the backing LV and waits until
+// it is attached to its cache set (state clean rather than "no cache").
+func (b *bcacheLayer) waitAttached(ctx context.Context, backing string) error {
+	real, err := filepath.EvalSymlinks(backing)
+	if err != nil {
+		return err
+	}
+	sys := "/sys/block/" + filepath.Base(real) + "/bcache"
+	if err := guestos.WaitForPath(ctx, sys+"/dev", 30*time.Second); err != nil {
+		return fmt.Errorf("bcache did not register %s: %w", backing, err)
+	}
+	if err := guestos.WaitForPath(ctx, sys+"/cache", 30*time.Second); err != nil {
+		state, _ := os.ReadFile(sys + "/state")
+		return fmt.Errorf("bcache backing %s not attached to a cache set (state %q): %w", backing, strings.TrimSpace(string(state)), err)
+	}
+	dev, err := filepath.EvalSymlinks(sys + "/dev")
+	if err != nil {
+		return err
+	}
+	cset, err := filepath.EvalSymlinks(sys + "/cache")
+	if err != nil {
+		return err
+	}
+	b.dev, b.cset = filepath.Base(dev), cset
+	return nil
+}
+
+func (b *bcacheLayer) Destroy(ctx context.Context) error {
+	if b.dev != "" {
+		if err := os.WriteFile("/sys/block/"+b.dev+"/bcache/stop", []byte("1"), 0o200); err != nil {
+			return fmt.Errorf("stopping %s: %w", b.dev, err)
+		}
+		if err := os.WriteFile(b.cset+"/stop", []byte("1"), 0o200); err != nil {
+			return fmt.Errorf("stopping cache set %s: %w", b.cset, err)
+		}
+		if err := waitGone(ctx, b.cset, "/sys/block/"+b.dev); err != nil {
+			return err
+		}
+		b.dev, b.cset = "", ""
+	}
+	_ = os.Remove(b.link)
+	for _, lv := range []string{"bcache_origin", "bcache_cache"} {
+		if _, err := guestos.Run(ctx, "wipefs", "--all", "/dev/"+b.vg+"/"+lv); err != nil {
+			return err
+		}
+		if _, err := guestos.Run(ctx, "lvremove", "--yes", b.vg+"/"+lv); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func waitGone(ctx context.Context, paths ...string) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for _, p := range paths {
+		for {
+			if _, err := os.Stat(p); os.IsNotExist(err) {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%s still exists 60s after stop", p)
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+// lvcreate makes a plain LV on the given PV, so each layer always lands on
+// the same region of its disk.
+func lvcreate(ctx context.Context, vg, name string, mib int64, pv string) error {
+	_, err := guestos.Run(ctx, "lvcreate", "--yes", "--wipesignatures", "y", "-L", fmt.Sprintf("%dm", mib), "-n", name, vg, pv)
+	return err
+}

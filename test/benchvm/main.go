@@ -1,0 +1,152 @@
+// Command benchvm is `make bench`: it boots the kernel VM and measures raw
+// HDD, raw SSD, ssdcache (through the real node plugin), lvmcache and bcache
+// side by side on the same two disks, one ssdcache-bench invocation per
+// working set on freshly created caches plus one cold-write pass, and merges
+// them into one report.json, report.md and convergence.svg under
+// -output-dir (the per-invocation reports are kept under parts/).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ssdcache/ssdcache/pkg/bench"
+	"github.com/ssdcache/ssdcache/test/demo/vmjob"
+	"github.com/ssdcache/ssdcache/test/vm"
+)
+
+type options struct {
+	outputDir, workDir string
+	cacheMiB           int64
+	workingSets        []string
+	runs               int
+	runtime            time.Duration
+	timeout            time.Duration
+}
+
+func main() {
+	var o options
+	var workingSets string
+	flag.StringVar(&o.outputDir, "output-dir", "_output/bench", "where report.json, report.md and convergence.svg go")
+	flag.StringVar(&o.workDir, "work-dir", "", "VM work dir (disk images, share dir); default a fresh temporary dir, removed afterwards")
+	flag.Int64Var(&o.cacheMiB, "cache-mib", 256, "cache size of every cached target, MiB")
+	flag.StringVar(&workingSets, "working-sets", "25%,50%,75%", "working sets as percentages of the cache, each measured on cold caches")
+	flag.IntVar(&o.runs, "runs", 6, "runs per working set")
+	flag.DurationVar(&o.runtime, "runtime", 4*time.Second, "time limit per test: a random 4 KiB pass over the simulated HDD would take minutes")
+	flag.DurationVar(&o.timeout, "timeout", 40*time.Minute, "limit for the VM's whole run")
+	flag.Parse()
+	o.workingSets = strings.Split(workingSets, ",")
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	start := time.Now()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintf(os.Stderr, "\nmake bench FAILED after %v: %v\n", time.Since(start).Round(time.Second), err)
+		os.Exit(1)
+	}
+	fmt.Printf("\nmake bench: done in %v; report in %s\n", time.Since(start).Round(time.Second), o.outputDir)
+}
+
+func run(ctx context.Context, o options) error {
+	workDir := o.workDir
+	if workDir == "" {
+		dir, err := os.MkdirTemp("", "ssdcache-bench-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		workDir = dir
+	}
+	// The SSD holds the node's cache pool plus raw SSD, lvmcache and bcache
+	// regions; the HDD the node's origin pool plus three origins.
+	v, err := vm.New(vm.Config{WorkDir: workDir, Timeout: o.timeout, SSDSize: (4*o.cacheMiB + 256) << 20,
+		HDDSize: max(4<<30, (8*o.cacheMiB+256)<<20)})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(os.Stderr, "bench: building ssdcache-node, ssdcache-bench and the guest program (CGO_ENABLED=0)")
+	if err := vmjob.Build(ctx, v.ShareDir(), []vmjob.Binary{
+		{Name: "ssdcache-node", Package: "github.com/ssdcache/ssdcache/cmd/ssdcache-node"},
+		{Name: "ssdcache-bench", Package: "github.com/ssdcache/ssdcache/cmd/ssdcache-bench"},
+		{Name: "bench-guest", Package: "github.com/ssdcache/ssdcache/test/benchvm/guest"},
+	}); err != nil {
+		return err
+	}
+	script := fmt.Sprintf("exec %s -hdd %s -ssd %s -output-dir %s/out -cache-mib %d -working-sets %s -runs %d -runtime %s 2>&1",
+		vmjob.GuestBin("bench-guest"), vm.HDDByID, vm.SSDByID, vm.GuestWorkDir, o.cacheMiB,
+		strings.Join(o.workingSets, ","), o.runs, o.runtime)
+	fmt.Fprintln(os.Stderr, "bench: booting the VM (qemu TCG; the guest's output follows)")
+	res, runErr := vmjob.Run(ctx, v, script, vmjob.NewPrefixWriter(os.Stderr, "  vm| "))
+	out := filepath.Join(v.ShareDir(), "out")
+	saveErr := saveParts(out, o)
+	if runErr != nil {
+		return runErr
+	}
+	fmt.Fprintf(os.Stderr, "bench: VM run took %v\n", res.Duration.Round(time.Second))
+	if saveErr != nil {
+		return saveErr
+	}
+	return writeMerged(o)
+}
+
+func partNames(o options) []string {
+	var names []string
+	for _, ws := range o.workingSets {
+		names = append(names, "ws-"+strings.TrimSuffix(ws, "%"))
+	}
+	return append(names, "writes")
+}
+
+// saveParts copies each invocation's report and the node's log out of the
+// share dir, whatever happened, so a failed run can be looked at.
+func saveParts(out string, o options) error {
+	_ = vmjob.CopyFiles(out, filepath.Join(o.outputDir, "parts"), "ssdcache-node.log")
+	var errs []string
+	for _, name := range partNames(o) {
+		err := vmjob.CopyFiles(filepath.Join(out, name), filepath.Join(o.outputDir, "parts", name),
+			bench.ReportJSON, bench.ReportMarkdown, bench.ConvergenceSVG)
+		if err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("collecting reports: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+func writeMerged(o options) error {
+	var parts []part
+	for _, name := range partNames(o) {
+		p := part{dir: filepath.Join(o.outputDir, "parts", name)}
+		if name == "writes" {
+			p.relabel = "cold writes (" + o.workingSets[0] + ")"
+		}
+		parts = append(parts, p)
+	}
+	r, err := merge(parts)
+	if err != nil {
+		return err
+	}
+	if err := bench.WriteFiles(o.outputDir, r); err != nil {
+		return err
+	}
+	if err := appendMethod(filepath.Join(o.outputDir, bench.ReportMarkdown), r, o); err != nil {
+		return err
+	}
+	if r.Error != "" {
+		return fmt.Errorf("the benchmark stopped early: %s", r.Error)
+	}
+	md, err := os.ReadFile(filepath.Join(o.outputDir, bench.ReportMarkdown))
+	if err != nil {
+		return err
+	}
+	fmt.Println(summary(string(md)))
+	return nil
+}

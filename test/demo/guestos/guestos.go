@@ -1,0 +1,73 @@
+// Package guestos holds the guest-side OS steps the demo and the bench share:
+// running system tools and cutting a VM disk into partitions, so raw-device
+// references and other caches get their own regions beside the node's pools.
+package guestos
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+)
+
+// Run runs a system tool with LC_ALL=C and returns its trimmed stdout; the
+// error carries stderr.
+func Run(ctx context.Context, name string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = append(os.Environ(), "LC_ALL=C")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return strings.TrimSpace(stdout.String()), nil
+}
+
+// Partition writes a GPT on disk (a /dev/disk/by-id path) with one
+// partition per size in MiB, in order from the start of the disk, and
+// returns their by-id paths (disk + "-partN") once udev has made them.
+func Partition(ctx context.Context, disk string, sizesMiB []int64) ([]string, error) {
+	var script strings.Builder
+	script.WriteString("label: gpt\n")
+	for _, s := range sizesMiB {
+		fmt.Fprintf(&script, "size=%dMiB\n", s)
+	}
+	cmd := exec.CommandContext(ctx, "sfdisk", "--quiet", "--wipe", "always", disk)
+	cmd.Env = append(os.Environ(), "LC_ALL=C")
+	cmd.Stdin = strings.NewReader(script.String())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("sfdisk %s: %w: %s", disk, err, out)
+	}
+	if _, err := Run(ctx, "udevadm", "settle"); err != nil {
+		return nil, err
+	}
+	parts := make([]string, len(sizesMiB))
+	for i := range sizesMiB {
+		parts[i] = fmt.Sprintf("%s-part%d", disk, i+1)
+		if err := WaitForPath(ctx, parts[i], 30*time.Second); err != nil {
+			return nil, err
+		}
+	}
+	return parts, nil
+}
+
+// WaitForPath waits until path exists (a udev link, a sysfs entry).
+func WaitForPath(ctx context.Context, path string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s did not appear within %v", path, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

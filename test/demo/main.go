@@ -1,0 +1,205 @@
+// Command demo is `make demo`: it builds ssdcache-node, ssdcache-bench and
+// the demo's guest program, boots the kernel VM with an emulated NVMe and a
+// simulated HDD, and inside provisions, stages and publishes a cached volume
+// through the real node plugin's CSI API, then repeats a read test on it
+// beside the raw SSD and raw HDD. It prints a table per test: run, MB/s,
+// fraction of raw SSD, cache hit ratio and promotions, and keeps the full
+// report under -output-dir.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ssdcache/ssdcache/pkg/bench"
+	"github.com/ssdcache/ssdcache/test/demo/vmjob"
+	"github.com/ssdcache/ssdcache/test/vm"
+)
+
+type options struct {
+	outputDir, workDir string
+	cacheMiB           int64
+	runs               int
+	runtime            time.Duration
+	timeout            time.Duration
+	keepWorkDir        bool
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.outputDir, "output-dir", "_output/demo", "where the report, logs and plot go")
+	flag.StringVar(&o.workDir, "work-dir", "", "VM work dir (disk images, share dir); default a fresh temporary dir, removed afterwards")
+	flag.Int64Var(&o.cacheMiB, "cache-mib", 256, "the volume's cache size in MiB; the working set is half of it")
+	flag.IntVar(&o.runs, "runs", 6, "repeated runs of the read tests")
+	flag.DurationVar(&o.runtime, "runtime", 8*time.Second, "time limit per test (a random 4 KiB pass over the HDD would take minutes)")
+	flag.DurationVar(&o.timeout, "timeout", 25*time.Minute, "limit for the VM's whole run")
+	flag.BoolVar(&o.keepWorkDir, "keep-work-dir", false, "keep the VM work dir for inspection")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	start := time.Now()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintf(os.Stderr, "\nmake demo FAILED after %v: %v\n", time.Since(start).Round(time.Second), err)
+		os.Exit(1)
+	}
+	fmt.Printf("\nmake demo: done in %v; full report in %s\n", time.Since(start).Round(time.Second), o.outputDir)
+}
+
+func run(ctx context.Context, o options) error {
+	workDir, cleanup, err := prepareWorkDir(o)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	v, err := vm.New(vm.Config{WorkDir: workDir, Timeout: o.timeout})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(os.Stderr, "demo: building ssdcache-node, ssdcache-bench and the guest program (CGO_ENABLED=0)")
+	if err := vmjob.Build(ctx, v.ShareDir(), []vmjob.Binary{
+		{Name: "ssdcache-node", Package: "github.com/ssdcache/ssdcache/cmd/ssdcache-node"},
+		{Name: "ssdcache-bench", Package: "github.com/ssdcache/ssdcache/cmd/ssdcache-bench"},
+		{Name: "demo-guest", Package: "github.com/ssdcache/ssdcache/test/demo/guest"},
+	}); err != nil {
+		return err
+	}
+	script := fmt.Sprintf("exec %s -hdd %s -ssd %s -output-dir %s/out -cache-mib %d -runs %d -runtime %s 2>&1",
+		vmjob.GuestBin("demo-guest"), vm.HDDByID, vm.SSDByID, vm.GuestWorkDir, o.cacheMiB, o.runs, o.runtime)
+	fmt.Fprintln(os.Stderr, "demo: booting the VM (qemu TCG; the guest's output follows)")
+	res, runErr := vmjob.Run(ctx, v, script, vmjob.NewPrefixWriter(os.Stderr, "  vm| "))
+	out := filepath.Join(v.ShareDir(), "out")
+	_ = vmjob.CopyFiles(out, o.outputDir, "ssdcache-node.log")
+	if runErr != nil {
+		return runErr
+	}
+	fmt.Fprintf(os.Stderr, "demo: VM run took %v\n", res.Duration.Round(time.Second))
+	if err := vmjob.CopyFiles(out, o.outputDir, bench.ReportJSON, bench.ReportMarkdown, bench.ConvergenceSVG); err != nil {
+		return fmt.Errorf("collecting the report: %w", err)
+	}
+	r, err := readReport(filepath.Join(o.outputDir, bench.ReportJSON))
+	if err != nil {
+		return err
+	}
+	if err := check(r, o.runs); err != nil {
+		return err
+	}
+	printTables(os.Stdout, r)
+	return nil
+}
+
+func prepareWorkDir(o options) (string, func(), error) {
+	if o.workDir != "" {
+		return o.workDir, func() {}, nil
+	}
+	dir, err := os.MkdirTemp("", "ssdcache-demo-")
+	if err != nil {
+		return "", nil, err
+	}
+	if o.keepWorkDir {
+		fmt.Fprintln(os.Stderr, "demo: VM work dir", dir)
+		return dir, func() {}, nil
+	}
+	return dir, func() { os.RemoveAll(dir) }, nil
+}
+
+func readReport(path string) (*bench.Report, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var r bench.Report
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &r, nil
+}
+
+// check fails the demo when the report does not show what it claims: every
+// run measured on the cached volume, with dm-cache counters (so the volume
+// really was a dm-cache device), and both references present.
+func check(r *bench.Report, runs int) error {
+	if r.Error != "" {
+		return fmt.Errorf("the benchmark stopped early: %s", r.Error)
+	}
+	for _, t := range r.Config.Tests {
+		got := 0
+		for _, res := range cachedResults(r, t.ID) {
+			if res.Counters == nil {
+				return fmt.Errorf("run %d of %s on the volume has no dm-cache counters: the volume is not a dm-cache device", res.Run, t.ID)
+			}
+			if res.FractionOfSSD == nil {
+				return fmt.Errorf("run %d of %s has no raw SSD reference", res.Run, t.ID)
+			}
+			got++
+		}
+		if got != runs {
+			return fmt.Errorf("%s: %d runs on the volume in the report, want %d", t.ID, got, runs)
+		}
+	}
+	return nil
+}
+
+const volumeTarget = "ssdcache"
+
+func cachedResults(r *bench.Report, test string) []bench.Result {
+	var out []bench.Result
+	for _, res := range r.Results {
+		if res.Target == volumeTarget && res.Test == test {
+			out = append(out, res)
+		}
+	}
+	return out
+}
+
+func printTables(w io.Writer, r *bench.Report) {
+	ws := r.Config.WorkingSets[0]
+	fmt.Fprintf(w, "\nssdcache volume, %s working set (%d MiB), %d runs, same blocks every run (fio seed %d)\n",
+		ws.Label, ws.Bytes>>20, r.Config.Runs, r.Config.RandSeed)
+	for _, t := range r.Config.Tests {
+		ref := reference(r, ws.Label, t.ID)
+		fmt.Fprintf(w, "\n%s read: raw SSD %s MB/s, raw HDD %s MB/s (medians, same run)\n", t.Label, num(ref.SSDMBps, 1), num(ref.HDDMBps, 1))
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "run\tMB/s\tof raw SSD\tof raw HDD\thit ratio\tpromotions\t")
+		for _, res := range cachedResults(r, t.ID) {
+			fmt.Fprintf(tw, "%d\t%.1f\t%s\t%s\t%s\t%d\t\n", res.Run, res.MBps, num(res.FractionOfSSD, 2),
+				num(res.FractionOfHDD, 2), num(res.HitRatio, 2), res.Counters.Promotions)
+		}
+		tw.Flush()
+	}
+	for _, c := range r.Convergence {
+		if c.Target != volumeTarget {
+			continue
+		}
+		when := "not within the runs"
+		if c.RunsToConverge != nil {
+			when = fmt.Sprintf("run %d", *c.RunsToConverge)
+		}
+		fmt.Fprintf(w, "%s: %.0f%% of raw SSD reached: %s (last run %s of raw SSD)\n",
+			c.Test, 100*r.Config.ConvergeFraction, when, num(c.LastFractionOfSSD, 2))
+	}
+}
+
+func reference(r *bench.Report, ws, test string) bench.Reference {
+	for _, ref := range r.References {
+		if ref.WorkingSet == ws && ref.Test == test {
+			return ref
+		}
+	}
+	return bench.Reference{}
+}
+
+func num(f *float64, decimals int) string {
+	if f == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.*f", decimals, *f)
+}

@@ -1,0 +1,207 @@
+// Package nodeplugin runs the real ssdcache-node inside the VM and drives it
+// through the CSI gRPC API the way a cluster would: CreateVolume as
+// external-provisioner calls it, NodeStageVolume and NodePublishVolume as
+// kubelet calls them, with kubelet's directory layout. The demo and the
+// bench share it (guest side only).
+package nodeplugin
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// Config says how to start ssdcache-node.
+type Config struct {
+	// Binary is the ssdcache-node executable.
+	Binary string
+	// OriginDevices and CacheDevices are /dev/disk/by-id paths of the pools.
+	OriginDevices, CacheDevices []string
+	// Socket is the CSI endpoint's unix socket path.
+	Socket string
+	// LogPath receives the plugin's stdout and stderr.
+	LogPath string
+	// NodeName is the CSI node ID.
+	NodeName string
+}
+
+// Plugin is a running ssdcache-node and a CSI client connected to it.
+type Plugin struct {
+	cfg    Config
+	cmd    *exec.Cmd
+	log    *os.File
+	exited chan error
+	conn   *grpc.ClientConn
+	ctrl   csi.ControllerClient
+	node   csi.NodeClient
+}
+
+// Start runs ssdcache-node without the node agent (there is no API server
+// in the VM) and waits until it answers Probe.
+func Start(ctx context.Context, cfg Config) (*Plugin, error) {
+	log, err := os.Create(cfg.LogPath)
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"--agent=false", "--node-name=" + cfg.NodeName, "--csi-endpoint=unix://" + cfg.Socket,
+		"--metrics-address=127.0.0.1:9810", "--health-probe-address=127.0.0.1:9811", "--v=2"}
+	for _, d := range cfg.OriginDevices {
+		args = append(args, "--origin-devices="+d)
+	}
+	for _, d := range cfg.CacheDevices {
+		args = append(args, "--cache-devices="+d)
+	}
+	p := &Plugin{cfg: cfg, log: log, exited: make(chan error, 1)}
+	p.cmd = exec.Command(cfg.Binary, args...)
+	p.cmd.Env = append(os.Environ(), "LC_ALL=C")
+	p.cmd.Stdout, p.cmd.Stderr = log, log
+	if err := p.cmd.Start(); err != nil {
+		log.Close()
+		return nil, fmt.Errorf("starting %s: %w", cfg.Binary, err)
+	}
+	go func() { p.exited <- p.cmd.Wait() }()
+	if err := p.waitReady(ctx); err != nil {
+		p.Stop()
+		return nil, fmt.Errorf("ssdcache-node did not come up (log %s): %w", cfg.LogPath, err)
+	}
+	return p, nil
+}
+
+func (p *Plugin) waitReady(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	for {
+		select {
+		case err := <-p.exited:
+			p.exited <- err
+			return fmt.Errorf("exited: %v", err)
+		case <-ctx.Done():
+			return fmt.Errorf("no socket %s: %w", p.cfg.Socket, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+		if _, err := os.Stat(p.cfg.Socket); err == nil {
+			return p.connect(ctx)
+		}
+	}
+}
+
+func (p *Plugin) connect(ctx context.Context) error {
+	conn, err := grpc.NewClient("unix://"+p.cfg.Socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	p.conn, p.ctrl, p.node = conn, csi.NewControllerClient(conn), csi.NewNodeClient(conn)
+	_, err = csi.NewIdentityClient(conn).Probe(ctx, &csi.ProbeRequest{}, grpc.WaitForReady(true))
+	return err
+}
+
+// Stop ends the plugin with SIGTERM, as a pod deletion would.
+func (p *Plugin) Stop() {
+	if p.conn != nil {
+		_ = p.conn.Close()
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(20 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+	p.log.Close()
+}
+
+// Volume is a provisioned volume and where kubelet stages and publishes it.
+type Volume struct {
+	ID         string
+	Context    map[string]string
+	Capability *csi.VolumeCapability
+	Staging    string
+	Target     string
+}
+
+// BlockCapability is a raw block volume for one node, as a PVC with
+// volumeMode: Block and ReadWriteOnce asks for.
+func BlockCapability() *csi.VolumeCapability {
+	return &csi.VolumeCapability{
+		AccessType: &csi.VolumeCapability_Block{Block: &csi.VolumeCapability_BlockVolume{}},
+		AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
+	}
+}
+
+// ReadCacheParams are the StorageClass parameters of a cached volume.
+func ReadCacheParams(cacheSize string) map[string]string {
+	return map[string]string{"ssdcache.io/cache-mode": "readcache", "ssdcache.io/cache-size": cacheSize}
+}
+
+// Kubelet's block-volume paths: a staging dir per PV and a publish file per
+// pod (pkg/volume/csi in kubelet).
+const (
+	kubeletBlockStaging = "/var/lib/kubelet/plugins/kubernetes.io/csi/volumeDevices/staging"
+	kubeletBlockPublish = "/var/lib/kubelet/plugins/kubernetes.io/csi/volumeDevices/publish"
+	podUID              = "8a0c6d5e-0000-4000-8000-0000000000de"
+)
+
+// CreateVolume provisions a volume as external-provisioner does for a PVC
+// named pvName of the given size and StorageClass parameters.
+func (p *Plugin) CreateVolume(ctx context.Context, pvName string, bytes int64, params map[string]string, c *csi.VolumeCapability) (*Volume, error) {
+	resp, err := p.ctrl.CreateVolume(ctx, &csi.CreateVolumeRequest{
+		Name: pvName, CapacityRange: &csi.CapacityRange{RequiredBytes: bytes}, Parameters: params,
+		VolumeCapabilities: []*csi.VolumeCapability{c},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("CreateVolume %s: %w", pvName, err)
+	}
+	return &Volume{
+		ID: resp.Volume.VolumeId, Context: resp.Volume.VolumeContext, Capability: c,
+		Staging: filepath.Join(kubeletBlockStaging, pvName),
+		Target:  filepath.Join(kubeletBlockPublish, pvName, podUID),
+	}, nil
+}
+
+// StageAndPublish calls NodeStageVolume and NodePublishVolume as kubelet
+// does when a pod using the volume starts; kubelet creates the staging dir
+// and the target's parent, the plugin creates the target itself.
+func (p *Plugin) StageAndPublish(ctx context.Context, v *Volume) error {
+	for _, dir := range []string{v.Staging, filepath.Dir(v.Target)} {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return err
+		}
+	}
+	if _, err := p.node.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{
+		VolumeId: v.ID, StagingTargetPath: v.Staging, VolumeCapability: v.Capability, VolumeContext: v.Context,
+	}); err != nil {
+		return fmt.Errorf("NodeStageVolume %s: %w", v.ID, err)
+	}
+	if _, err := p.node.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{
+		VolumeId: v.ID, StagingTargetPath: v.Staging, TargetPath: v.Target, VolumeCapability: v.Capability, VolumeContext: v.Context,
+	}); err != nil {
+		return fmt.Errorf("NodePublishVolume %s: %w", v.ID, err)
+	}
+	return nil
+}
+
+// Delete unpublishes, unstages and deletes the volume, as kubelet and
+// external-provisioner do when the pod and then the PVC are deleted.
+func (p *Plugin) Delete(ctx context.Context, v *Volume) error {
+	if _, err := p.node.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: v.ID, TargetPath: v.Target}); err != nil {
+		return fmt.Errorf("NodeUnpublishVolume %s: %w", v.ID, err)
+	}
+	if _, err := p.node.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: v.ID, StagingTargetPath: v.Staging}); err != nil {
+		return fmt.Errorf("NodeUnstageVolume %s: %w", v.ID, err)
+	}
+	if _, err := p.ctrl.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: v.ID}); err != nil {
+		return fmt.Errorf("DeleteVolume %s: %w", v.ID, err)
+	}
+	return nil
+}
+
+// DMName is the dm device a staged volume is served from (DESIGN.md).
+func DMName(volumeID string) string { return "ssdcache-" + volumeID }

@@ -1,0 +1,144 @@
+// Package vmjob is the host side the demo and the bench share: build static
+// binaries into the VM's share dir, boot the VM on a guest command while
+// echoing the guest's output as it comes, and bring the result back.
+package vmjob
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/ssdcache/ssdcache/test/vm"
+)
+
+// Binary is a Go package to build for the guest.
+type Binary struct {
+	Name    string // file name under <share>/bin
+	Package string // import path
+}
+
+// GuestBin is where the guest finds a binary built by Build.
+func GuestBin(name string) string { return vm.GuestWorkDir + "/bin/" + name }
+
+// Build compiles each binary statically (CGO_ENABLED=0) into share/bin.
+func Build(ctx context.Context, share string, bins []Binary) error {
+	for _, b := range bins {
+		out := filepath.Join(share, "bin", b.Name)
+		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, b.Package)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "LC_ALL=C")
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("go build %s: %w\n%s", b.Package, err, msg)
+		}
+	}
+	return nil
+}
+
+// Run boots v on script and copies the guest's output (stdout and stderr of
+// the script, which should merge them) to progress while it runs. It fails
+// when the harness failed, the script did not finish or exited non-zero;
+// the result is returned in every case it exists.
+func Run(ctx context.Context, v *vm.VM, script string, progress io.Writer) (*vm.Result, error) {
+	b, err := v.Start(ctx, script)
+	if err != nil {
+		return nil, err
+	}
+	follow(b, progress)
+	res, err := b.Wait()
+	if err != nil {
+		return res, err
+	}
+	switch {
+	case res.TimedOut:
+		return res, fmt.Errorf("the VM timed out after %v; console tail:\n%s", res.Duration.Round(time.Second), tail(res.Console, 30))
+	case !res.Finished:
+		return res, fmt.Errorf("the guest script did not finish (after %v); console tail:\n%s\nboot log:\n%s",
+			res.Duration.Round(time.Second), tail(res.Console, 30), res.BootLog)
+	case res.ExitCode != 0:
+		return res, fmt.Errorf("the guest program exited with code %d (see its output above)", res.ExitCode)
+	}
+	return res, nil
+}
+
+// follow copies what the guest appends to its stdout file until qemu exits.
+func follow(b *vm.Boot, w io.Writer) {
+	var offset int64
+	poll := func() {
+		f, err := os.Open(b.StdoutPath())
+		if err != nil {
+			return
+		}
+		defer f.Close()
+		if _, err := f.Seek(offset, io.SeekStart); err != nil {
+			return
+		}
+		n, _ := io.Copy(w, f)
+		offset += n
+	}
+	for {
+		select {
+		case <-b.Done():
+			poll()
+			return
+		case <-time.After(time.Second):
+			poll()
+		}
+	}
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// CopyFiles copies the named files from src to dst, creating dst.
+func CopyFiles(src, dst string, names ...string) error {
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return err
+	}
+	for _, name := range names {
+		data, err := os.ReadFile(filepath.Join(src, name))
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dst, name), data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// prefixWriter prefixes each whole line of the guest's output, so it reads
+// apart from the host's own messages; a partial line waits for its end.
+// NewPrefixWriter returns a writer that prefixes every whole line.
+func NewPrefixWriter(w io.Writer, prefix string) io.Writer {
+	return &prefixWriter{w: w, prefix: prefix}
+}
+
+type prefixWriter struct {
+	w       io.Writer
+	prefix  string
+	pending []byte
+}
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	p.pending = append(p.pending, b...)
+	for {
+		i := bytes.IndexByte(p.pending, '\n')
+		if i < 0 {
+			return len(b), nil
+		}
+		if _, err := fmt.Fprintf(p.w, "%s%s\n", p.prefix, p.pending[:i]); err != nil {
+			return len(b), err
+		}
+		p.pending = p.pending[i+1:]
+	}
+}
