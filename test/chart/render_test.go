@@ -1,0 +1,184 @@
+// Package chart tests the Helm chart in charts/ssdcache as code: it renders the
+// chart through Helm's Go SDK with several values files, checks the rendered
+// objects, checks that the chart's RBAC covers the code's RBAC markers, and
+// (with an API server, see apply_test.go) applies every object server-side.
+package chart
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+)
+
+const (
+	chartDir    = "../../charts/ssdcache"
+	releaseName = "ssd"
+	releaseNS   = "ssdcache-system"
+)
+
+// valuesFiles are the configurations every test renders; "" is the chart's defaults.
+var valuesFiles = []string{"", "testdata/full.yaml", "testdata/groups.yaml", "testdata/external-rbac.yaml"}
+
+// rendered is one render of the chart.
+type rendered struct {
+	objects []*unstructured.Unstructured // templates, in file order
+	crds    []*unstructured.Unstructured // crds/, which Helm installs first
+	notes   string
+}
+
+func loadChart(t *testing.T) *chart.Chart {
+	t.Helper()
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatalf("loading %s: %v", chartDir, err)
+	}
+	return ch
+}
+
+// render renders the chart with a values file ("" for the defaults) as
+// `helm template` would, schema validation included.
+func render(t *testing.T, valuesFile string) rendered {
+	t.Helper()
+	r, err := renderValues(loadChart(t), readValues(t, valuesFile))
+	if err != nil {
+		t.Fatalf("rendering with %q: %v", valuesFile, err)
+	}
+	return r
+}
+
+func readValues(t *testing.T, valuesFile string) map[string]any {
+	t.Helper()
+	if valuesFile == "" {
+		return map[string]any{}
+	}
+	v, err := chartutil.ReadValuesFile(valuesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func renderValues(ch *chart.Chart, values map[string]any) (rendered, error) {
+	opts := chartutil.ReleaseOptions{Name: releaseName, Namespace: releaseNS, IsInstall: true, Revision: 1}
+	top, err := chartutil.ToRenderValues(ch, values, opts, chartutil.DefaultCapabilities)
+	if err != nil {
+		return rendered{}, err
+	}
+	files, err := engine.Render(ch, top)
+	if err != nil {
+		return rendered{}, err
+	}
+	var r rendered
+	for _, name := range sortedKeys(files) {
+		switch {
+		case strings.HasSuffix(name, "NOTES.txt"):
+			r.notes = files[name]
+		case strings.HasSuffix(name, ".yaml"):
+			objs, err := decodeObjects(name, files[name])
+			if err != nil {
+				return rendered{}, err
+			}
+			r.objects = append(r.objects, objs...)
+		}
+	}
+	for _, f := range ch.CRDObjects() {
+		objs, err := decodeObjects(f.Filename, string(f.File.Data))
+		if err != nil {
+			return rendered{}, err
+		}
+		r.crds = append(r.crds, objs...)
+	}
+	return r, nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// decodeObjects splits a multi-document YAML file into objects, skipping empty documents.
+func decodeObjects(name, text string) ([]*unstructured.Unstructured, error) {
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewBufferString(text), 4096)
+	var objs []*unstructured.Unstructured
+	for {
+		var m map[string]any
+		if err := dec.Decode(&m); err != nil {
+			if errors.Is(err, io.EOF) {
+				return objs, nil
+			}
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		if len(m) == 0 {
+			continue
+		}
+		u := &unstructured.Unstructured{Object: m}
+		if u.GetKind() == "" || u.GetAPIVersion() == "" || u.GetName() == "" {
+			return nil, fmt.Errorf("%s: a document without kind, apiVersion or name: %v", name, m)
+		}
+		objs = append(objs, u)
+	}
+}
+
+func (r rendered) ofKind(kind string) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, o := range r.objects {
+		if o.GetKind() == kind {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+func (r rendered) one(t *testing.T, kind, name string) *unstructured.Unstructured {
+	t.Helper()
+	for _, o := range r.ofKind(kind) {
+		if o.GetName() == name {
+			return o
+		}
+	}
+	t.Fatalf("no %s %q among %v", kind, name, r.names())
+	return nil
+}
+
+func (r rendered) names() []string {
+	var out []string
+	for _, o := range r.objects {
+		out = append(out, o.GetKind()+"/"+o.GetName())
+	}
+	return out
+}
+
+// typed converts a rendered object into its Go type; unknown fields fail, so a
+// misspelt field in a template is caught here.
+func typed[T any](t *testing.T, u *unstructured.Unstructured) *T {
+	t.Helper()
+	var out T
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(u.Object, &out, true); err != nil {
+		t.Fatalf("%s %s: %v", u.GetKind(), u.GetName(), err)
+	}
+	return &out
+}
+
+func valuesName(f string) string {
+	if f == "" {
+		return "defaults"
+	}
+	return strings.TrimSuffix(filepath.Base(f), ".yaml")
+}
