@@ -1,0 +1,54 @@
+package csi
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
+)
+
+func TestParseParamsRoundTripsThroughVolumeContext(t *testing.T) {
+	p, err := parseParams(map[string]string{
+		v1alpha1.ParamCacheMode: "readcache", v1alpha1.ParamCacheSize: "10%", v1alpha1.ParamDeviceClass: "nvme",
+		v1alpha1.ParamWarmup: "none", "csi.storage.k8s.io/pvc/name": "data",
+	}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := parseParams(p.volumeContext(), true)
+	if err != nil || again != p {
+		t.Fatalf("volume context %v parses to %+v (%v), want %+v", p.volumeContext(), again, err, p)
+	}
+	spec, err := again.cacheSpec(10 << 30)
+	if err != nil || spec.SizeBytes != 1<<30 || spec.Class != "nvme" {
+		t.Fatalf("spec %+v, %v", spec, err)
+	}
+}
+
+func TestUncachedByDefault(t *testing.T) {
+	p, err := parseParams(nil, false)
+	if err != nil || p.cached {
+		t.Fatalf("%+v %v", p, err)
+	}
+	if spec, err := p.cacheSpec(1 << 30); spec != nil || err != nil {
+		t.Fatalf("uncached volume got spec %+v %v", spec, err)
+	}
+}
+
+func FuzzParseParams(f *testing.F) {
+	f.Add("ssdcache.io/cache-mode", "readcache", "ssdcache.io/cache-size", "10%")
+	f.Add("ssdcache.io/device", "/dev/disk/by-id/x", "ssdcache.io/cache-size", "1Gi")
+	f.Fuzz(func(t *testing.T, k1, v1, k2, v2 string) {
+		p, err := parseParams(map[string]string{k1: v1, k2: v2}, true)
+		if err != nil {
+			if !strings.Contains(err.Error(), "parameter") && !strings.Contains(err.Error(), "volume attribute") {
+				t.Fatalf("error does not name the parameter: %v", err)
+			}
+			return
+		}
+		// Whatever is accepted must survive the trip through the PV.
+		if again, err := parseParams(p.volumeContext(), true); err != nil || again.cached != p.cached || again.size != p.size {
+			t.Fatalf("%v: volume context %v reparses to %+v, %v", p, p.volumeContext(), again, err)
+		}
+	})
+}
