@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs the API tests (CRD schema and CEL validation, printer columns, ssdcache-controller
-# in-process and as its real binary under the RBAC of its kubebuilder markers) on a real
-# kube-apiserver and etcd built by hack/envtest-assets.sh (cached; the first build takes
-# about 7 minutes). Extra arguments go to `go test`, e.g. -run Capacity -v.
+# in-process and as its real binary under the RBAC of its kubebuilder markers) and the
+# chart tests (every rendered object applied with server-side dry run, the chart's RBAC
+# checked with SubjectAccessReview, the flags it passes checked against the binaries) on a
+# real kube-apiserver and etcd built by hack/envtest-assets.sh (cached; the first build
+# takes about 7 minutes). Extra arguments go to `go test`, e.g. -run Capacity -v.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CONTROLLER_TOOLS_VERSION=${CONTROLLER_TOOLS_VERSION:-v0.23.0}
@@ -20,4 +22,4 @@ go run "sigs.k8s.io/controller-tools/cmd/controller-gen@$CONTROLLER_TOOLS_VERSIO
 export SSDCACHE_CONTROLLER_ROLE=$rbac/role.yaml
 
 # -count=1: results depend on the API server binaries, which go test's cache does not see.
-go test -count=1 -timeout 15m "$@" ./test/api/...
+go test -count=1 -timeout 15m "$@" ./test/api/... ./test/chart/...

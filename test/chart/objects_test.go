@@ -267,8 +267,8 @@ func TestControllerDeployment(t *testing.T) {
 // rendered only when enabled, so clusters without its CRD install cleanly.
 func TestOptionalObjects(t *testing.T) {
 	cases := map[string]map[string]int{
-		"":                           {"StorageClass": 0, "Job": 0, "ServiceMonitor": 0, "ConfigMap": 1, "Service": 2, "CSIDriver": 1, "ClusterRole": 2, "Role": 2},
-		"testdata/full.yaml":         {"StorageClass": 1, "Job": 1, "PersistentVolumeClaim": 1, "ServiceMonitor": 2, "ConfigMap": 1},
+		"":                            {"StorageClass": 0, "Job": 0, "ServiceMonitor": 0, "ConfigMap": 1, "Service": 2, "CSIDriver": 1, "ClusterRole": 2, "Role": 2},
+		"testdata/full.yaml":          {"StorageClass": 1, "Job": 1, "PersistentVolumeClaim": 1, "ServiceMonitor": 2, "ConfigMap": 1},
 		"testdata/external-rbac.yaml": {"ClusterRole": 0, "Role": 0, "ServiceAccount": 0, "CSIDriver": 0, "Service": 0, "ConfigMap": 0},
 	}
 	for f, want := range cases {

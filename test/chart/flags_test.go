@@ -1,0 +1,61 @@
+package chart
+
+import (
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// TestChartPassesOnlyRealFlags builds the three binaries and checks that every
+// flag the chart passes to them is one they define, so a renamed flag fails
+// here rather than in a crash-looping pod.
+func TestChartPassesOnlyRealFlags(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binaries; skipped under -short")
+	}
+	bin := t.TempDir()
+	build := exec.Command("go", "build", "-o", bin+"/", "./cmd/ssdcache-node", "./cmd/ssdcache-controller", "./cmd/ssdcache-bench")
+	build.Dir = "../.."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	r := render(t, "testdata/full.yaml")
+	ds := typed[appsv1.DaemonSet](t, r.one(t, "DaemonSet", "ssd-ssdcache-node"))
+	dep := typed[appsv1.Deployment](t, r.one(t, "Deployment", "ssd-ssdcache-controller"))
+	job := typed[batchv1.Job](t, r.one(t, "Job", "ssd-ssdcache-bench"))
+	for _, c := range []corev1.Container{
+		container(t, ds.Spec.Template.Spec, "ssdcache-node"),
+		container(t, dep.Spec.Template.Spec, "ssdcache-controller"),
+		container(t, job.Spec.Template.Spec, "bench"),
+	} {
+		defined := flagsOf(t, filepath.Join(bin, filepath.Base(c.Command[0])))
+		for _, arg := range c.Args {
+			name := strings.TrimLeft(strings.SplitN(arg, "=", 2)[0], "-")
+			if !defined[name] {
+				t.Errorf("container %s passes %q, but %s has no flag %q", c.Name, arg, c.Command[0], name)
+			}
+		}
+	}
+}
+
+var usageFlag = regexp.MustCompile(`(?m)^\s+-([A-Za-z0-9_.-]+)`)
+
+// flagsOf lists the flags a Go binary prints for -help.
+func flagsOf(t *testing.T, binary string) map[string]bool {
+	t.Helper()
+	out, _ := exec.Command(binary, "-help").CombinedOutput() // exits non-zero after printing usage
+	flags := map[string]bool{}
+	for _, m := range usageFlag.FindAllStringSubmatch(string(out), -1) {
+		flags[m[1]] = true
+	}
+	if len(flags) < 3 {
+		t.Fatalf("%s -help listed no flags:\n%s", binary, out)
+	}
+	return flags
+}
