@@ -19,7 +19,11 @@ func appendMethod(path string, r *bench.Report, o options) error {
 	fmt.Fprintf(&b, "- Every cached target has a %d MiB cache on the NVMe in front of a %d MiB origin on the HDD: ", o.cacheMiB, 2*o.cacheMiB)
 	b.WriteString("ssdcache through CSI CreateVolume (`ssdcache.io/cache-mode=readcache`), NodeStageVolume and NodePublishVolume (raw block); ")
 	b.WriteString("lvmcache with `lvcreate --type cache --cachemode writethrough` (default smq policy and chunk size); ")
-	b.WriteString("bcache with `make-bcache -B -C` defaults (writethrough; `sequential_cutoff` 4 MiB, so sequential reads bypass it).\n")
+	b.WriteString("bcache with `make-bcache -B -C` defaults (writethrough; `sequential_cutoff` 4 MiB, so sequential streams bypass it)")
+	if o.cacheMiB*2 <= 1024 {
+		b.WriteString(", except a smaller bucket so the cache has more than 512 buckets, which Linux requires")
+	}
+	b.WriteString(".\n")
 	fmt.Fprintf(&b, "- Every working set ran on caches created cold for it (one ssdcache-bench invocation each, merged here); %d runs, read-only. ", o.runs)
 	fmt.Fprintf(&b, "Each test stops after %v, so random 4 KiB tests cover the first part of the same fixed-seed sequence each run rather than the whole working set.\n", o.runtime)
 	b.WriteString("- The cold-write working set is one run of write tests on fresh caches, for the cold-miss write overhead rows.\n")

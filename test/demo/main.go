@@ -166,7 +166,7 @@ func printTables(w io.Writer, r *bench.Report) {
 		ws.Label, ws.Bytes>>20, r.Config.Runs, r.Config.RandSeed)
 	for _, t := range r.Config.Tests {
 		ref := reference(r, ws.Label, t.ID)
-		fmt.Fprintf(w, "\n%s read: raw SSD %s MB/s, raw HDD %s MB/s (medians, same run)\n", t.Label, num(ref.SSDMBps, 1), num(ref.HDDMBps, 1))
+		fmt.Fprintf(w, "\n%s: raw SSD %s MB/s, raw HDD %s MB/s (medians, same run)\n", t.Label, num(ref.SSDMBps, 1), num(ref.HDDMBps, 1))
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "run\tMB/s\tof raw SSD\tof raw HDD\thit ratio\tpromotions\t")
 		for _, res := range cachedResults(r, t.ID) {

@@ -100,14 +100,25 @@ func (b *bcacheLayer) Create(ctx context.Context) (string, string, error) {
 	backing, cacheDev := "/dev/"+b.vg+"/bcache_origin", "/dev/"+b.vg+"/bcache_cache"
 	// Formatting both at once makes the backing device join the cache set
 	// when both are registered.
-	if _, err := guestos.Run(ctx, "make-bcache", "--wipe-bcache", "-B", backing, "-C", cacheDev); err != nil {
+	args := []string{"--wipe-bcache", "-B", backing, "-C", cacheDev}
+	if bucket := bcacheBucket(b.cacheMiB); bucket != "" {
+		args = append(args, "--bucket", bucket)
+	}
+	if _, err := guestos.Run(ctx, "make-bcache", args...); err != nil {
 		return "", "", err
 	}
 	for _, d := range []string{cacheDev, backing} {
-		// udev may have registered it already; a second registration fails harmlessly.
-		_ = register(d)
+		// udev may have registered it already; a second registration fails
+		// harmlessly, a real failure shows as an unattached device below.
+		if err := register(d); err != nil {
+			step("bcache: registering %s: %v", d, err)
+		}
 	}
-	if err := b.waitAttached(ctx, backing); err != nil {
+	cset, err := csetUUID(ctx, cacheDev)
+	if err != nil {
+		return "", "", err
+	}
+	if err := b.waitAttached(ctx, backing, cset); err != nil {
 		return "", "", err
 	}
 	_ = os.Remove(b.link)
@@ -115,6 +126,22 @@ func (b *bcacheLayer) Create(ctx context.Context) (string, string, error) {
 		return "", "", err
 	}
 	return b.link, "", nil
+}
+
+// bcacheBucket returns a bucket size for small caches, or "" for
+// make-bcache's default (512 KiB). Linux refuses a cache set of 512 buckets
+// or fewer ("ca->sb.nbuckets is too small"), which a cache of 256 MiB has
+// at the default size; only then is the bucket made smaller.
+func bcacheBucket(cacheMiB int64) string {
+	const minBuckets = 1024
+	kib := int64(512)
+	for kib > 4 && cacheMiB*1024/kib < minBuckets {
+		kib /= 2
+	}
+	if kib == 512 {
+		return ""
+	}
+	return fmt.Sprintf("%dk", kib)
 }
 
 func register(dev string) error {
@@ -125,9 +152,24 @@ func register(dev string) error {
 	return os.WriteFile("/sys/fs/bcache/register", []byte(real), 0o200)
 }
 
-// waitAttached finds the bcache device over the backing LV and waits until
-// it is attached to its cache set (state clean rather than "no cache").
-func (b *bcacheLayer) waitAttached(ctx context.Context, backing string) error {
+// csetUUID reads the cache set UUID from the cache device's superblock.
+func csetUUID(ctx context.Context, cacheDev string) (string, error) {
+	out, err := guestos.Run(ctx, "bcache-super-show", cacheDev)
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "cset.uuid" {
+			return f[1], nil
+		}
+	}
+	return "", fmt.Errorf("bcache-super-show %s: no cset.uuid in:\n%s", cacheDev, out)
+}
+
+// waitAttached finds the bcache device over the backing LV, attaches it to
+// the cache set (make-bcache -B -C does not always do it on registration)
+// and waits until it is attached.
+func (b *bcacheLayer) waitAttached(ctx context.Context, backing, cset string) error {
 	real, err := filepath.EvalSymlinks(backing)
 	if err != nil {
 		return err
@@ -135,6 +177,11 @@ func (b *bcacheLayer) waitAttached(ctx context.Context, backing string) error {
 	sys := "/sys/block/" + filepath.Base(real) + "/bcache"
 	if err := guestos.WaitForPath(ctx, sys+"/dev", 30*time.Second); err != nil {
 		return fmt.Errorf("bcache did not register %s: %w", backing, err)
+	}
+	if _, err := os.Stat(sys + "/cache"); err != nil {
+		if err := os.WriteFile(sys+"/attach", []byte(cset), 0o200); err != nil {
+			return fmt.Errorf("attaching %s to cache set %s: %w", backing, cset, err)
+		}
 	}
 	if err := guestos.WaitForPath(ctx, sys+"/cache", 30*time.Second); err != nil {
 		state, _ := os.ReadFile(sys + "/state")
@@ -144,11 +191,11 @@ func (b *bcacheLayer) waitAttached(ctx context.Context, backing string) error {
 	if err != nil {
 		return err
 	}
-	cset, err := filepath.EvalSymlinks(sys + "/cache")
+	csetDir, err := filepath.EvalSymlinks(sys + "/cache")
 	if err != nil {
 		return err
 	}
-	b.dev, b.cset = filepath.Base(dev), cset
+	b.dev, b.cset = filepath.Base(dev), csetDir
 	return nil
 }
 
