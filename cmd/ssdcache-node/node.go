@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/kubernetes-csi/csi-lib-utils/metrics"
 	"k8s.io/klog/v2"
@@ -55,14 +56,22 @@ func newNode(ctx context.Context, o options) (*node, error) {
 // leaves the node running uncached, so volumes stay usable.
 func setUpPools(ctx context.Context, o options, pools *lvm.Pools) (cache.Pools, []string, error) {
 	p := cache.Pools{OriginVG: o.originVG, CacheVGs: map[string]string{}, DefaultClass: o.cacheClass}
-	if _, err := pools.Ensure(ctx, lvm.PoolConfig{VG: o.originVG, Role: "origin", Devices: o.originDevices, Adopt: o.adoptDevices}); err != nil {
+	for _, d := range o.adoptDevices {
+		if !slices.Contains(o.originDevices, d) && !slices.Contains(o.cacheDevices, d) {
+			return p, nil, fmt.Errorf("--adopt-devices: %s is in neither --origin-devices nor --cache-devices", d)
+		}
+	}
+	adopt := func(devices []string) []string {
+		return slices.DeleteFunc(slices.Clone(o.adoptDevices), func(d string) bool { return !slices.Contains(devices, d) })
+	}
+	if _, err := pools.Ensure(ctx, lvm.PoolConfig{VG: o.originVG, Role: "origin", Devices: o.originDevices, Adopt: adopt(o.originDevices)}); err != nil {
 		return p, nil, fmt.Errorf("origin pool: %w", err)
 	}
 	if len(o.cacheDevices) == 0 {
 		klog.InfoS("No cache devices configured; volumes will not be cached")
 		return p, nil, nil
 	}
-	if _, err := pools.Ensure(ctx, lvm.PoolConfig{VG: o.cacheVG, Role: "cache", Devices: o.cacheDevices, Adopt: o.adoptDevices}); err != nil {
+	if _, err := pools.Ensure(ctx, lvm.PoolConfig{VG: o.cacheVG, Role: "cache", Devices: o.cacheDevices, Adopt: adopt(o.cacheDevices)}); err != nil {
 		klog.ErrorS(err, "Cache pool unavailable; running without cache", "vg", o.cacheVG)
 		return p, nil, nil
 	}

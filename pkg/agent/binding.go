@@ -33,11 +33,11 @@ const (
 	busyRetry              = 2 * time.Second
 )
 
-// BindingReconciler applies the CacheBindings admitted to this node.
-//
 // +kubebuilder:rbac:groups=ssdcache.io,resources=cachebindings,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=ssdcache.io,resources=cachebindings/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// BindingReconciler applies the CacheBindings admitted to this node.
 type BindingReconciler struct {
 	client          client.Client
 	recorder        events.EventRecorder

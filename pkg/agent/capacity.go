@@ -17,10 +17,10 @@ import (
 // capacity for metadata LVs and extent rounding (about 4 MiB + 0.07 % per cache).
 const metadataReservePercent = 2
 
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;patch
+
 // CapacityReporter publishes the node's cache capacity as a Node annotation,
 // which the controller's arbitration reads.
-//
-// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;patch
 type CapacityReporter struct {
 	reader   client.Reader
 	writer   client.Client

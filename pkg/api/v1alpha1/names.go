@@ -32,7 +32,8 @@ const (
 	// ParamCacheSize is the cache size per volume: a quantity (`10Gi`) or a percentage
 	// of the volume (`10%`), in the syntax of CacheBindingSpec.Size.
 	ParamCacheSize = "ssdcache.io/cache-size"
-	// ParamDeviceClass selects the class of origin devices (HDD volume group) on a node.
+	// ParamDeviceClass selects the class of cache devices (the NVMe volume group a node
+	// calls by that name, its --cache-class) that caches of the class are carved from.
 	ParamDeviceClass = "ssdcache.io/device-class"
 	// ParamWarmup is the warm-up policy of the class's bindings (`none` for now).
 	ParamWarmup = "ssdcache.io/warmup"

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/ssdcache/ssdcache/pkg/blockdev"
+	"github.com/ssdcache/ssdcache/pkg/blockdev/blockdevfake"
+	"github.com/ssdcache/ssdcache/pkg/lvm"
+	"github.com/ssdcache/ssdcache/pkg/lvm/lvmfake"
+)
+
+const (
+	hdd = "/dev/disk/by-id/ata-HDD"
+	ssd = "/dev/disk/by-id/nvme-SSD"
+)
+
+func devices(ssdSignature string) *blockdevfake.Devices {
+	d := blockdevfake.New()
+	d.Add(hdd, blockdevfake.Device{Node: "/dev/sda", Size: 100 << 30})
+	dev := blockdevfake.Device{Node: "/dev/nvme0n1", Size: 10 << 30}
+	if ssdSignature != "" {
+		dev.Signatures = []blockdev.Signature{{Type: ssdSignature, Offset: "0x0"}}
+	}
+	d.Add(ssd, dev)
+	return d
+}
+
+func TestAdoptDevicesGoToTheirOwnPool(t *testing.T) {
+	o := options{originVG: "hdd", cacheVG: "nvme", cacheClass: "nvme",
+		originDevices: list{hdd}, cacheDevices: list{ssd}, adoptDevices: list{ssd}}
+	pools, vgs, err := setUpPools(context.Background(), o, lvm.NewPools(lvmfake.New(), devices("xfs")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pools.CacheVGs["nvme"] != "nvme" || len(vgs) != 1 {
+		t.Fatalf("adopted cache device not used: %+v %v", pools, vgs)
+	}
+}
+
+func TestRefusedCacheDeviceLeavesNodeUncached(t *testing.T) {
+	o := options{originVG: "hdd", cacheVG: "nvme", cacheClass: "nvme", originDevices: list{hdd}, cacheDevices: list{ssd}}
+	pools, vgs, err := setUpPools(context.Background(), o, lvm.NewPools(lvmfake.New(), devices("ext4")))
+	if err != nil || len(vgs) != 0 || len(pools.CacheVGs) != 0 {
+		t.Fatalf("want an uncached node, got %+v %v %v", pools, vgs, err)
+	}
+}
+
+func TestAdoptDeviceOutsideThePools(t *testing.T) {
+	o := options{originVG: "hdd", originDevices: list{hdd}, adoptDevices: list{"/dev/disk/by-id/other"}}
+	_, _, err := setUpPools(context.Background(), o, lvm.NewPools(lvmfake.New(), devices("")))
+	if err == nil || !strings.Contains(err.Error(), "--adopt-devices") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestListFlagSplitsAndRepeats(t *testing.T) {
+	var l list
+	_ = l.Set("a, b")
+	_ = l.Set("c")
+	if l.String() != "a,b,c" {
+		t.Fatalf("list %q", l.String())
+	}
+}
