@@ -22,6 +22,7 @@ import (
 // node is everything the plugin runs, assembled over the real OS layers.
 type node struct {
 	lvm        lvm.Interface
+	dev        blockdev.Interface
 	engine     *cache.Engine
 	locks      *cache.VolumeLocks
 	driver     *csi.Driver
@@ -41,7 +42,7 @@ func newNode(ctx context.Context, o options) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &node{lvm: l, locks: cache.NewVolumeLocks(), cacheVGs: cacheVGs,
+	n := &node{lvm: l, dev: dev, locks: cache.NewVolumeLocks(), cacheVGs: cacheVGs,
 		csiMetrics: metrics.NewCSIMetricsManagerForPlugin(o.driverName)}
 	n.engine = cache.NewEngine(dm.NewDmsetup(run), l, dev, pools, faultPoints(o.faultPoint))
 	n.driver, err = csi.NewDriver(csi.Config{

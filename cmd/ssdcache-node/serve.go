@@ -33,7 +33,7 @@ func run(ctx context.Context, o options) error {
 	}
 	m.SetPoolUp(len(n.cacheVGs) > 0)
 	metricsServer := &metricsEndpoint{addr: o.metricsAddr, gatherer: prometheus.Gatherers{ctrlmetrics.Registry, n.csiMetrics.GetRegistry()}}
-	cfg := agent.Config{NodeName: o.nodeName, Engine: n.engine, LVM: n.lvm, Locks: n.locks, Metrics: m,
+	cfg := agent.Config{NodeName: o.nodeName, Engine: n.engine, LVM: n.lvm, Dev: n.dev, Locks: n.locks, Metrics: m,
 		CacheVGs: n.cacheVGs, HealthInterval: o.healthInterval, SampleInterval: o.sampleInterval}
 	if !o.agent {
 		return runStandalone(ctx, n, cfg, metricsServer)
@@ -46,7 +46,7 @@ func run(ctx context.Context, o options) error {
 func runStandalone(ctx context.Context, n *node, cfg agent.Config, metrics *metricsEndpoint) error {
 	klog.InfoS("Starting ssdcache-node without the CacheBinding agent", "version", version)
 	g, ctx := errgroup.WithContext(ctx)
-	mon := agent.NewMonitor(n.engine, n.locks, agent.NewSamples(), cfg.Metrics, agent.MonitorOptions{
+	mon := agent.NewMonitor(n.engine, n.dev, n.locks, agent.NewSamples(), cfg.Metrics, agent.MonitorOptions{
 		HealthInterval: cfg.HealthInterval, SampleInterval: cfg.SampleInterval})
 	for _, r := range []interface{ Start(context.Context) error }{n.driver, mon, metrics} {
 		g.Go(func() error { return r.Start(ctx) })

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	ssdv1 "github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
+	"github.com/ssdcache/ssdcache/pkg/blockdev"
 	"github.com/ssdcache/ssdcache/pkg/blockdev/blockdevfake"
 	"github.com/ssdcache/ssdcache/pkg/cache"
 	"github.com/ssdcache/ssdcache/pkg/dm"
@@ -36,6 +37,7 @@ const (
 
 type fakeNode struct {
 	dm      *dmfake.DM
+	dev     *blockdevfake.Devices
 	lvm     *lvmfake.LVM
 	engine  *cache.Engine
 	locks   *cache.VolumeLocks
@@ -48,19 +50,19 @@ type fakeNode struct {
 
 func newNode(t *testing.T) *fakeNode {
 	t.Helper()
-	n := &fakeNode{dm: dmfake.New(), lvm: lvmfake.New(), locks: cache.NewVolumeLocks(), samples: NewSamples(),
+	n := &fakeNode{dm: dmfake.New(), dev: blockdevfake.New(), lvm: lvmfake.New(), locks: cache.NewVolumeLocks(), samples: NewSamples(),
 		reg: prometheus.NewRegistry(), clock: clocktesting.NewFakeClock(time.Unix(1_800_000_000, 0))}
 	n.lvm.AddVG("hdd", 100*gib, lvm.PoolTagPrefix+"origin")
 	n.lvm.AddVG("nvme", 10*gib, lvm.PoolTagPrefix+"cache")
 	if _, err := n.lvm.CreateLV(context.Background(), "hdd", vol, 10*gib, lvm.Tags(vol, lvm.RoleOrigin)); err != nil {
 		t.Fatal(err)
 	}
-	n.engine = cache.NewEngine(n.dm, n.lvm, blockdevfake.New(), cache.Pools{OriginVG: "hdd", CacheVGs: map[string]string{"nvme": "nvme"}, DefaultClass: "nvme"}, nil)
+	n.engine = cache.NewEngine(n.dm, n.lvm, n.dev, cache.Pools{OriginVG: "hdd", CacheVGs: map[string]string{"nvme": "nvme"}, DefaultClass: "nvme"}, nil)
 	var err error
 	if n.metrics, err = NewMetrics(n.reg); err != nil {
 		t.Fatal(err)
 	}
-	n.monitor = NewMonitor(n.engine, n.locks, n.samples, n.metrics, MonitorOptions{Clock: n.clock})
+	n.monitor = NewMonitor(n.engine, n.dev, n.locks, n.samples, n.metrics, MonitorOptions{Clock: n.clock})
 	return n
 }
 
@@ -302,5 +304,22 @@ func TestRevokedAdmissionDetaches(t *testing.T) {
 	reconcileOnce(t, r)
 	if tbl, _ := n.dm.Table(context.Background(), "ssdcache-"+vol); tbl.Target.Type() != "linear" {
 		t.Fatalf("cache kept after admission was revoked: %q", tbl)
+	}
+}
+
+func TestVolumeThroughputCountersFromDeltas(t *testing.T) {
+	n := newNode(t)
+	n.stage(t, nil)
+	num := dm.DevNum{Major: 253, Minor: 1}
+	n.dev.Stats[num] = blockdev.IOStats{ReadBytes: 1 << 20, WriteBytes: 4096}
+	n.monitor.Tick(context.Background())
+	n.dev.Stats[num] = blockdev.IOStats{ReadBytes: 5 << 20, WriteBytes: 8192}
+	n.clock.Step(DefaultSampleInterval)
+	n.monitor.Tick(context.Background())
+	if got := testutil.ToFloat64(n.metrics.readBytes.WithLabelValues(vol)); got != 4<<20 {
+		t.Fatalf("read bytes %v, want %d", got, 4<<20)
+	}
+	if got := testutil.ToFloat64(n.metrics.writtenBytes.WithLabelValues(vol)); got != 4096 {
+		t.Fatalf("written bytes %v", got)
 	}
 }

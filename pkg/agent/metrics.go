@@ -3,13 +3,16 @@ package agent
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ssdcache/ssdcache/pkg/blockdev"
 	"github.com/ssdcache/ssdcache/pkg/dm"
 )
 
-// Metrics are the per-volume dm-cache series. Counters are built from
-// deltas of the kernel's 32-bit counters, so they survive wraps and
-// remain monotonic when a cache is re-created.
+// Metrics are the per-volume dm-cache series and the volumes' transfer
+// counters. Counters are built from deltas of the kernel's counters (32-bit
+// for dm-cache), so they survive wraps and remain monotonic when a cache or
+// device is re-created.
 type Metrics struct {
+	readBytes, writtenBytes                                             *prometheus.CounterVec
 	readHits, readMisses, writeHits, writeMisses, promotions, demotions *prometheus.CounterVec
 	usedBlocks, totalBlocks, blockBytes, dirtyBlocks, healthy           *prometheus.GaugeVec
 	drops                                                               *prometheus.CounterVec
@@ -37,11 +40,15 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		dirtyBlocks: gauge("dirty_blocks", "Blocks the cache considers dirty; always 0 in writethrough."),
 		healthy:     gauge("healthy", "1 while the cache is usable, 0 once dm-cache reported a failure."),
 		drops:       counter("drops_total", "Caches dropped to a linear table because their device failed."),
+		readBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "ssdcache", Subsystem: "volume", Name: "read_bytes_total",
+			Help: "Bytes read from the volume's device, cached or not (rate() gives read throughput)."}, []string{"volume"}),
+		writtenBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "ssdcache", Subsystem: "volume", Name: "written_bytes_total",
+			Help: "Bytes written to the volume's device."}, []string{"volume"}),
 		poolUp: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "ssdcache", Name: "cache_pool_up",
 			Help: "1 when the node's cache volume group was set up, 0 when the node runs without cache."}),
 	}
 	for _, c := range []prometheus.Collector{m.readHits, m.readMisses, m.writeHits, m.writeMisses, m.promotions,
-		m.demotions, m.usedBlocks, m.totalBlocks, m.blockBytes, m.dirtyBlocks, m.healthy, m.drops, m.poolUp} {
+		m.demotions, m.usedBlocks, m.totalBlocks, m.blockBytes, m.dirtyBlocks, m.healthy, m.drops, m.readBytes, m.writtenBytes, m.poolUp} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -94,4 +101,22 @@ func (m *Metrics) forget(volumeID string) {
 	for _, v := range []*prometheus.GaugeVec{m.usedBlocks, m.totalBlocks, m.blockBytes, m.dirtyBlocks, m.healthy} {
 		v.DeleteLabelValues(volumeID)
 	}
+}
+
+// observeIO adds the transfer since prev; a device re-created since then
+// (counters lower than before) counts from zero.
+func (m *Metrics) observeIO(volumeID string, prev, cur blockdev.IOStats) {
+	delta := func(p, c uint64) float64 {
+		if c < p {
+			return float64(c)
+		}
+		return float64(c - p)
+	}
+	m.readBytes.WithLabelValues(volumeID).Add(delta(prev.ReadBytes, cur.ReadBytes))
+	m.writtenBytes.WithLabelValues(volumeID).Add(delta(prev.WriteBytes, cur.WriteBytes))
+}
+
+func (m *Metrics) forgetIO(volumeID string) {
+	m.readBytes.DeleteLabelValues(volumeID)
+	m.writtenBytes.DeleteLabelValues(volumeID)
 }

@@ -7,6 +7,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/ssdcache/ssdcache/pkg/blockdev"
 	"github.com/ssdcache/ssdcache/pkg/cache"
 	"github.com/ssdcache/ssdcache/pkg/dm"
 )
@@ -22,6 +23,7 @@ const (
 // Monitor reads the dm-cache status of every staged volume.
 type Monitor struct {
 	engine         *cache.Engine
+	dev            blockdev.Interface
 	locks          *cache.VolumeLocks
 	samples        *Samples
 	metrics        *Metrics
@@ -32,6 +34,7 @@ type Monitor struct {
 	onDrop func(volumeID string)
 
 	prev        map[string]*dm.CacheStatus
+	prevIO      map[string]blockdev.IOStats
 	lastSampled time.Time
 }
 
@@ -43,9 +46,10 @@ type MonitorOptions struct {
 }
 
 // NewMonitor returns a monitor; Start runs it.
-func NewMonitor(e *cache.Engine, locks *cache.VolumeLocks, samples *Samples, m *Metrics, o MonitorOptions) *Monitor {
-	mon := &Monitor{engine: e, locks: locks, samples: samples, metrics: m, clock: o.Clock,
-		healthInterval: o.HealthInterval, sampleInterval: o.SampleInterval, onDrop: o.OnDrop, prev: map[string]*dm.CacheStatus{}}
+func NewMonitor(e *cache.Engine, dev blockdev.Interface, locks *cache.VolumeLocks, samples *Samples, m *Metrics, o MonitorOptions) *Monitor {
+	mon := &Monitor{engine: e, dev: dev, locks: locks, samples: samples, metrics: m, clock: o.Clock,
+		healthInterval: o.HealthInterval, sampleInterval: o.SampleInterval, onDrop: o.OnDrop,
+		prev: map[string]*dm.CacheStatus{}, prevIO: map[string]blockdev.IOStats{}}
 	if mon.clock == nil {
 		mon.clock = clock.RealClock{}
 	}
@@ -77,7 +81,7 @@ func (m *Monitor) Start(ctx context.Context) error {
 
 // Tick checks every staged volume once.
 func (m *Monitor) Tick(ctx context.Context) {
-	ids, err := m.engine.StagedVolumes(ctx)
+	vols, err := m.engine.StagedVolumes(ctx)
 	if err != nil {
 		klog.ErrorS(err, "Listing staged volumes")
 		return
@@ -87,17 +91,40 @@ func (m *Monitor) Tick(ctx context.Context) {
 	if sample {
 		m.lastSampled = now
 	}
-	seen := map[string]bool{}
-	for _, id := range ids {
-		if m.check(ctx, id, sample, now) {
-			seen[id] = true
+	cached, staged := map[string]bool{}, map[string]bool{}
+	for _, v := range vols {
+		staged[v.ID] = true
+		if sample {
+			m.sampleIO(v)
+		}
+		if m.check(ctx, v.ID, sample, now) {
+			cached[v.ID] = true
 		}
 	}
 	for id := range m.prev {
-		if !seen[id] {
+		if !cached[id] {
 			m.forget(id)
 		}
 	}
+	for id := range m.prevIO {
+		if !staged[id] {
+			delete(m.prevIO, id)
+			m.metrics.forgetIO(id)
+		}
+	}
+}
+
+// sampleIO adds the bytes moved through a volume's dm device since the last sample.
+func (m *Monitor) sampleIO(v cache.StagedVolume) {
+	cur, err := m.dev.IOStats(v.DevNum)
+	if err != nil {
+		klog.V(2).InfoS("Reading I/O counters", "volumeID", v.ID, "err", err)
+		return
+	}
+	if prev, ok := m.prevIO[v.ID]; ok {
+		m.metrics.observeIO(v.ID, prev, cur)
+	}
+	m.prevIO[v.ID] = cur
 }
 
 // check inspects one volume and reports whether it is cached.

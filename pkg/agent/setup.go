@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	ssdv1 "github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
+	"github.com/ssdcache/ssdcache/pkg/blockdev"
 	"github.com/ssdcache/ssdcache/pkg/cache"
 	"github.com/ssdcache/ssdcache/pkg/lvm"
 )
@@ -24,6 +25,7 @@ type Config struct {
 	NodeName string
 	Engine   *cache.Engine
 	LVM      lvm.Interface
+	Dev      blockdev.Interface
 	Locks    *cache.VolumeLocks
 	Metrics  *Metrics
 	// CacheVGs are the cache pools that came up; empty when the node runs without cache.
@@ -36,7 +38,7 @@ type Config struct {
 func Setup(mgr ctrl.Manager, cfg Config) error {
 	samples := NewSamples()
 	drops := make(chan event.TypedGenericEvent[string], 64)
-	monitor := NewMonitor(cfg.Engine, cfg.Locks, samples, cfg.Metrics, MonitorOptions{
+	monitor := NewMonitor(cfg.Engine, cfg.Dev, cfg.Locks, samples, cfg.Metrics, MonitorOptions{
 		HealthInterval: cfg.HealthInterval, SampleInterval: cfg.SampleInterval,
 		OnDrop: func(id string) {
 			select {

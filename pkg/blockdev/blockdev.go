@@ -44,6 +44,13 @@ type Interface interface {
 	ZeroHead(path string, n uint64) error
 	// Wipe erases every signature; only for devices an operator told us to adopt.
 	Wipe(ctx context.Context, path string) error
+	// IOStats returns the bytes read and written through a device since it was created.
+	IOStats(num dm.DevNum) (IOStats, error)
+}
+
+// IOStats are a block device's cumulative transfer counters.
+type IOStats struct {
+	ReadBytes, WriteBytes uint64
 }
 
 // Host implements Interface on the node's real devices.
@@ -124,6 +131,29 @@ func (h *Host) ZeroHead(path string, n uint64) error {
 		return fmt.Errorf("sync %s: %w", path, err)
 	}
 	return f.Close()
+}
+
+func (h *Host) IOStats(num dm.DevNum) (IOStats, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/sys/dev/block/%d:%d/stat", num.Major, num.Minor))
+	if err != nil {
+		return IOStats{}, err
+	}
+	return ParseStat(string(data))
+}
+
+// ParseStat parses /sys/block/<dev>/stat (Documentation/block/stat.rst):
+// field 3 is sectors read, field 7 sectors written, in 512-byte units.
+func ParseStat(s string) (IOStats, error) {
+	f := strings.Fields(s)
+	if len(f) < 7 {
+		return IOStats{}, fmt.Errorf("block stat %q: want at least 7 fields", s)
+	}
+	read, err1 := strconv.ParseUint(f[2], 10, 64)
+	written, err2 := strconv.ParseUint(f[6], 10, 64)
+	if err1 != nil || err2 != nil {
+		return IOStats{}, fmt.Errorf("block stat %q: sector counts are not numbers", s)
+	}
+	return IOStats{ReadBytes: read * dm.SectorSize, WriteBytes: written * dm.SectorSize}, nil
 }
 
 func (h *Host) Wipe(ctx context.Context, path string) error {

@@ -47,3 +47,26 @@ func FuzzParseWipefs(f *testing.F) {
 		}
 	})
 }
+
+func TestParseStat(t *testing.T) {
+	st, err := ParseStat("    1234        5    8000     100     40        0     160      30        0     120     130        0        0        0        0        0        0\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.ReadBytes != 8000*512 || st.WriteBytes != 160*512 {
+		t.Fatalf("got %+v", st)
+	}
+	if _, err := ParseStat("1 2 3"); err == nil {
+		t.Fatal("short stat accepted")
+	}
+}
+
+func FuzzParseStat(f *testing.F) {
+	f.Add("1 2 3 4 5 6 7 8 9 10 11")
+	f.Fuzz(func(t *testing.T, s string) {
+		st, err := ParseStat(s)
+		if err == nil && (st.ReadBytes%512 != 0 || st.WriteBytes%512 != 0) {
+			t.Fatalf("byte counts not in sectors: %+v", st)
+		}
+	})
+}

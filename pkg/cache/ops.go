@@ -278,17 +278,23 @@ func (e *Engine) Inspect(ctx context.Context, volumeID string) (State, error) {
 	return st, nil
 }
 
-// StagedVolumes lists the volume IDs that have a dm device on this node.
-func (e *Engine) StagedVolumes(ctx context.Context) ([]string, error) {
+// StagedVolume is a volume that has a dm device on this node.
+type StagedVolume struct {
+	ID     string
+	DevNum dm.DevNum
+}
+
+// StagedVolumes lists the volumes that have a dm device on this node.
+func (e *Engine) StagedVolumes(ctx context.Context) ([]StagedVolume, error) {
 	devs, err := e.dm.List(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var ids []string
+	var vols []StagedVolume
 	for _, d := range devs {
 		if id, ok := strings.CutPrefix(d.Name, DevicePrefix); ok && ValidateVolumeID(id) == nil {
-			ids = append(ids, id)
+			vols = append(vols, StagedVolume{ID: id, DevNum: d.DevNum})
 		}
 	}
-	return ids, nil
+	return vols, nil
 }

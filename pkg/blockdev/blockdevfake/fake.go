@@ -28,10 +28,14 @@ type Devices struct {
 	Zeroed []string
 	// Record, when set, receives every write, to merge with other fakes' logs.
 	Record func(event string)
+	// Stats are the IOStats returned per device number.
+	Stats map[dm.DevNum]blockdev.IOStats
 }
 
 // New returns an empty fake.
-func New() *Devices { return &Devices{devices: map[string]*Device{}} }
+func New() *Devices {
+	return &Devices{devices: map[string]*Device{}, Stats: map[dm.DevNum]blockdev.IOStats{}}
+}
 
 var _ blockdev.Interface = (*Devices)(nil)
 
@@ -122,4 +126,14 @@ func (f *Devices) Wipe(_ context.Context, path string) error {
 		f.Record("wipe " + path)
 	}
 	return nil
+}
+
+func (f *Devices) IOStats(num dm.DevNum) (blockdev.IOStats, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st, ok := f.Stats[num]
+	if !ok {
+		return blockdev.IOStats{}, fmt.Errorf("no stats for %s: %w", num, os.ErrNotExist)
+	}
+	return st, nil
 }
