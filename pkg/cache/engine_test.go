@@ -385,3 +385,13 @@ func TestOriginDisk(t *testing.T) {
 		t.Fatalf("kernel name accepted: %v", err)
 	}
 }
+
+// After a reboot without LVM autoactivation, staging activates the origin.
+func TestStageActivatesInactiveOrigin(t *testing.T) {
+	w := newWorld(t)
+	w.lvm.Deactivate("ssdcache-hdd", vol)
+	w.stage(t, nil)
+	if indexOf(w.events, "lvm activatelv ssdcache-hdd/pvc-1") < 0 {
+		t.Fatalf("origin not activated: %v", w.events)
+	}
+}

@@ -29,7 +29,12 @@ func (e *Engine) OriginLV(ctx context.Context, volumeID string) (Origin, error) 
 		return Origin{}, fmt.Errorf("LV %s/%s is not tagged as the origin of volume %s: %w", lv.VG, lv.Name, volumeID, lvm.ErrDeviceInUse)
 	}
 	if lv.DevNum.IsZero() {
-		return Origin{}, fmt.Errorf("origin LV %s/%s is not active: %w", lv.VG, lv.Name, ErrNotStaged)
+		if err := e.lvm.ActivateLV(ctx, lv.VG, lv.Name); err != nil {
+			return Origin{}, fmt.Errorf("activate origin of volume %s: %w", volumeID, err)
+		}
+		if lv, err = lvm.FindLV(ctx, e.lvm, e.pools.OriginVG, volumeID); err != nil {
+			return Origin{}, err
+		}
 	}
 	return Origin{Path: lv.Path, DevNum: lv.DevNum, Bytes: lv.Size}, nil
 }

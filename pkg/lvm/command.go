@@ -169,6 +169,11 @@ func (c *Command) ExtendLV(ctx context.Context, vg, name string, size uint64) er
 	return err
 }
 
+func (c *Command) ActivateLV(ctx context.Context, vg, name string) error {
+	_, err := c.lvm(ctx, "lvchange", "--activate", "y", vg+"/"+name)
+	return err
+}
+
 func (c *Command) RemoveLV(ctx context.Context, vg, name string) error {
 	_, err := c.lvm(ctx, "lvremove", "--yes", vg+"/"+name)
 	var cmdErr *command.Error

@@ -92,6 +92,8 @@ type Interface interface {
 	// so a new volume never shows a deleted volume's filesystem.
 	CreateLV(ctx context.Context, vg, name string, size uint64, tags []string) (LV, error)
 	ExtendLV(ctx context.Context, vg, name string, size uint64) error
+	// ActivateLV makes an inactive LV (e.g. after a reboot without autoactivation) usable.
+	ActivateLV(ctx context.Context, vg, name string) error
 	// RemoveLV returns ErrNotFound when the LV does not exist.
 	RemoveLV(ctx context.Context, vg, name string) error
 }

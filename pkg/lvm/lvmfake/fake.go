@@ -184,6 +184,32 @@ func (f *LVM) ExtendLV(_ context.Context, vg, name string, size uint64) error {
 	return nil
 }
 
+// Deactivate makes an LV inactive, as after a reboot without autoactivation.
+func (f *LVM) Deactivate(vg, name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if i := f.index(vg, name); i >= 0 {
+		f.lvs[vg][i].DevNum = dm.DevNum{}
+	}
+}
+
+func (f *LVM) ActivateLV(_ context.Context, vg, name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record("activatelv", vg+"/"+name); err != nil {
+		return err
+	}
+	i := f.index(vg, name)
+	if i < 0 {
+		return fmt.Errorf("logical volume %s/%s: %w", vg, name, lvm.ErrNotFound)
+	}
+	if f.lvs[vg][i].DevNum.IsZero() {
+		f.next++
+		f.lvs[vg][i].DevNum = dm.DevNum{Major: 254, Minor: f.next}
+	}
+	return nil
+}
+
 func (f *LVM) RemoveLV(_ context.Context, vg, name string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
