@@ -18,7 +18,7 @@ func appendMethod(path string, r *bench.Report, o options) error {
 	fmt.Fprintf(&b, "Each disk has two partitions: one for ssdcache-node's pool, one for a `bench` volume group holding the raw references, lvmcache and bcache.\n")
 	fmt.Fprintf(&b, "- Every cached target has a %d MiB cache on the NVMe in front of a %d MiB origin on the HDD: ", o.cacheMiB, 2*o.cacheMiB)
 	b.WriteString("ssdcache through CSI CreateVolume (`ssdcache.io/cache-mode=readcache`), NodeStageVolume and NodePublishVolume (raw block); ")
-	b.WriteString("lvmcache with `lvcreate --type cache --cachemode writethrough` (default smq policy and chunk size); ")
+	b.WriteString("lvmcache with a cache pool (`lvcreate --type cache-pool`) and `lvconvert --type cache --cachemode writethrough` (default smq policy and chunk size); ")
 	b.WriteString("bcache with `make-bcache -B -C` defaults (writethrough; `sequential_cutoff` 4 MiB, so sequential streams bypass it)")
 	if o.cacheMiB*2 <= 1024 {
 		b.WriteString(", except a smaller bucket so the cache has more than 512 buckets, which Linux requires")

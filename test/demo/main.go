@@ -76,6 +76,10 @@ func run(ctx context.Context, o options) error {
 		vmjob.GuestBin("demo-guest"), vm.HDDByID, vm.SSDByID, vm.GuestWorkDir, o.cacheMiB, o.runs, o.runtime)
 	fmt.Fprintln(os.Stderr, "demo: booting the VM (qemu TCG; the guest's output follows)")
 	res, runErr := vmjob.Run(ctx, v, script, vmjob.NewPrefixWriter(os.Stderr, "  vm| "))
+	if res != nil {
+		_ = os.MkdirAll(o.outputDir, 0o755)
+		_ = os.WriteFile(filepath.Join(o.outputDir, "guest.log"), []byte(res.Stdout), 0o644)
+	}
 	out := filepath.Join(v.ShareDir(), "out")
 	_ = vmjob.CopyFiles(out, o.outputDir, "ssdcache-node.log")
 	if runErr != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -54,7 +55,8 @@ func (s *ssdcacheLayer) Destroy(ctx context.Context) error {
 }
 
 // lvmcacheLayer is LVM's cache: an origin LV on the HDD and a cache pool on
-// the SSD, writethrough, default policy (smq) and chunk size.
+// the SSD joined with lvconvert --type cache, writethrough, default policy
+// (smq) and chunk size.
 type lvmcacheLayer struct {
 	vg, hddPV, ssdPV    string
 	originMiB, cacheMiB int64
@@ -66,16 +68,33 @@ func (l *lvmcacheLayer) Create(ctx context.Context) (string, string, error) {
 	if err := lvcreate(ctx, l.vg, "lvmcache", l.originMiB, l.hddPV); err != nil {
 		return "", "", err
 	}
-	if _, err := guestos.Run(ctx, "lvcreate", "--yes", "--type", "cache", "--cachemode", "writethrough",
-		"-L", fmt.Sprintf("%dm", l.cacheMiB), "-n", "lvmcache_cache", l.vg+"/lvmcache", l.ssdPV); err != nil {
+	if _, err := guestos.Run(ctx, "lvcreate", "--yes", "--type", "cache-pool",
+		"-L", fmt.Sprintf("%dm", l.cacheMiB), "-n", "lvmcache_pool", l.vg, l.ssdPV); err != nil {
+		return "", "", err
+	}
+	if _, err := guestos.Run(ctx, "lvconvert", "--yes", "--type", "cache", "--cachemode", "writethrough",
+		"--cachepool", l.vg+"/lvmcache_pool", l.vg+"/lvmcache"); err != nil {
 		return "", "", err
 	}
 	return "/dev/" + l.vg + "/lvmcache", l.vg + "-lvmcache", nil
 }
 
+// Destroy removes the cached LV; LVM removes its attached cache pool with
+// it, and a pool left behind by a failed lvconvert is removed too.
 func (l *lvmcacheLayer) Destroy(ctx context.Context) error {
-	_, err := guestos.Run(ctx, "lvremove", "--yes", l.vg+"/lvmcache")
-	return err
+	for _, lv := range []string{"lvmcache", "lvmcache_pool"} {
+		out, err := guestos.Run(ctx, "lvs", "--noheadings", "-o", "lv_name", l.vg)
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(strings.Fields(out), lv) {
+			continue
+		}
+		if _, err := guestos.Run(ctx, "lvremove", "--yes", l.vg+"/"+lv); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // bcacheLayer is bcache with make-bcache's defaults (writethrough): a
