@@ -323,3 +323,18 @@ func TestVolumeThroughputCountersFromDeltas(t *testing.T) {
 		t.Fatalf("written bytes %v", got)
 	}
 }
+
+// Safety rule 4 when only the data device dies: dm-cache's status stays
+// healthy until a metadata commit fails, so the monitor reads the devices.
+func TestSafetyRule4_DeadCacheDeviceDroppedBeforeDMCacheNotices(t *testing.T) {
+	n := newNode(t)
+	n.stage(t, &cache.Spec{SizeBytes: gib, Mode: cache.ModeReadCache})
+	n.dev.Failing["/dev/nvme/pvc-1.cache-data"] = true
+	n.monitor.Tick(context.Background())
+	if tbl, _ := n.dm.Table(context.Background(), "ssdcache-"+vol); tbl.Target.Type() != "linear" {
+		t.Fatalf("table after the data device died: %q", tbl)
+	}
+	if why, ok := n.samples.Dropped(vol); !ok || !strings.Contains(why, "cache-data") {
+		t.Fatalf("drop not recorded with its cause: %q", why)
+	}
+}

@@ -138,7 +138,11 @@ func (m *Monitor) check(ctx context.Context, id string, sample bool, now time.Ti
 		return false
 	}
 	if !st.Status.Usable() {
-		m.drop(ctx, id, st.Status.Health)
+		m.drop(ctx, id, "dm-cache reported "+string(st.Status.Health))
+	} else if st.Cached {
+		if err := m.engine.ProbeCacheDevices(st); err != nil {
+			m.drop(ctx, id, "the cache device failed a read: "+err.Error())
+		}
 	}
 	if sample || !st.Status.Usable() {
 		m.metrics.observe(id, m.prev[id], *st.Status)
@@ -149,17 +153,16 @@ func (m *Monitor) check(ctx context.Context, id string, sample bool, now time.Ti
 }
 
 // drop replaces a failing cache with a linear table (safety rule 4).
-func (m *Monitor) drop(ctx context.Context, id string, health dm.CacheHealth) {
+func (m *Monitor) drop(ctx context.Context, id, why string) {
 	if !m.locks.TryAcquire(id) {
 		return // busy; the next tick tries again
 	}
 	defer m.locks.Release(id)
-	why := "dm-cache reported " + string(health)
 	if err := m.engine.DropCache(ctx, id); err != nil {
-		klog.ErrorS(err, "Dropping failing cache", "volumeID", id, "health", health)
+		klog.ErrorS(err, "Dropping failing cache", "volumeID", id, "why", why)
 		return
 	}
-	klog.InfoS("Dropped failing cache; the volume serves from its origin", "volumeID", id, "health", health)
+	klog.InfoS("Dropped failing cache; the volume serves from its origin", "volumeID", id, "why", why)
 	m.metrics.drops.WithLabelValues(id).Inc()
 	m.samples.markDropped(id, why)
 	m.onDrop(id)

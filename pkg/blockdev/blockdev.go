@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -46,6 +47,9 @@ type Interface interface {
 	Wipe(ctx context.Context, path string) error
 	// IOStats returns the bytes read and written through a device since it was created.
 	IOStats(num dm.DevNum) (IOStats, error)
+	// ProbeRead reads the device's first block past every cache, to tell
+	// whether it still answers.
+	ProbeRead(path string) error
 }
 
 // IOStats are a block device's cumulative transfer counters.
@@ -155,6 +159,21 @@ func ParseStat(s string) (IOStats, error) {
 	}
 	return IOStats{ReadBytes: read * dm.SectorSize, WriteBytes: written * dm.SectorSize}, nil
 }
+
+func (h *Host) ProbeRead(path string) error {
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_DIRECT, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	// O_DIRECT needs an aligned buffer: take an aligned window of a larger one.
+	raw := make([]byte, 2*probeBytes)
+	off := (probeBytes - int(uintptr(unsafe.Pointer(&raw[0]))%probeBytes)) % probeBytes
+	_, err = f.ReadAt(raw[off:off+probeBytes], 0) // the error names the path
+	return err
+}
+
+const probeBytes = 4096
 
 func (h *Host) Wipe(ctx context.Context, path string) error {
 	_, err := h.run.Run(ctx, "wipefs", "--all", path)

@@ -205,17 +205,25 @@ func (e *Engine) classOf(vg string) string {
 }
 
 // DropCache swaps a failing cache out for a linear table at once, leaving
-// its LVs alone (the SSD may not answer); safety rule 4.
+// its LVs alone (the SSD may not answer); safety rule 4. It reads only the
+// kernel's table: every call saved is time the failing SSD serves reads.
 func (e *Engine) DropCache(ctx context.Context, volumeID string) error {
-	obs, want, err := e.current(ctx, volumeID)
+	if err := ValidateVolumeID(volumeID); err != nil {
+		return err
+	}
+	table, err := e.dm.Table(ctx, DeviceName(volumeID))
 	if err != nil {
 		return err
 	}
-	if _, cached := obs.table.Target.(dm.CacheTarget); !cached {
+	c, cached := table.Target.(dm.CacheTarget)
+	if !cached {
 		return nil
 	}
+	if err := e.recoverInterruptedReload(ctx, volumeID); err != nil {
+		return err
+	}
 	klog.InfoS("Dropping failing cache", "volumeID", volumeID)
-	return e.reload(ctx, "drop", volumeID, linearTable(want))
+	return e.reload(ctx, "drop", volumeID, linearTable(desired{origin: c.Origin, length: table.Length}))
 }
 
 // Unstage removes the volume's dm device and its cache LVs. The device must
@@ -251,6 +259,8 @@ type State struct {
 	Spec     Spec
 	// Status is the parsed dm-cache status of a cached volume.
 	Status *dm.CacheStatus
+	// CacheDevices are the paths of the cache's metadata and data LVs.
+	CacheDevices []string
 }
 
 // Inspect reports a volume's state, reading dm-cache status without
@@ -263,6 +273,9 @@ func (e *Engine) Inspect(ctx context.Context, volumeID string) (State, error) {
 	}
 	st.Staged, st.Table = true, obs.table
 	st.Spec, st.Cached = e.specOf(obs)
+	for _, lv := range obs.cacheLVs {
+		st.CacheDevices = append(st.CacheDevices, lv.Path)
+	}
 	if _, isCache := obs.table.Target.(dm.CacheTarget); !isCache {
 		return st, nil
 	}
@@ -276,6 +289,20 @@ func (e *Engine) Inspect(ctx context.Context, volumeID string) (State, error) {
 	}
 	st.Status = &status
 	return st, nil
+}
+
+// ProbeCacheDevices reads from each device of a cached volume's cache. dm-cache
+// reports a dead data device only once a metadata commit fails, which a
+// read-only load may never cause, while reads that hit the cache already
+// fail; a direct read finds out at once.
+func (e *Engine) ProbeCacheDevices(st State) error {
+	var errs []error
+	for _, path := range st.CacheDevices {
+		if err := e.dev.ProbeRead(path); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // StagedVolume is a volume that has a dm device on this node.

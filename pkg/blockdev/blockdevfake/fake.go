@@ -30,11 +30,13 @@ type Devices struct {
 	Record func(event string)
 	// Stats are the IOStats returned per device number.
 	Stats map[dm.DevNum]blockdev.IOStats
+	// Failing lists paths whose reads fail, as a dead SSD's would.
+	Failing map[string]bool
 }
 
 // New returns an empty fake.
 func New() *Devices {
-	return &Devices{devices: map[string]*Device{}, Stats: map[dm.DevNum]blockdev.IOStats{}}
+	return &Devices{devices: map[string]*Device{}, Stats: map[dm.DevNum]blockdev.IOStats{}, Failing: map[string]bool{}}
 }
 
 var _ blockdev.Interface = (*Devices)(nil)
@@ -136,4 +138,13 @@ func (f *Devices) IOStats(num dm.DevNum) (blockdev.IOStats, error) {
 		return blockdev.IOStats{}, fmt.Errorf("no stats for %s: %w", num, os.ErrNotExist)
 	}
 	return st, nil
+}
+
+func (f *Devices) ProbeRead(path string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.Failing[path] {
+		return fmt.Errorf("read %s: input/output error", path)
+	}
+	return nil
 }

@@ -78,6 +78,11 @@ func launch(t testing.TB, e env, socket string, args []string) *plugin {
 		"--metrics-address=127.0.0.1:9810", "--health-interval=500ms", "--sample-interval=1s", "--v=2"}, args...)
 	p.args = p.base
 	p.start()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("ssdcache-node log:\n%s", p.log)
+		}
+	})
 	return p
 }
 

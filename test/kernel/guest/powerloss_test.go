@@ -34,6 +34,9 @@ const (
 
 func powerLossLog() string { return filepath.Join(os.Getenv("SSDCACHE_SHARE"), "powerloss.acked") }
 
+// powerLossStatus keeps the cache's status line from before the power cut.
+func powerLossStatus() string { return filepath.Join(os.Getenv("SSDCACHE_SHARE"), "powerloss.status") }
+
 func powerLossVol(p *plugin) *volume {
 	dir := filepath.Join(p.env.work, "kubelet", powerLossVolume)
 	return &volume{id: powerLossVolume, context: cached("64Mi"), capability: blockCapability(),
@@ -58,7 +61,11 @@ func TestPowerLossWrite(t *testing.T) {
 		sh(t, "dd if=%s iflag=direct bs=1M count=16 of=/dev/null status=none", dev)
 		time.Sleep(time.Second)
 	}
-	t.Logf("cache before the overwrite: %s", sh(t, "dmsetup status --noflush %s", cache.DeviceName(v.id)))
+	before := sh(t, "dmsetup status --noflush %s", cache.DeviceName(v.id))
+	t.Logf("cache before the overwrite: %s", before)
+	if err := os.WriteFile(powerLossStatus(), []byte(before), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	log, err := os.OpenFile(powerLossLog(), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
 	if err != nil {
 		t.Fatal(err)
@@ -86,13 +93,7 @@ func TestPowerLossVerify(t *testing.T) {
 	p := startPlugin(t, e)
 	v := powerLossVol(p)
 	p.stage(t, v)
-	st, err := dm.ParseCacheStatus(sh(t, "dmsetup status --noflush %s", cache.DeviceName(v.id)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.CacheUsed != 0 || st.Dirty != 0 {
-		t.Fatalf("restaged cache is not fresh (stale metadata was trusted): %+v", st)
-	}
+	expectFreshCache(t, p, v.id)
 	dev := cache.DevicePath(v.id)
 	for i, version := range acked {
 		got := readRecord(t, dev, i)
@@ -182,4 +183,31 @@ func maxVersion(m map[int]int) int {
 		top = max(top, v)
 	}
 	return top
+}
+
+// expectFreshCache checks that restaging started the cache from zeroed
+// metadata: the plan zeroed it, and dm-cache's counters, which live in the
+// metadata, restarted instead of going on from their value before the cut.
+func expectFreshCache(t *testing.T, p *plugin, id string) {
+	t.Helper()
+	data, err := os.ReadFile(powerLossStatus())
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := dm.ParseCacheStatus(string(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := dm.ParseCacheStatus(sh(t, "dmsetup status --noflush %s", cache.DeviceName(id)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("cache before the cut: %d used, %d read hits; after restaging: %d used, %d read hits, %d dirty",
+		before.CacheUsed, before.ReadHits, after.CacheUsed, after.ReadHits, after.Dirty)
+	if after.ReadHits >= before.ReadHits || after.Dirty != 0 {
+		t.Fatalf("restaged cache carries the old metadata (stale metadata was trusted): before %+v, after %+v", before, after)
+	}
+	if !strings.Contains(p.log.String(), "zero-metadata") {
+		t.Fatalf("the plugin did not zero the metadata when restaging:\n%s", p.log)
+	}
 }
