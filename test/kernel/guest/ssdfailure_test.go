@@ -42,9 +42,9 @@ func TestSafetyRule4_SSDFailure(t *testing.T) {
 	}
 	t.Logf("before failure: %s", sh(t, "dmsetup status --noflush %s", cache.DeviceName(v.id)))
 
-	// One line per read: "<unix ns> ok" or "<unix ns> bad".
+	// One line per read: "<unix ns when it started> ok|bad".
 	reader := exec.Command("bash", "-c", fmt.Sprintf(
-		`end=$((SECONDS+10)); while [ $SECONDS -lt $end ]; do s=$( { set -o pipefail; %s; } 2>/dev/null ) && case "$s" in %s*) r=ok;; *) r=bad;; esac || r=bad; echo "$(date +%%s%%N) $r"; done`,
+		`end=$((SECONDS+10)); while [ $SECONDS -lt $end ]; do t0=$(date +%%s%%N); s=$( { set -o pipefail; %s; } 2>/dev/null ) && case "$s" in %s*) r=ok;; *) r=bad;; esac || r=bad; echo "$t0 $r"; done`,
 		readRegion, want))
 	out := &lockedBuffer{}
 	reader.Stdout, reader.Stderr = out, out
@@ -80,8 +80,8 @@ func TestSafetyRule4_SSDFailure(t *testing.T) {
 	p.teardown(t, v)
 }
 
-// countBadReads splits the reader's failures into those before and after
-// the drop (a read that started before it may end just after: 1s slack).
+// countBadReads splits the reader's failures into reads started before the
+// drop completed and reads started after it.
 func countBadReads(t *testing.T, out string, dropped time.Time) (before, after int) {
 	t.Helper()
 	reads := 0
@@ -95,7 +95,7 @@ func countBadReads(t *testing.T, out string, dropped time.Time) (before, after i
 		if result == "ok" {
 			continue
 		}
-		if time.Unix(0, ns).After(dropped.Add(time.Second)) {
+		if time.Unix(0, ns).After(dropped) {
 			after++
 		} else {
 			before++
