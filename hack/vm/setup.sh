@@ -9,7 +9,7 @@ set -euo pipefail
 export LC_ALL=C
 
 PACKAGES=(qemu-system-x86 linux-image-amd64 lvm2 dmsetup thin-provisioning-tools
-  e2fsprogs xfsprogs fio bcache-tools busybox-static udev cpio util-linux kmod gzip)
+  e2fsprogs xfsprogs fio bcache-tools busybox-static udev cpio util-linux fdisk kmod gzip)
 CACHE_ROOT=${CACHE_DIR:-$HOME/.cache/ssdcache}/vm
 # Bump when the init below changes, so stale caches are rebuilt.
 INITRD_FORMAT=1
