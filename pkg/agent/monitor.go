@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -130,6 +131,9 @@ func (m *Monitor) sampleIO(v cache.StagedVolume) {
 // check inspects one volume and reports whether it is cached.
 func (m *Monitor) check(ctx context.Context, id string, sample bool, now time.Time) bool {
 	st, err := m.engine.Inspect(ctx, id)
+	if errors.Is(err, dm.ErrNotFound) {
+		return false // unstaged since it was listed
+	}
 	if err != nil {
 		klog.ErrorS(err, "Reading cache status", "volumeID", id)
 		return m.prev[id] != nil

@@ -123,6 +123,8 @@ func cacheTable(want desired, meta, data lvm.LV) (dm.Table, error) {
 	target := dm.CacheTarget{
 		Metadata: meta.DevNum, Data: data.DevNum, Origin: want.origin,
 		BlockSectors: dm.BlockSectorsFor(want.cache.SizeBytes), Mode: mode, Policy: "smq",
+		// Format 2 keeps dirty bits apart from the mappings, as lvm2 does by default.
+		ExtraFeatures: []string{"metadata2"},
 	}
 	if err := target.Validate(); err != nil {
 		return dm.Table{}, err
