@@ -114,12 +114,12 @@ func tail(s string, n int) string {
 }
 
 // TestKernel runs every guest test in one boot: csi-sanity on the real
-// driver, online cache changes under I/O, SSD failure, crashes at every
-// step, device safety.
+// driver, online cache changes under I/O, online expansion of a cached xfs
+// volume, SSD failure, crashes at fault points, device safety.
 func TestKernel(t *testing.T) {
 	vm.SkipUnlessEnabled(t)
 	v, _ := newVM(t)
-	run := "^Test(RealSanity|OnlineCacheOpsUnderIO|Safety.*|AdoptedDiskIsTaken)$"
+	run := "^Test(RealSanity|OnlineCacheOpsUnderIO|ExpandCachedXFS|Safety.*|AdoptedDiskIsTaken)$"
 	if only := os.Getenv("SSDCACHE_GUEST_RUN"); only != "" {
 		run = only // to work on one guest test
 	}
