@@ -28,6 +28,9 @@ func PlotSeries(r *Report) []string {
 type series struct {
 	name string
 	xys  plotter.XYs
+	// target and workingSet index the series' target and working set, so a
+	// target keeps one colour and a working set one dash pattern and marker.
+	target, workingSet int
 }
 
 // runSeries is MB/s per run of the plot test, for every target that is not a
@@ -35,12 +38,12 @@ type series struct {
 func runSeries(r *Report) []series {
 	c := r.Config
 	var out []series
-	for _, ws := range c.WorkingSets {
-		for _, t := range c.Targets {
+	for wi, ws := range c.WorkingSets {
+		for ti, t := range c.Targets {
 			if t.Name == c.SSDReference || t.Name == c.HDDReference {
 				continue
 			}
-			s := series{name: fmt.Sprintf("%s, working set %s", t.Name, workingSetName(ws))}
+			s := series{name: fmt.Sprintf("%s, working set %s", t.Name, workingSetName(ws)), target: ti, workingSet: wi}
 			for _, res := range r.Results {
 				if res.WorkingSet == ws.Label && res.Target == t.Name && res.Test == c.PlotTest {
 					s.xys = append(s.xys, plotter.XY{X: float64(res.Run), Y: res.MBps})
@@ -108,13 +111,14 @@ func WritePlot(w io.Writer, r *Report) error {
 	p.Add(plotter.NewGrid())
 	runs, levels := runSeries(r), referenceLevels(r)
 	p.Y.Max = yMax(runs, levels)
-	for i, s := range runs {
+	for _, s := range runs {
 		line, points, err := plotter.NewLinePoints(s.xys)
 		if err != nil {
 			return fmt.Errorf("plotting %s: %w", s.name, err)
 		}
-		line.Color, points.Color = plotutil.Color(i), plotutil.Color(i)
-		points.Shape = plotutil.Shape(i)
+		line.Color, points.Color = plotutil.Color(s.target), plotutil.Color(s.target)
+		line.Dashes = plotutil.Dashes(s.workingSet)
+		points.Shape = plotutil.Shape(s.workingSet)
 		p.Add(line, points)
 		p.Legend.Add(s.name, line, points)
 	}
