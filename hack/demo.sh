@@ -9,12 +9,5 @@
 set -euo pipefail
 export LC_ALL=C
 cd "$(dirname "$0")/.."
-hack/vm/setup.sh >/dev/null
-# The guest partitions the disks with sfdisk (package fdisk; hack/vm/setup.sh
-# does not install it).
-if ! command -v sfdisk >/dev/null; then
-  echo "demo: installing fdisk (sfdisk)" >&2
-  apt-get -o DPkg::Lock::Timeout=600 update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends fdisk >&2
-fi
+hack/vm/setup.sh >/dev/null   # also installs fdisk, whose sfdisk the guest partitions with
 exec go run ./test/demo "$@"
