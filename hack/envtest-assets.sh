@@ -13,13 +13,10 @@ K8S_VERSION=${K8S_VERSION:-v1.37.2}
 ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
 CACHE_DIR=${CACHE_DIR:-$HOME/.cache/ssdcache}
 OUT=$CACHE_DIR/envtest/$K8S_VERSION-$ETCD_VERSION
-STAGING=v0.${K8S_VERSION#v1.}   # staging modules are published as v0.<minor>.<patch>
-MINOR=$(echo "$K8S_VERSION" | cut -d. -f2)
 
 log() { echo "envtest-assets: $*" >&2; }
 
-# Build in throwaway modules: ignore the project's go.work and vendoring.
-export GOWORK=off GOFLAGS=-mod=mod
+. "$(dirname "$0")/lib/gobuild.sh"
 command -v go >/dev/null || { log "go is not on PATH (need Go >= 1.26)"; exit 1; }
 
 mkdir -p "$OUT"
@@ -48,37 +45,9 @@ build_etcd() {
   mv "$OUT/etcd.tmp" "$OUT/etcd"
 }
 
-# k8s.io/kubernetes requires its staging modules as v0.0.0 with replace directives to
-# ./staging; a helper module replaces each with its published v0.<minor>.<patch>.
-build_kube() {
-  log "building $* $K8S_VERSION"
-  mkdir -p "$WORK/k8s" && cd "$WORK/k8s"
-  local modfile b
-  modfile=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
-  {
-    printf 'module envtestassets/k8s\n\ngo 1.26.0\n\nrequire k8s.io/kubernetes %s\n\nreplace (\n' "$K8S_VERSION"
-    awk -v v="$STAGING" '$1 ~ /^k8s\.io\// && $2=="v0.0.0" {print "\t"$1" => "$1" "v}' "$modfile"
-    echo ')'
-  } >go.mod
-  {
-    printf '//go:build tools\n\npackage tools\n\nimport (\n'
-    for b in "$@"; do printf '\t_ "k8s.io/kubernetes/cmd/%s"\n' "$b"; done
-    echo ')'
-  } >tools.go
-  go mod tidy >/dev/null 2>&1 || go mod tidy # rerun loudly on failure
-  local vf="-X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1"
-  vf+=" -X k8s.io/component-base/version.gitMinor=$MINOR -X k8s.io/component-base/version.gitTreeState=clean"
-  vf+=" -X k8s.io/client-go/pkg/version.gitVersion=$K8S_VERSION -X k8s.io/client-go/pkg/version.gitMajor=1"
-  vf+=" -X k8s.io/client-go/pkg/version.gitMinor=$MINOR"
-  for b in "$@"; do
-    go build -trimpath -ldflags="-s -w $vf" -o "$OUT/$b.tmp" "k8s.io/kubernetes/cmd/$b"
-    mv "$OUT/$b.tmp" "$OUT/$b"
-  done
-}
-
 etcd_ok || build_etcd
 need=()
 apiserver_ok || need+=(kube-apiserver)
 kubectl_ok || need+=(kubectl)
-[ ${#need[@]} -eq 0 ] || build_kube "${need[@]}"
+[ ${#need[@]} -eq 0 ] || { log "building ${need[*]} $K8S_VERSION"; kube_build "$OUT" "$K8S_VERSION" "${need[@]}"; }
 echo "$OUT"

@@ -30,6 +30,7 @@ type options struct {
 	maxVolumes                     int64
 	agent                          bool
 	healthInterval, sampleInterval time.Duration
+	statusInterval                 time.Duration
 	faultPoint                     string
 }
 
@@ -65,6 +66,7 @@ func parseFlags() options {
 	flag.BoolVar(&o.agent, "agent", true, "run the CacheBinding node agent (needs the Kubernetes API)")
 	flag.DurationVar(&o.healthInterval, "health-interval", agent.DefaultHealthInterval, "how often caches are checked for failure")
 	flag.DurationVar(&o.sampleInterval, "sample-interval", agent.DefaultSampleInterval, "how often cache counters are exported")
+	flag.DurationVar(&o.statusInterval, "status-interval", agent.DefaultFiguresInterval, "least time between two writes of a CacheBinding's cache figures (hits, fill) to its status")
 	flag.StringVar(&o.faultPoint, "fault-point", "", "TESTING ONLY: kill the process with SIGKILL at this fault point, e.g. attach/zero-metadata")
 	flag.Parse()
 	return o

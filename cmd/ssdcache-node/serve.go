@@ -34,7 +34,8 @@ func run(ctx context.Context, o options) error {
 	m.SetPoolUp(len(n.cacheVGs) > 0)
 	metricsServer := &metricsEndpoint{addr: o.metricsAddr, gatherer: prometheus.Gatherers{ctrlmetrics.Registry, n.csiMetrics.GetRegistry()}}
 	cfg := agent.Config{NodeName: o.nodeName, Engine: n.engine, LVM: n.lvm, Dev: n.dev, Locks: n.locks, Metrics: m,
-		CacheVGs: n.cacheVGs, HealthInterval: o.healthInterval, SampleInterval: o.sampleInterval}
+		CacheVGs: n.cacheVGs, HealthInterval: o.healthInterval, SampleInterval: o.sampleInterval,
+		FiguresInterval: o.statusInterval}
 	if !o.agent {
 		return runStandalone(ctx, n, cfg, metricsServer)
 	}

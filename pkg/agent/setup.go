@@ -32,6 +32,9 @@ type Config struct {
 	CacheVGs                       []string
 	HealthInterval, SampleInterval time.Duration
 	CapacityInterval               time.Duration
+	// FiguresInterval is the least time between two writes of a binding's
+	// cache figures to its status (DefaultFiguresInterval).
+	FiguresInterval time.Duration
 }
 
 // Setup adds the monitor, the binding reconciler and the capacity reporter to mgr.
@@ -50,7 +53,7 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 	if err := mgr.Add(monitor); err != nil {
 		return err
 	}
-	r := NewBindingReconciler(mgr.GetClient(), mgr.GetEventRecorder(EventSource), cfg.Engine, cfg.Locks, samples, cfg.NodeName, BindingOptions{})
+	r := NewBindingReconciler(mgr.GetClient(), mgr.GetEventRecorder(EventSource), cfg.Engine, cfg.Locks, samples, cfg.NodeName, BindingOptions{FiguresInterval: cfg.FiguresInterval})
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("cachebinding-agent").
 		For(&ssdv1.CacheBinding{}, builder.WithPredicates(onNode(cfg.NodeName), relevantChange())).

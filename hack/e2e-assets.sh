@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Everything the end-to-end cluster needs beyond the API test's apiserver, etcd
+# and kubectl (hack/envtest-assets.sh): Debian's runc, CNI plugins, iptables,
+# conntrack and debootstrap; kubelet, kube-controller-manager, kube-scheduler
+# and kube-proxy, containerd v2 with its shim and ctr, helm and csi-provisioner,
+# all built from the Go module proxy. Builds are cached per version under
+#   ${CACHE_DIR:-$HOME/.cache/ssdcache}/e2e/<name>-<version>/
+# (about 15 minutes on 2 cores the first time) and linked into
+#   ${CACHE_DIR}/e2e/bin/, which is printed on success.
+#
+# env: K8S_VERSION (v1.37.2), CONTAINERD_VERSION (v2.4.2), HELM_VERSION (v3.22.0),
+#      CACHE_DIR. csi-provisioner's version is the chart's sidecar tag.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. hack/lib/gobuild.sh
+
+K8S_VERSION=${K8S_VERSION:-v1.37.2}
+CONTAINERD_VERSION=${CONTAINERD_VERSION:-v2.4.2}
+HELM_VERSION=${HELM_VERSION:-v3.22.0}
+# The chart pins the sidecar; the e2e must run the version users get.
+PROVISIONER_VERSION=$(awk '/^  provisioner:/{p=1} p && /tag:/{print $2; exit}' charts/ssdcache/values.yaml)
+CACHE_DIR=${CACHE_DIR:-$HOME/.cache/ssdcache}
+E2E=$CACHE_DIR/e2e
+PACKAGES=(runc containernetworking-plugins iptables conntrack debootstrap)
+
+log() { echo "e2e-assets: $*" >&2; }
+command -v go >/dev/null || { log "go is not on PATH (need Go >= 1.26)"; exit 1; }
+[ -n "$PROVISIONER_VERSION" ] || { log "no csi-provisioner tag in charts/ssdcache/values.yaml"; exit 1; }
+
+install_packages() {
+  local missing=() p
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  log "installing ${missing[*]}"
+  [ "$(id -u)" -eq 0 ] || { log "need root to apt-get install ${missing[*]}"; exit 1; }
+  apt-get -o DPkg::Lock::Timeout=600 update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq \
+    --no-install-recommends "${missing[@]}" >&2
+}
+
+# have DIR BIN...: every BIN is in DIR (builds move each binary in place last).
+have() { local d=$1 b; shift; for b in "$@"; do [ -x "$d/$b" ] || return 1; done; }
+
+build_all() {
+  local d
+  d=$E2E/k8s-$K8S_VERSION
+  have "$d" kubelet kube-controller-manager kube-scheduler kube-proxy || {
+    log "building kubelet, kube-controller-manager, kube-scheduler, kube-proxy $K8S_VERSION"
+    mkdir -p "$d" && kube_build "$d" "$K8S_VERSION" kubelet kube-controller-manager kube-scheduler kube-proxy; }
+
+  d=$E2E/containerd-$CONTAINERD_VERSION
+  have "$d" containerd containerd-shim-runc-v2 ctr || {
+    log "building containerd $CONTAINERD_VERSION"
+    local m=github.com/containerd/containerd/v2
+    mkdir -p "$d" && module_build "$d" $m "$CONTAINERD_VERSION" \
+      "-X $m/version.Version=$CONTAINERD_VERSION -X $m/version.Revision=modproxy" \
+      "no_btrfs no_devmapper no_zfs no_aufs" cmd/containerd cmd/containerd-shim-runc-v2 cmd/ctr; }
+
+  d=$E2E/helm-$HELM_VERSION
+  have "$d" helm || {
+    log "building helm $HELM_VERSION"
+    mkdir -p "$d" && module_build "$d" helm.sh/helm/v3 "$HELM_VERSION" \
+      "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" "" cmd/helm; }
+
+  d=$E2E/csi-provisioner-$PROVISIONER_VERSION
+  have "$d" csi-provisioner || {
+    log "building csi-provisioner $PROVISIONER_VERSION"
+    mkdir -p "$d" && module_build "$d" github.com/kubernetes-csi/external-provisioner/v5 "$PROVISIONER_VERSION" \
+      "-X main.version=$PROVISIONER_VERSION" "" cmd/csi-provisioner; }
+}
+
+link_bin() {
+  local bin=$E2E/bin f
+  rm -rf "$bin.tmp" && mkdir -p "$bin.tmp"
+  for f in "$E2E/k8s-$K8S_VERSION"/* "$E2E/containerd-$CONTAINERD_VERSION"/* \
+    "$E2E/helm-$HELM_VERSION"/helm "$E2E/csi-provisioner-$PROVISIONER_VERSION"/csi-provisioner; do
+    ln -s "$f" "$bin.tmp/$(basename "$f")"
+  done
+  rm -rf "$bin" && mv "$bin.tmp" "$bin"
+  echo "$bin"
+}
+
+install_packages
+build_all
+link_bin

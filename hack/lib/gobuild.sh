@@ -1,0 +1,72 @@
+# Shared by the asset scripts: build release binaries from the Go module proxy
+# in throwaway modules (the project's go.work, vendoring and go.mod stay out).
+# Source it; it defines functions only.
+
+export GOWORK=off GOFLAGS=-mod=mod
+
+# kube_build OUT K8S_VERSION CMD...: builds k8s.io/kubernetes/cmd/<CMD> into OUT.
+# k8s.io/kubernetes requires its staging modules as v0.0.0 with replace
+# directives to ./staging; the helper module replaces each with its published
+# v0.<minor>.<patch>.
+kube_build() {
+  local out=$1 version=$2; shift 2
+  local work modfile b staging minor vf
+  staging=v0.${version#v1.}
+  minor=$(echo "$version" | cut -d. -f2)
+  work=$(mktemp -d)
+  (
+    trap 'rm -rf "$work"' EXIT
+    cd "$work"
+    modfile=$(go mod download -json "k8s.io/kubernetes@$version" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+    {
+      printf 'module assets/k8s\n\ngo 1.26.0\n\nrequire k8s.io/kubernetes %s\n\nreplace (\n' "$version"
+      awk -v v="$staging" '$1 ~ /^k8s\.io\// && $2=="v0.0.0" {print "\t"$1" => "$1" "v}' "$modfile"
+      echo ')'
+    } >go.mod
+    tools_go k8s.io/kubernetes/cmd "$@" >tools.go
+    go mod tidy >/dev/null 2>&1 || go mod tidy # rerun loudly on failure
+    vf="-X k8s.io/component-base/version.gitVersion=$version -X k8s.io/component-base/version.gitMajor=1"
+    vf+=" -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
+    vf+=" -X k8s.io/client-go/pkg/version.gitVersion=$version -X k8s.io/client-go/pkg/version.gitMajor=1"
+    vf+=" -X k8s.io/client-go/pkg/version.gitMinor=$minor"
+    for b in "$@"; do
+      go build -trimpath -ldflags="-s -w $vf" -o "$out/$b.tmp" "k8s.io/kubernetes/cmd/$b"
+      mv "$out/$b.tmp" "$out/$b"
+    done
+  )
+}
+
+# module_build OUT MODULE VERSION LDFLAGS TAGS PKG...: builds each PKG (a path
+# under MODULE) into OUT/<basename>. The module's own replace directives are
+# copied into the helper module, since Go ignores replaces of dependencies.
+module_build() {
+  local out=$1 module=$2 version=$3 ldflags=$4 tags=$5; shift 5
+  local work modfile p
+  work=$(mktemp -d)
+  (
+    trap 'rm -rf "$work"' EXIT
+    cd "$work"
+    modfile=$(go mod download -json "$module@$version" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+    [ -n "$modfile" ] || { echo "module_build: $module@$version is not served by the module proxy" >&2; exit 1; }
+    {
+      printf 'module assets/build\n\ngo 1.26.0\n\nrequire %s %s\n\n' "$module" "$version"
+      # single-line replaces and replace blocks alike
+      awk '/^replace \(/{b=1; print; next} b&&/^\)/{b=0; print; next} b||/^replace /{print}' "$modfile" | grep -v '=> \.' || true
+    } >go.mod
+    tools_go "$module" "$@" >tools.go
+    go mod tidy >/dev/null 2>&1 || go mod tidy
+    for p in "$@"; do
+      CGO_ENABLED=0 go build -trimpath -tags "$tags" -ldflags="-s -w $ldflags" -o "$out/$(basename "$p").tmp" "$module/$p"
+      mv "$out/$(basename "$p").tmp" "$out/$(basename "$p")"
+    done
+  )
+}
+
+# tools_go PREFIX NAME...: a tools.go importing PREFIX/NAME for each NAME, so
+# that `go mod tidy` keeps every package's dependencies.
+tools_go() {
+  local prefix=$1 n; shift
+  printf '//go:build tools\n\npackage tools\n\nimport (\n'
+  for n in "$@"; do printf '\t_ "%s/%s"\n' "$prefix" "$n"; done
+  echo ')'
+}
