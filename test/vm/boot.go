@@ -124,7 +124,10 @@ func (b *Boot) startQEMU() error {
 		kernel: b.vm.kernel, initrd: b.vm.initrd, console: b.ConsolePath(),
 		share: b.vm.ShareDir(), ssdImage: b.vm.SSDImage(), nbdSocket: filepath.Join(b.sockDir, "hdd.sock"),
 	})
-	b.cmd = exec.Command(cfg.QEMU, args...)
+	// `ip netns exec` execs qemu in place, so the pid, Pdeathsig and Kill
+	// below still reach qemu itself.
+	name, argv := qemuCommand(cfg, args)
+	b.cmd = exec.Command(name, argv...)
 	b.cmd.Env = append(os.Environ(), "LC_ALL=C")
 	b.cmd.Stdout, b.cmd.Stderr = &b.qemuErr, &b.qemuErr
 	// qemu must not outlive the harness (a test binary killed on timeout).

@@ -60,8 +60,21 @@ type Config struct {
 	Timeout time.Duration
 	// QEMU is the emulator binary (qemu-system-x86_64).
 	QEMU string
+	// Network, when set, gives the guest one virtio NIC on a tap device inside
+	// a network namespace the caller created; nil means no NIC at all.
+	Network *Network
 	// Logger receives progress messages (klog.Background()).
 	Logger *klog.Logger
+}
+
+// Network puts the guest's NIC on tap device Tap inside network namespace
+// NetNS: qemu itself runs in that namespace (through `ip netns exec`), so the
+// guest can reach only what the caller placed there. qemu's user-mode
+// networking is never used.
+type Network struct {
+	NetNS, Tap string
+	// MAC of the guest's NIC (52:54:00:00:00:02 when empty).
+	MAC string
 }
 
 // VM is a prepared work dir plus the kernel to boot; boot it with Run or Start.
@@ -144,6 +157,8 @@ func validate(cfg Config) error {
 		return fmt.Errorf("vm: Config.CPUs=%d: must be 1-8", cfg.CPUs)
 	case cfg.Timeout < 0:
 		return fmt.Errorf("vm: Config.Timeout=%v: must be > 0", cfg.Timeout)
+	case cfg.Network != nil && (cfg.Network.NetNS == "" || cfg.Network.Tap == ""):
+		return fmt.Errorf("vm: Config.Network=%+v: NetNS and Tap are both required", *cfg.Network)
 	}
 	if cfg.HDDModel != nil {
 		return cfg.hddParams().Validate()

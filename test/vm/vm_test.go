@@ -32,6 +32,27 @@ func TestQEMUArgsHaveNoNetworkAndUseTCG(t *testing.T) {
 	}
 }
 
+func TestQEMUOnTapRunsInsideTheNamespace(t *testing.T) {
+	cfg, err := withDefaults(Config{WorkDir: t.TempDir(), Network: &Network{NetNS: "e2e-ns", Tap: "tap0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	name, argv := qemuCommand(cfg, qemuArgs(cfg, qemuPaths{}))
+	cmdline := name + " " + strings.Join(argv, " ")
+	if !strings.HasPrefix(cmdline, "ip netns exec e2e-ns qemu-system-x86_64 ") {
+		t.Errorf("qemu does not start inside the namespace: %s", cmdline)
+	}
+	if !strings.Contains(cmdline, "-netdev tap,id=net0,ifname=tap0,script=no,downscript=no") {
+		t.Errorf("no tap NIC: %s", cmdline)
+	}
+	// User-mode networking would reach the host's network: never.
+	for _, banned := range []string{"user,", "-nic user", "hostfwd", "-nic none"} {
+		if strings.Contains(cmdline, banned) {
+			t.Errorf("qemu command contains %q: %s", banned, cmdline)
+		}
+	}
+}
+
 func TestConfigValidationNamesField(t *testing.T) {
 	for _, c := range []struct {
 		cfg   Config
@@ -42,6 +63,7 @@ func TestConfigValidationNamesField(t *testing.T) {
 		{Config{WorkDir: "x", SSDSize: 3<<30 + 1}, "SSDSize"},
 		{Config{WorkDir: "x", MemoryMiB: 128}, "MemoryMiB"},
 		{Config{WorkDir: "x", CPUs: 64}, "CPUs"},
+		{Config{WorkDir: "x", Network: &Network{Tap: "tap0"}}, "Network"},
 	} {
 		if _, err := withDefaults(c.cfg); err == nil || !strings.Contains(err.Error(), c.field) {
 			t.Errorf("withDefaults(%+v) = %v, want error naming %s", c.cfg, err, c.field)
