@@ -1,0 +1,175 @@
+// Package cluster runs a one-node Kubernetes for the end-to-end tests: etcd,
+// kube-apiserver, kube-controller-manager and kube-scheduler on the host, in a
+// network namespace the test creates, and containerd, kubelet and kube-proxy
+// in a qemu guest (test/vm) whose only NIC is a tap device in that namespace.
+// Every packet stays inside the namespace or the guest. Images come from OCI
+// archives imported into the guest's containerd; nothing is pulled.
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/ssdcache/ssdcache/test/vm"
+)
+
+// Config describes the cluster to start.
+type Config struct {
+	// WorkDir holds the VM's disks, the PKI, etcd's data and every log.
+	WorkDir string
+	// Bin holds kubelet, kube-proxy, kube-controller-manager,
+	// kube-scheduler, containerd (+shim, ctr) and helm (hack/e2e-assets.sh).
+	Bin string
+	// EnvtestBin holds etcd, kube-apiserver and kubectl (hack/envtest-assets.sh).
+	EnvtestBin string
+	// Images are OCI archives imported into the node's containerd.
+	Images []string
+	// PauseImage is the sandbox image's reference (one of Images).
+	PauseImage string
+	// NodeName is the Node's name (e2e-node).
+	NodeName string
+	// VM sizes the guest; WorkDir and Network are set by the cluster.
+	VM     vm.Config
+	Logger klog.Logger
+}
+
+// Cluster is a running one-node cluster.
+type Cluster struct {
+	cfg    Config
+	logDir string
+	ns     *Netns
+	pki    *PKI
+	cp     controlPlane
+	node   *vm.VM
+	boot   *vm.Boot
+	cmdSeq atomic.Int64
+}
+
+// Start brings the cluster up to a Ready node. On error everything already
+// started is stopped again.
+func Start(ctx context.Context, cfg Config) (c *Cluster, err error) {
+	if cfg.NodeName == "" {
+		cfg.NodeName = "e2e-node"
+	}
+	c = &Cluster{cfg: cfg, logDir: filepath.Join(cfg.WorkDir, "vm", "share", "logs")}
+	defer func() {
+		if err != nil {
+			c.Stop()
+		}
+	}()
+	if err := c.prepare(); err != nil {
+		return nil, err
+	}
+	if c.ns, err = CreateNetns(ctx); err != nil {
+		return nil, err
+	}
+	// The guest boots (slow under emulation) while the control plane starts.
+	if err := c.bootNode(ctx); err != nil {
+		return nil, err
+	}
+	if err := c.startControlPlane(ctx); err != nil {
+		return nil, err
+	}
+	return c, c.waitNodeReady(ctx)
+}
+
+func (c *Cluster) prepare() error {
+	share := filepath.Join(c.cfg.WorkDir, "vm", "share")
+	for _, d := range []string{c.logDir, filepath.Join(share, "cmd"), filepath.Join(share, "images")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	var err error
+	c.pki, err = NewPKI(filepath.Join(share, "pki"), "https://"+HostIP+":6443", c.cfg.NodeName, []net.IP{net.ParseIP(HostIP)})
+	if err != nil {
+		return fmt.Errorf("PKI: %w", err)
+	}
+	for _, img := range c.cfg.Images {
+		// A hard link: the archives are large and the share is the same filesystem.
+		dst := filepath.Join(share, "images", filepath.Base(img))
+		if err := os.Link(img, dst); err != nil && !errors.Is(err, os.ErrExist) {
+			if err := copyFile(img, dst); err != nil {
+				return err
+			}
+		}
+	}
+	return writeNodeConfigs(filepath.Join(share, "node"), c.cfg.NodeName, c.cfg.PauseImage)
+}
+
+// Stop powers the node off, stops the control plane and deletes the namespace.
+func (c *Cluster) Stop() {
+	if c.boot != nil {
+		os.WriteFile(filepath.Join(c.shareDir(), "cmd", "STOP"), nil, 0o644)
+		select {
+		case <-c.boot.Done():
+		case <-time.After(30 * time.Second):
+			c.boot.Kill()
+		}
+		c.boot.Wait()
+	}
+	c.cp.stop()
+	if c.ns != nil {
+		if err := c.ns.Delete(); err != nil {
+			c.cfg.Logger.Error(err, "Deleting the network namespace")
+		}
+	}
+}
+
+func (c *Cluster) shareDir() string { return filepath.Join(c.cfg.WorkDir, "vm", "share") }
+
+// Kubectl runs kubectl as cluster-admin inside the namespace.
+func (c *Cluster) Kubectl(ctx context.Context, args ...string) (string, error) {
+	return c.KubectlStdin(ctx, "", args...)
+}
+
+// KubectlStdin is Kubectl with stdin (for `apply -f -`).
+func (c *Cluster) KubectlStdin(ctx context.Context, stdin string, args ...string) (string, error) {
+	return c.run(ctx, stdin, filepath.Join(c.cfg.EnvtestBin, "kubectl"), append([]string{"--kubeconfig=" + c.pki.Kubeconfig("admin")}, args...)...)
+}
+
+// Helm runs helm as cluster-admin inside the namespace.
+func (c *Cluster) Helm(ctx context.Context, args ...string) (string, error) {
+	return c.run(ctx, "", filepath.Join(c.cfg.Bin, "helm"), append([]string{"--kubeconfig=" + c.pki.Kubeconfig("admin")}, args...)...)
+}
+
+func (c *Cluster) run(ctx context.Context, stdin, bin string, args ...string) (string, error) {
+	cmd := c.ns.Command(ctx, bin, args...)
+	// helm keeps its cache and config in the work dir, not in $HOME.
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+filepath.Join(c.cfg.WorkDir, "helm"),
+		"HELM_CONFIG_HOME="+filepath.Join(c.cfg.WorkDir, "helm"), "HELM_DATA_HOME="+filepath.Join(c.cfg.WorkDir, "helm"))
+	var out, errOut bytes.Buffer
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(stdin), &out, &errOut
+	if err := cmd.Run(); err != nil {
+		return out.String(), fmt.Errorf("%s %s: %v: %s", filepath.Base(bin), strings.Join(args[1:], " "), err, strings.TrimSpace(errOut.String()))
+	}
+	return out.String(), nil
+}
+
+// Logs names the log files of the control plane and the node, for reports.
+func (c *Cluster) Logs() []string {
+	names := c.cp.logNames()
+	for _, n := range []string{"containerd.log", "kubelet.log", "kube-proxy.log"} {
+		names = append(names, filepath.Join(c.logDir, n))
+	}
+	return append(names, filepath.Join(c.shareDir(), ".vm", "stdout"), filepath.Join(c.cfg.WorkDir, "vm", "console.log"))
+}
+
+func copyFile(src, dst string) error {
+	out, err := exec.Command("cp", "--reflink=auto", src, dst).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("copying %s: %v: %s", src, err, out)
+	}
+	return nil
+}

@@ -1,0 +1,123 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+)
+
+// controlPlane is etcd, kube-apiserver, kube-controller-manager and
+// kube-scheduler on the host, inside the namespace.
+type controlPlane struct {
+	procs []*process
+}
+
+// startControlPlane starts etcd and the apiserver, waits for /readyz, then
+// starts the controller-manager and the scheduler.
+func (c *Cluster) startControlPlane(ctx context.Context) error {
+	etcd, err := startProcess(c.ns, c.logDir, "etcd", filepath.Join(c.cfg.EnvtestBin, "etcd"), c.etcdArgs()...)
+	if err != nil {
+		return err
+	}
+	c.cp.procs = append(c.cp.procs, etcd)
+	api, err := startProcess(c.ns, c.logDir, "kube-apiserver", filepath.Join(c.cfg.EnvtestBin, "kube-apiserver"), c.apiserverArgs()...)
+	if err != nil {
+		return err
+	}
+	c.cp.procs = append(c.cp.procs, api)
+	if err := c.waitAPIServer(ctx); err != nil {
+		return err
+	}
+	p := c.pki
+	for name, args := range map[string][]string{
+		"kube-controller-manager": {
+			"--kubeconfig=" + p.Kubeconfig("controller-manager"),
+			"--authentication-kubeconfig=" + p.Kubeconfig("controller-manager"),
+			"--authorization-kubeconfig=" + p.Kubeconfig("controller-manager"),
+			"--bind-address=127.0.0.1", "--service-account-private-key-file=" + p.Path("sa.key"),
+			"--root-ca-file=" + p.Path("ca.crt"), "--cluster-signing-cert-file=" + p.Path("ca.crt"),
+			"--cluster-signing-key-file=" + p.Path("ca.key"), "--use-service-account-credentials=true",
+			"--allocate-node-cidrs=true", "--cluster-cidr=" + ClusterCIDR, "--service-cluster-ip-range=" + ServiceCIDR,
+			"--leader-elect=false", "--profiling=false", "--v=1",
+		},
+		"kube-scheduler": {
+			"--kubeconfig=" + p.Kubeconfig("scheduler"),
+			"--authentication-kubeconfig=" + p.Kubeconfig("scheduler"),
+			"--authorization-kubeconfig=" + p.Kubeconfig("scheduler"),
+			"--bind-address=127.0.0.1", "--leader-elect=false", "--profiling=false", "--v=1",
+		},
+	} {
+		proc, err := startProcess(c.ns, c.logDir, name, filepath.Join(c.cfg.Bin, name), args...)
+		if err != nil {
+			return err
+		}
+		c.cp.procs = append(c.cp.procs, proc)
+	}
+	return nil
+}
+
+func (c *Cluster) etcdArgs() []string {
+	return []string{
+		"--name=e2e", "--data-dir=" + filepath.Join(c.cfg.WorkDir, "etcd"),
+		"--listen-client-urls=http://127.0.0.1:2379", "--advertise-client-urls=http://127.0.0.1:2379",
+		"--listen-peer-urls=http://127.0.0.1:2380", "--initial-advertise-peer-urls=http://127.0.0.1:2380",
+		"--initial-cluster=e2e=http://127.0.0.1:2380",
+		// A throwaway cluster: durability is not what is tested.
+		"--unsafe-no-fsync", "--log-level=warn",
+	}
+}
+
+func (c *Cluster) apiserverArgs() []string {
+	p := c.pki
+	return []string{
+		"--etcd-servers=http://127.0.0.1:2379", "--bind-address=0.0.0.0", "--advertise-address=" + HostIP,
+		"--secure-port=6443", "--service-cluster-ip-range=" + ServiceCIDR,
+		"--client-ca-file=" + p.Path("ca.crt"),
+		"--tls-cert-file=" + p.Path("apiserver.crt"), "--tls-private-key-file=" + p.Path("apiserver.key"),
+		"--kubelet-client-certificate=" + p.Path("apiserver-kubelet-client.crt"),
+		"--kubelet-client-key=" + p.Path("apiserver-kubelet-client.key"),
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file=" + p.Path("sa.pub"), "--service-account-signing-key-file=" + p.Path("sa.key"),
+		// The node's name resolves nowhere; the apiserver reaches kubelet by IP.
+		"--kubelet-preferred-address-types=InternalIP",
+		"--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
+		"--allow-privileged=true", "--profiling=false", "--v=1",
+	}
+}
+
+func (c *Cluster) waitAPIServer(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	for {
+		if _, err := c.Kubectl(ctx, "get", "--raw", "/readyz"); err == nil {
+			return nil
+		}
+		for _, p := range c.cp.procs {
+			if err := p.exited(); err != nil {
+				return err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kube-apiserver not ready within 2 minutes (see %s)", filepath.Join(c.logDir, "kube-apiserver.log"))
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// stop ends the daemons in reverse order of start.
+func (cp *controlPlane) stop() {
+	for i := len(cp.procs) - 1; i >= 0; i-- {
+		cp.procs[i].stop(15 * time.Second)
+	}
+}
+
+// logNames are the daemons' log files, for failure reports.
+func (cp *controlPlane) logNames() []string {
+	var names []string
+	for _, p := range cp.procs {
+		names = append(names, p.log.Name())
+	}
+	return names
+}

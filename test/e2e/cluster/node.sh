@@ -1,0 +1,60 @@
+#!/bin/bash
+# The one node of the e2e cluster, run by the VM harness in the guest (cwd
+# /vmwork): containerd, kubelet and kube-proxy, as on a kubeadm node without
+# systemd. The harness prepends the variables E2E_BIN, NODE_NAME, NODE_IP,
+# HOST_IP and POD_CIDR. Afterwards it serves /vmwork/cmd: each NAME.sh dropped
+# there runs as root on the node, its output in NAME.out and exit code in
+# NAME.rc; the file STOP ends the node and powers the guest off.
+set -u
+export PATH=$E2E_BIN:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+W=/vmwork; C=$W/node; L=$W/logs
+mkdir -p $L $W/cmd
+note() { echo "[$(cut -d' ' -f1 /proc/uptime)s] $*"; }
+note "node boot"
+
+# What systemd and a container-ready distribution would have done.
+mount -t cgroup2 none /sys/fs/cgroup
+echo "+cpu +cpuset +io +memory +pids" > /sys/fs/cgroup/cgroup.subtree_control
+for d in /var/lib/containerd /var/lib/kubelet /var/log/pods /var/log/containers; do
+  mkdir -p $d && mount -t tmpfs tmpfs $d
+done
+# Bidirectional mount propagation (the node plugin's kubelet dir) needs it.
+mount --make-rshared /
+hostname "$NODE_NAME"
+echo "nameserver 127.0.0.1" > /etc/resolv.conf
+printf '127.0.0.1 localhost\n%s %s\n' "$NODE_IP" "$NODE_NAME" > /etc/hosts
+modprobe -a virtio_net overlay bridge br_netfilter veth nf_conntrack nf_tables nft_compat nft_chain_nat \
+  xt_MASQUERADE xt_conntrack xt_comment xt_mark xt_addrtype xt_nat xt_statistic xt_multiport || note "modprobe failed"
+ip link set lo up && ip link set eth0 up
+ip addr add "$NODE_IP/24" dev eth0 && ip route add default via "$HOST_IP"
+sysctl -qw net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=1
+rm -rf /etc/cni/net.d && mkdir -p /etc/cni/net.d && cp $C/10-e2e.conflist /etc/cni/net.d/
+note "node set up"
+
+containerd --config $C/containerd.toml > $L/containerd.log 2>&1 &
+CONTAINERD=$!
+until ctr version > /dev/null 2>&1; do sleep 0.5; done
+note "containerd up"
+for f in $W/images/*.tar; do
+  ctr -n k8s.io images import --platform linux/amd64 "$f" > /dev/null || note "import of $f failed"
+done
+note "images: $(ctr -n k8s.io images ls -q | grep -v '^sha256:' | tr '\n' ' ')"
+
+kubelet --config=$C/kubelet.yaml --kubeconfig=$W/pki/kubelet.kubeconfig --hostname-override="$NODE_NAME" \
+  --node-ip="$NODE_IP" --root-dir=/var/lib/kubelet --v=1 > $L/kubelet.log 2>&1 &
+KUBELET=$!
+kube-proxy --config=$C/kube-proxy.yaml --v=1 > $L/kube-proxy.log 2>&1 &
+PROXY=$!
+note "kubelet and kube-proxy started"
+echo started > $W/node-started
+
+while [ ! -e $W/cmd/STOP ]; do
+  for f in $W/cmd/*.sh; do
+    [ -e "$f" ] || continue
+    n=${f%.sh}; mv "$f" "$n.run"
+    bash "$n.run" > "$n.out" 2>&1; echo $? > "$n.rc.tmp"; mv "$n.rc.tmp" "$n.rc"; rm -f "$n.run"
+  done
+  sleep 0.3
+done
+note "stopping"
+kill $PROXY $KUBELET 2> /dev/null; sleep 2; kill $CONTAINERD 2> /dev/null; sleep 1
