@@ -1,6 +1,7 @@
 // Command ssdcache-bench runs the repeated-run convergence benchmark:
 // CrystalDiskMark's matrix through fio on several targets side by side, and
-// writes report.json, report.md and convergence.svg.
+// writes report.json, report.md and convergence.svg, into a directory and, in
+// a pod, into a ConfigMap.
 package main
 
 import (
@@ -19,59 +20,92 @@ import (
 	"k8s.io/utils/exec"
 
 	"github.com/ssdcache/ssdcache/pkg/bench"
+	"github.com/ssdcache/ssdcache/pkg/bench/reportcm"
 	"github.com/ssdcache/ssdcache/pkg/command"
 	"github.com/ssdcache/ssdcache/pkg/dm"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stderr)
+	code := run(ctx, os.Args[1:], system{exec: exec.New(), pod: osPod(), stderr: os.Stderr})
 	stop()
 	klog.Flush()
 	os.Exit(code)
 }
 
-// run returns the exit code: 0 done, 1 benchmark failed (a partial report is
-// still written), 2 bad flags.
-func run(ctx context.Context, args []string, stderr io.Writer) int {
-	opts, err := parseFlags(args, stderr)
+// system is everything run reaches outside the process; tests substitute it.
+type system struct {
+	exec   exec.Interface
+	pod    pod
+	stderr io.Writer
+}
+
+// run returns the exit code: 0 done, 1 benchmark or report output failed (a
+// partial report is still written), 2 bad flags or a report ConfigMap that
+// cannot be written (checked before the benchmark starts).
+func run(ctx context.Context, args []string, sys system) int {
+	opts, err := parseFlags(args, sys.stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "ssdcache-bench:", err)
+		fmt.Fprintln(sys.stderr, "ssdcache-bench:", err)
 		return 2
 	}
-	runner := command.NewRunner(exec.New())
+	runner := command.NewRunner(sys.exec)
 	deps := bench.Deps{
 		Fio:       bench.CommandFioRunner{Runner: runner, Binary: opts.fioBinary},
 		Counters:  dmCacheCounters{dm: dm.NewDmsetup(runner)},
 		Inspector: bench.OSInspector{},
 		Clock:     clock.RealClock{},
-		Progress:  stderr,
+		Progress:  sys.stderr,
 	}
 	b, err := bench.New(opts.config, deps)
 	if err != nil {
-		fmt.Fprintln(stderr, "ssdcache-bench:", err)
+		fmt.Fprintln(sys.stderr, "ssdcache-bench:", err)
+		return 2
+	}
+	publisher, err := reportPublisher(ctx, opts.report, sys.pod)
+	if err != nil {
+		fmt.Fprintln(sys.stderr, "ssdcache-bench:", err)
 		return 2
 	}
 	report, runErr := b.Run(ctx)
-	if err := bench.WriteFiles(opts.outputDir, report); err != nil {
-		klog.ErrorS(err, "Writing the report failed", "dir", opts.outputDir)
-		return 1
+	return writeReport(ctx, opts.outputDir, publisher, report, runErr)
+}
+
+// writeReport writes the report to the output directory and, when asked, to
+// the ConfigMap, each even if the other fails.
+func writeReport(ctx context.Context, dir string, publisher *reportcm.Publisher, report *bench.Report, runErr error) int {
+	code := 0
+	if err := bench.WriteFiles(dir, report); err != nil {
+		klog.ErrorS(err, "Writing the report failed", "dir", dir)
+		code = 1
+	} else {
+		klog.InfoS("Report written", "dir", dir, "results", len(report.Results))
 	}
-	klog.InfoS("Report written", "dir", opts.outputDir, "results", len(report.Results))
+	if publisher != nil {
+		// A SIGTERM cancels ctx, and the partial report is worth publishing
+		// within the pod's grace period.
+		pubCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
+		defer cancel()
+		if err := publisher.Publish(pubCtx, report); err != nil {
+			klog.ErrorS(err, "Publishing the report ConfigMap failed; the files are complete", "dir", dir)
+			code = 1
+		}
+	}
 	if runErr != nil {
 		klog.ErrorS(runErr, "Benchmark stopped early; the report holds what was measured")
-		return 1
+		code = 1
 	}
-	return 0
+	return code
 }
 
 type options struct {
 	config    bench.Config
 	outputDir string
 	fioBinary string
+	report    reportFlags
 }
 
 // listFlag collects a repeatable flag; commas also separate values.
@@ -119,6 +153,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&c.PlotTest, "plot-test", "", "test plotted in convergence.svg; default the first selected read test")
 	fs.StringVar(&opts.outputDir, "output-dir", "bench-report", "directory for report.json, report.md and convergence.svg")
 	fs.StringVar(&opts.fioBinary, "fio", "fio", "fio binary")
+	fs.StringVar(&opts.report.configMap, "report-configmap", "", "also write the report into this ConfigMap (keys report.json, report.md, convergence.svg) through the pod's ServiceAccount; empty: only -output-dir")
+	fs.StringVar(&opts.report.namespace, "report-namespace", "", "namespace of -report-configmap; default: $POD_NAMESPACE, else the pod's own namespace (from its ServiceAccount token mount)")
 	if err := fs.Parse(args); err != nil {
 		return opts, err
 	}

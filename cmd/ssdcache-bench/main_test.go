@@ -67,10 +67,11 @@ func TestParseFlagsErrors(t *testing.T) {
 }
 
 func TestRunExitCodes(t *testing.T) {
-	if code := run(context.Background(), []string{"-runs", "x"}, io.Discard); code != 2 {
+	sys := system{exec: &testingexec.FakeExec{}, pod: noPod(), stderr: io.Discard}
+	if code := run(context.Background(), []string{"-runs", "x"}, sys); code != 2 {
 		t.Errorf("bad flag: exit %d, want 2", code)
 	}
-	if code := run(context.Background(), []string{"-target", "a=/dev/a", "-working-sets", "1Mi", "-ssd-ref", "b"}, io.Discard); code != 2 {
+	if code := run(context.Background(), []string{"-target", "a=/dev/a", "-working-sets", "1Mi", "-ssd-ref", "b"}, sys); code != 2 {
 		t.Errorf("invalid config: exit %d, want 2", code)
 	}
 }
