@@ -7,7 +7,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 IMAGE ?= ssdcache/ssdcache:$(VERSION)
 export CACHE_DIR
 
-.PHONY: all build vet generate manifests verify-generated test test-unit test-api test-kernel demo bench image
+.PHONY: all build vet generate manifests verify-generated test test-unit test-api test-kernel test-e2e demo bench image
 
 all: build
 
@@ -40,8 +40,12 @@ test-api:
 test-kernel:
 	hack/test-kernel.sh
 
+## test-e2e: helm install on a real one-node cluster (kubelet in the VM), StorageClass, bench Job, CacheBinding, restart, metrics, uninstall
+test-e2e:
+	hack/test-e2e.sh
+
 ## test: everything CI runs
-test: vet verify-generated test-unit test-api test-kernel
+test: vet verify-generated test-unit test-api test-kernel test-e2e
 
 ## demo: boot the VM, provision and stage a cached volume through CSI, watch reads converge
 demo:

@@ -1,0 +1,137 @@
+// Package e2e runs ssdcache as users meet it: `helm install` on a real
+// one-node cluster (kubelet and containerd in a qemu guest with an emulated
+// HDD and NVMe, control plane on the host, test/e2e/cluster), a cached
+// StorageClass, the bench Job, `kubectl apply` of a CacheBinding in front of
+// a volume in use, a restart of the node plugin, its metrics, and a clean
+// uninstall. Run it with `make test-e2e` (hack/test-e2e.sh).
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ssdcache/ssdcache/test/e2e/cluster"
+	"github.com/ssdcache/ssdcache/test/vm"
+)
+
+const (
+	enableEnv  = "SSDCACHE_E2E"
+	binEnv     = "SSDCACHE_E2E_BIN"
+	envtestEnv = "KUBEBUILDER_ASSETS"
+	namespace  = "ssdcache-system"
+	release    = "ssdcache"
+)
+
+// suite is the state the steps share.
+type suite struct {
+	c       *cluster.Cluster
+	images  imageRefs
+	workDir string
+	repo    string
+	timings []timing
+}
+
+type timing struct {
+	step string
+	took time.Duration
+}
+
+func TestEndToEnd(t *testing.T) {
+	if testing.Short() || os.Getenv(enableEnv) != "1" {
+		t.Skipf("boots a one-node cluster in a VM: set %s=1 (make test-e2e does, after hack/e2e-assets.sh)", enableEnv)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	s := &suite{workDir: workDir(t), repo: repoRoot(t)}
+	steps := []struct {
+		name string
+		run  func(context.Context, *testing.T)
+	}{
+		{"build images", s.buildImages},
+		{"start cluster", s.startCluster},
+		{"helm install", s.helmInstall},
+		{"cached StorageClass", s.cachedStorageClass},
+		{"bench Job", s.benchJob},
+		{"CacheBinding online", s.cacheBindingOnline},
+		{"node plugin restart", s.nodePluginRestart},
+		{"metrics", s.metrics},
+		{"uninstall", s.uninstall},
+	}
+	defer s.report(t)
+	defer func() {
+		if s.c != nil {
+			s.c.Stop()
+		}
+	}()
+	for _, st := range steps {
+		start := time.Now()
+		ok := t.Run(strings.ReplaceAll(st.name, " ", "_"), func(t *testing.T) { st.run(ctx, t) })
+		s.timings = append(s.timings, timing{st.name, time.Since(start)})
+		if !ok {
+			s.dumpState(ctx, t)
+			return
+		}
+	}
+}
+
+func (s *suite) startCluster(ctx context.Context, t *testing.T) {
+	cfg := cluster.Config{
+		WorkDir: filepath.Join(s.workDir, "cluster"), Bin: requireEnv(t, binEnv), EnvtestBin: requireEnv(t, envtestEnv),
+		Images: s.images.archives, PauseImage: s.images.pause,
+		VM:     vm.Config{HDDSize: 4 << 30, SSDSize: 1 << 30, Timeout: 40 * time.Minute},
+		Logger: testLogger(t),
+	}
+	c, err := cluster.Start(ctx, cfg)
+	if err != nil {
+		t.Fatalf("cluster: %v", err)
+	}
+	s.c = c // stopped by TestEndToEnd, after every step
+}
+
+// report logs each step's wall time: the figures the issue asks for.
+func (s *suite) report(t *testing.T) {
+	var b strings.Builder
+	var total time.Duration
+	for _, tm := range s.timings {
+		fmt.Fprintf(&b, "  %-22s %6.1fs\n", tm.step, tm.took.Seconds())
+		total += tm.took
+	}
+	t.Logf("wall time per step:\n%s  %-22s %6.1fs", b.String(), "total", total.Seconds())
+}
+
+// workDir is removed after the test, unless it failed and SSDCACHE_E2E_KEEP=1.
+func workDir(t *testing.T) string {
+	dir, err := os.MkdirTemp("", "ssdcache-e2e-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() && os.Getenv("SSDCACHE_E2E_KEEP") == "1" {
+			t.Logf("SSDCACHE_E2E_KEEP=1: kept %s", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	})
+	return dir
+}
+
+func requireEnv(t *testing.T, name string) string {
+	v := os.Getenv(name)
+	if v == "" {
+		t.Fatalf("%s is not set: run the e2e through hack/test-e2e.sh", name)
+	}
+	return v
+}
+
+func repoRoot(t *testing.T) string {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Clean(filepath.Join(wd, "..", ".."))
+}

@@ -1,0 +1,124 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+)
+
+func testLogger(t *testing.T) klog.Logger { return ktesting.NewLogger(t, ktesting.NewConfig()) }
+
+// kubectl runs kubectl and fails the test on error.
+func (s *suite) kubectl(ctx context.Context, t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := s.c.Kubectl(ctx, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// apply is `kubectl apply -f -` of manifest.
+func (s *suite) apply(ctx context.Context, t *testing.T, manifest string) {
+	t.Helper()
+	if _, err := s.c.KubectlStdin(ctx, manifest, "apply", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// jsonpath reads one field of an object ("" when it is not there).
+func (s *suite) jsonpath(ctx context.Context, t *testing.T, obj, path string, extra ...string) string {
+	t.Helper()
+	out, err := s.c.Kubectl(ctx, append([]string{"get", obj, "-o", "jsonpath=" + path}, extra...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(out)
+}
+
+// getJSON decodes `kubectl get obj -o json` into v.
+func (s *suite) getJSON(ctx context.Context, t *testing.T, v any, args ...string) {
+	t.Helper()
+	out := s.kubectl(ctx, t, append(append([]string{"get"}, args...), "-o", "json")...)
+	if err := json.Unmarshal([]byte(out), v); err != nil {
+		t.Fatalf("decoding kubectl get %v: %v", args, err)
+	}
+}
+
+// node runs a script on the node (in the guest, as root) and fails the test on error.
+func (s *suite) node(ctx context.Context, t *testing.T, script string) string {
+	t.Helper()
+	out, err := s.c.NodeExec(ctx, script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// eventually polls cond every interval until it holds or timeout passes;
+// the last reason cond gave is in the failure.
+func eventually(ctx context.Context, t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, why := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			t.Fatalf("%s: not within %v: %s", what, timeout, why)
+		}
+		time.Sleep(2 * time.Second)
+	}
+}
+
+// dmTable is the node's table of a staged volume's dm device.
+func (s *suite) dmTable(ctx context.Context, t *testing.T, volumeHandle string) string {
+	t.Helper()
+	return strings.TrimSpace(s.node(ctx, t, "dmsetup table ssdcache-"+volumeHandle))
+}
+
+// volumeHandle is the CSI volume ID of a bound PVC in namespace default.
+func (s *suite) volumeHandle(ctx context.Context, t *testing.T, pvc string) string {
+	t.Helper()
+	pv := s.jsonpath(ctx, t, "pvc/"+pvc, "{.spec.volumeName}", "-n", "default")
+	if pv == "" {
+		t.Fatalf("PVC %s is not bound", pvc)
+	}
+	return s.jsonpath(ctx, t, "pv/"+pv, "{.spec.csi.volumeHandle}")
+}
+
+// dumpState logs what a failed step leaves behind: objects, events, the node
+// plugin's logs, and where the daemons' logs are.
+func (s *suite) dumpState(ctx context.Context, t *testing.T) {
+	if s.c == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	for _, args := range [][]string{
+		{"get", "nodes,pods,pvc,pv,cachebindings,jobs", "-A", "-o", "wide"},
+		{"get", "events", "-A", "--sort-by=.lastTimestamp"},
+		{"-n", namespace, "logs", "-l", "app.kubernetes.io/component=node", "--all-containers", "--tail=60", "--prefix"},
+		{"-n", namespace, "logs", "-l", "app.kubernetes.io/component=controller", "--tail=40"},
+	} {
+		out, err := s.c.Kubectl(ctx, args...)
+		t.Logf("kubectl %s:\n%s%v", strings.Join(args, " "), out, errOrEmpty(err))
+	}
+	out, err := s.c.NodeExec(ctx, "dmsetup table; lvs -a 2>&1; tail -n 30 /vmwork/logs/kubelet.log")
+	t.Logf("node: dm tables, LVs, kubelet log:\n%s%v", out, errOrEmpty(err))
+	t.Logf("logs: %s", strings.Join(s.c.Logs(), " "))
+}
+
+func errOrEmpty(err error) string {
+	if err == nil {
+		return ""
+	}
+	return "error: " + err.Error()
+}
+
