@@ -1,0 +1,217 @@
+// Package images assembles the e2e cluster's container images as OCI
+// image-layout tar archives, without a registry or a Docker engine, for
+// "ctr -n k8s.io images import --platform linux/amd64 X.tar" in the guest.
+//
+// The project image reproduces the repository's Dockerfile, whose facts
+// (base suite, apt packages, sed edits, copied binaries, USER, ENTRYPOINT)
+// are parsed from the file itself. Its Debian layer is made with
+// debootstrap and a chroot, which takes minutes, and is cached under
+// CacheDir/e2e/images; a warm build only compiles the binaries and writes
+// the archive. Single-binary images (pause, CSI sidecars) have one layer.
+package images
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/mount-utils"
+	"k8s.io/utils/exec"
+)
+
+// Options says which images to build and where.
+type Options struct {
+	// RepoRoot is the repository root (Dockerfile, cmd/). Required with ProjectRef.
+	RepoRoot string
+	// CacheDir holds the cached Debian layer under CacheDir/e2e/images.
+	// Required with ProjectRef; callers use ${CACHE_DIR:-~/.cache/ssdcache}.
+	CacheDir string
+	// OutDir receives one <ref>.tar per image. Required; created if missing.
+	OutDir string
+	// ProjectRef names the project image, e.g. "docker.io/ssdcache/ssdcache:e2e";
+	// empty skips it.
+	ProjectRef string
+	// Binaries are single static binary images (sidecars, pause).
+	Binaries []BinaryImage
+	// DebianMirror and DebianSecurityMirror default to deb.debian.org.
+	DebianMirror, DebianSecurityMirror string
+	// Logger defaults to klog's background logger.
+	Logger klog.Logger
+}
+
+// BinaryImage is an image holding one static binary at Entrypoint[0].
+type BinaryImage struct {
+	Ref        string
+	Binary     string // host path of the static binary
+	Entrypoint []string
+}
+
+// Archive is one written image archive.
+type Archive struct {
+	Ref, Path string
+}
+
+// Builder builds images through injected OS seams.
+type Builder struct {
+	exec    exec.Interface
+	mounter mount.Interface
+	logger  klog.Logger
+}
+
+// NewBuilder returns a Builder that runs tools through e and mounts /proc
+// for the Debian chroot with a k8s.io/mount-utils mounter.
+func NewBuilder(e exec.Interface) *Builder {
+	return NewBuilderWithMounter(e, mount.New(""))
+}
+
+// NewBuilderWithMounter is NewBuilder with an explicit mounter.
+func NewBuilderWithMounter(e exec.Interface, m mount.Interface) *Builder {
+	return &Builder{exec: e, mounter: m, logger: klog.Background()}
+}
+
+// Build writes the archives o asks for and returns them, project image first.
+func Build(ctx context.Context, o Options) ([]Archive, error) {
+	return NewBuilder(exec.New()).Build(ctx, o)
+}
+
+// Build is the package-level Build through b's seams.
+func (b *Builder) Build(ctx context.Context, o Options) ([]Archive, error) {
+	o = o.withDefaults(b.logger)
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(o.OutDir, 0o755); err != nil {
+		return nil, err
+	}
+	var archives []Archive
+	if o.ProjectRef != "" {
+		a, err := b.buildProjectImage(ctx, o)
+		if err != nil {
+			return nil, fmt.Errorf("project image %s: %w", o.ProjectRef, err)
+		}
+		archives = append(archives, a)
+	}
+	for _, bi := range o.Binaries {
+		a, err := b.buildBinaryImage(o, bi)
+		if err != nil {
+			return nil, fmt.Errorf("image %s: %w", bi.Ref, err)
+		}
+		archives = append(archives, a)
+	}
+	return archives, nil
+}
+
+func (o Options) withDefaults(logger klog.Logger) Options {
+	if o.Logger.GetSink() == nil {
+		o.Logger = logger
+	}
+	if o.DebianMirror == "" {
+		o.DebianMirror = DefaultDebianMirror
+	}
+	if o.DebianSecurityMirror == "" {
+		o.DebianSecurityMirror = DefaultDebianSecurityMirror
+	}
+	return o
+}
+
+func (o Options) validate() error {
+	if o.OutDir == "" {
+		return fmt.Errorf("Options.OutDir is empty; want the directory for the .tar archives")
+	}
+	if o.ProjectRef == "" && len(o.Binaries) == 0 {
+		return fmt.Errorf("Options.ProjectRef is empty and Options.Binaries has no entries; nothing to build")
+	}
+	if o.ProjectRef != "" {
+		if err := validateRef("Options.ProjectRef", o.ProjectRef); err != nil {
+			return err
+		}
+		if o.RepoRoot == "" || o.CacheDir == "" {
+			return fmt.Errorf("Options.RepoRoot %q and Options.CacheDir %q must be set to build the project image", o.RepoRoot, o.CacheDir)
+		}
+	}
+	seen := map[string]bool{o.ProjectRef: o.ProjectRef != ""}
+	for i, bi := range o.Binaries {
+		field := fmt.Sprintf("Options.Binaries[%d]", i)
+		if err := bi.validate(field); err != nil {
+			return err
+		}
+		if seen[bi.Ref] {
+			return fmt.Errorf("%s.Ref %q: already used by another image; refs must be unique", field, bi.Ref)
+		}
+		seen[bi.Ref] = true
+	}
+	return nil
+}
+
+func (bi BinaryImage) validate(field string) error {
+	if err := validateRef(field+".Ref", bi.Ref); err != nil {
+		return err
+	}
+	if len(bi.Entrypoint) == 0 || !strings.HasPrefix(bi.Entrypoint[0], "/") {
+		return fmt.Errorf("%s.Entrypoint %q: want an absolute path to place the binary at, then its arguments", field, bi.Entrypoint)
+	}
+	st, err := os.Stat(bi.Binary)
+	if err != nil || !st.Mode().IsRegular() {
+		return fmt.Errorf("%s.Binary %q: want the host path of a static binary (%v)", field, bi.Binary, err)
+	}
+	return nil
+}
+
+// validateRef requires registry/repository:tag. containerd stores the image
+// under exactly this name and the kubelet looks it up by its normalised
+// form, so a short name like "pause:1" would never be found.
+func validateRef(field, ref string) error {
+	slash := strings.Index(ref, "/")
+	colon := strings.LastIndex(ref, ":")
+	if slash <= 0 || !strings.ContainsAny(ref[:slash], ".:") && ref[:slash] != "localhost" {
+		return fmt.Errorf("%s %q: want a fully qualified name with a registry host, e.g. docker.io/ssdcache/ssdcache:e2e", field, ref)
+	}
+	if colon < slash || colon == len(ref)-1 || strings.Contains(ref, "@") {
+		return fmt.Errorf("%s %q: want a tag (repository:tag) and no digest", field, ref)
+	}
+	return nil
+}
+
+// archivePath turns a ref into a file name in OutDir.
+func archivePath(outDir, ref string) string {
+	return filepath.Join(outDir, strings.NewReplacer("/", "_", ":", "_").Replace(ref)+".tar")
+}
+
+func (b *Builder) buildBinaryImage(o Options, bi BinaryImage) (Archive, error) {
+	layerPath := archivePath(o.OutDir, bi.Ref) + ".layer"
+	files := []layerFile{{src: bi.Binary, dest: bi.Entrypoint[0], mode: 0o755}}
+	if err := writeFilesLayer(layerPath, files, map[string]int64{"/tmp": 0o1777}); err != nil {
+		return Archive{}, err
+	}
+	defer os.Remove(layerPath)
+	layer, err := newFileLayer(layerPath)
+	if err != nil {
+		return Archive{}, err
+	}
+	spec := imageSpec{ref: bi.Ref, entrypoint: bi.Entrypoint, layers: []v1.Layer{layer},
+		history: []string{"test/e2e/images: " + filepath.Base(bi.Binary) + " at " + bi.Entrypoint[0]}}
+	return b.writeImage(o, spec)
+}
+
+func (b *Builder) writeImage(o Options, spec imageSpec) (Archive, error) {
+	start := time.Now()
+	img, err := assembleImage(spec)
+	if err != nil {
+		return Archive{}, err
+	}
+	out := archivePath(o.OutDir, spec.ref)
+	if err := writeArchive(out, spec.ref, img); err != nil {
+		return Archive{}, err
+	}
+	digest, err := img.Digest()
+	if err != nil {
+		return Archive{}, err
+	}
+	o.Logger.Info("Wrote image archive", "ref", spec.ref, "path", out, "manifest", digest.String(), "duration", time.Since(start).Round(time.Millisecond))
+	return Archive{Ref: spec.ref, Path: out}, nil
+}
