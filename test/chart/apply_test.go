@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
@@ -25,6 +26,7 @@ import (
 // one; skipWhy says why there is none.
 var apiServer struct {
 	client  client.Client
+	config  *rest.Config // as cluster admin
 	skipWhy string
 }
 
@@ -61,6 +63,7 @@ func TestMain(m *testing.M) {
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		panic(err)
 	}
+	apiServer.config = cfg
 	apiServer.client, err = client.New(cfg, client.Options{Scheme: scheme})
 	code := 1
 	if err == nil {
@@ -110,7 +113,39 @@ func TestAPIServerAcceptsRenderedChart(t *testing.T) {
 func TestServiceAccountsHoldTheirPermissions(t *testing.T) {
 	ctx, c := needAPIServer(t)
 	ensureNamespace(t, ctx, c, releaseNS)
-	r := render(t, "")
+	for _, comp := range components {
+		applyRBAC(t, ctx, c, render(t, comp.valuesFile))
+	}
+	for _, comp := range components {
+		t.Run(comp.name, func(t *testing.T) {
+			user := serviceAccountUser(comp.serviceAccount)
+			for _, p := range comp.needs(t).sorted() {
+				_, nsOnly := comp.namespaced[p.groupResource()]
+				name := comp.resourceNames[p.groupResource()]
+				if p.verb == "create" {
+					name = "" // a create request carries no name for RBAC to match
+				}
+				ns := "elsewhere"
+				if nsOnly {
+					ns = releaseNS
+					if allowed(t, ctx, c, user, p, "elsewhere", name) {
+						t.Errorf("%s holds %s outside %s; it needs it only there", user, p, releaseNS)
+					}
+				}
+				if !allowed(t, ctx, c, user, p, ns, name) {
+					t.Errorf("the API server denies %s (name %q) to %s in namespace %s", p, name, user, ns)
+				}
+				if name != "" && allowed(t, ctx, c, user, p, ns, "another-object") {
+					t.Errorf("%s holds %s on any name; it needs it only on %q", user, p, name)
+				}
+			}
+		})
+	}
+}
+
+// applyRBAC creates a render's ServiceAccounts and RBAC objects for real.
+func applyRBAC(t *testing.T, ctx context.Context, c client.Client, r rendered) {
+	t.Helper()
 	rbacKinds := sets.New("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 	for _, o := range r.objects {
 		if !rbacKinds.Has(o.GetKind()) {
@@ -120,34 +155,20 @@ func TestServiceAccountsHoldTheirPermissions(t *testing.T) {
 			t.Fatalf("%s %s: %v", o.GetKind(), o.GetName(), err)
 		}
 	}
-	for _, comp := range components {
-		t.Run(comp.name, func(t *testing.T) {
-			user := "system:serviceaccount:" + releaseNS + ":" + comp.serviceAccount
-			for _, p := range comp.needs(t).sorted() {
-				_, nsOnly := comp.namespaced[p.groupResource()]
-				ns := "elsewhere"
-				if nsOnly {
-					ns = releaseNS
-					if allowed(t, ctx, c, user, p, "elsewhere") {
-						t.Errorf("%s holds %s outside %s; it needs it only there", user, p, releaseNS)
-					}
-				}
-				if !allowed(t, ctx, c, user, p, ns) {
-					t.Errorf("the API server denies %s to %s in namespace %s", p, user, ns)
-				}
-			}
-		})
-	}
 }
 
-func allowed(t *testing.T, ctx context.Context, c client.Client, user string, p perm, namespace string) bool {
+func serviceAccountUser(name string) string {
+	return "system:serviceaccount:" + releaseNS + ":" + name
+}
+
+func allowed(t *testing.T, ctx context.Context, c client.Client, user string, p perm, namespace, name string) bool {
 	t.Helper()
 	resource, sub, _ := strings.Cut(p.resource, "/")
 	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 		User:   user,
 		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + releaseNS, "system:authenticated"},
 		ResourceAttributes: &authorizationv1.ResourceAttributes{
-			Namespace: namespace, Verb: p.verb, Group: p.group, Resource: resource, Subresource: sub,
+			Namespace: namespace, Verb: p.verb, Group: p.group, Resource: resource, Subresource: sub, Name: name,
 		},
 	}}
 	if err := c.Create(ctx, sar); err != nil {

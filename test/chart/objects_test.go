@@ -2,6 +2,7 @@ package chart
 
 import (
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -268,8 +269,8 @@ func TestControllerDeployment(t *testing.T) {
 func TestOptionalObjects(t *testing.T) {
 	cases := map[string]map[string]int{
 		"":                            {"StorageClass": 0, "Job": 0, "ServiceMonitor": 0, "ConfigMap": 1, "Service": 2, "CSIDriver": 1, "ClusterRole": 2, "Role": 2},
-		"testdata/full.yaml":          {"StorageClass": 1, "Job": 1, "PersistentVolumeClaim": 1, "ServiceMonitor": 2, "ConfigMap": 1},
-		"testdata/external-rbac.yaml": {"ClusterRole": 0, "Role": 0, "ServiceAccount": 0, "CSIDriver": 0, "Service": 0, "ConfigMap": 0},
+		"testdata/full.yaml":          {"StorageClass": 1, "Job": 1, "PersistentVolumeClaim": 1, "ServiceMonitor": 2, "ConfigMap": 1, "ServiceAccount": 3, "Role": 3, "RoleBinding": 3},
+		"testdata/external-rbac.yaml": {"ClusterRole": 0, "Role": 0, "RoleBinding": 0, "ServiceAccount": 0, "CSIDriver": 0, "Service": 0, "ConfigMap": 0, "Job": 1},
 	}
 	for f, want := range cases {
 		r := render(t, f)
@@ -320,13 +321,48 @@ func TestBenchJob(t *testing.T) {
 	if spec.Volumes[0].PersistentVolumeClaim.ClaimName != pvc.Name {
 		t.Errorf("the Job mounts %q, not the bench PVC", spec.Volumes[0].PersistentVolumeClaim.ClaimName)
 	}
+	if spec.ServiceAccountName != "ssd-ssdcache-bench" {
+		t.Errorf("serviceAccountName = %q, want the bench's own", spec.ServiceAccountName)
+	}
+	mustHaveArgs(t, c, "-report-configmap=ssd-ssdcache-bench-report")
+	r.one(t, "ServiceAccount", "ssd-ssdcache-bench")
+	r.one(t, "RoleBinding", "ssd-ssdcache-bench")
+	role := typed[rbacv1.Role](t, r.one(t, "Role", "ssd-ssdcache-bench"))
+	want := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"ssd-ssdcache-bench-report"}, Verbs: []string{"patch"}}}
+	if !reflect.DeepEqual(role.Rules, want) {
+		t.Errorf("bench Role rules %+v, want %+v", role.Rules, want)
+	}
+}
+
+// TestBenchJobWithExternalRBAC: named ServiceAccount and ConfigMap, no RBAC objects.
+func TestBenchJobWithExternalRBAC(t *testing.T) {
+	r := render(t, "testdata/external-rbac.yaml")
+	spec := typed[batchv1.Job](t, r.one(t, "Job", "ssd-ssdcache-bench")).Spec.Template.Spec
+	if spec.ServiceAccountName != "storage-bench" {
+		t.Errorf("serviceAccountName = %q, want storage-bench from the values", spec.ServiceAccountName)
+	}
+	mustHaveArgs(t, container(t, spec, "bench"), "-report-configmap=bench-results")
+}
+
+// TestTinyBenchValues: the values test/e2e uses reach the Job's flags unchanged.
+func TestTinyBenchValues(t *testing.T) {
+	r := render(t, "testdata/bench-tiny.yaml")
+	c := container(t, typed[batchv1.Job](t, r.one(t, "Job", "ssd-ssdcache-bench")).Spec.Template.Spec, "bench")
+	mustHaveArgs(t, c, "-cache-size=64Mi", "-working-sets=50%", "-runs=2", "-interval=2s", "-tests=read",
+		"-report-configmap=ssd-ssdcache-bench-report")
+	pvc := typed[corev1.PersistentVolumeClaim](t, r.one(t, "PersistentVolumeClaim", "ssd-ssdcache-bench"))
+	if got := pvc.Spec.Resources.Requests.Storage().String(); got != "1Gi" {
+		t.Errorf("bench PVC requests %s, want 1Gi", got)
+	}
 }
 
 func TestNotes(t *testing.T) {
 	if notes := render(t, "").notes; !strings.Contains(notes, "WARNING: node.originDevices is empty") {
 		t.Errorf("default NOTES do not warn about missing origin devices:\n%s", notes)
 	}
-	if notes := render(t, "testdata/full.yaml").notes; strings.Contains(notes, "WARNING") || !strings.Contains(notes, "job/ssd-ssdcache-bench") {
+	if notes := render(t, "testdata/full.yaml").notes; strings.Contains(notes, "WARNING") || !strings.Contains(notes, "job/ssd-ssdcache-bench") ||
+		!strings.Contains(notes, "get configmap ssd-ssdcache-bench-report") {
 		t.Errorf("NOTES with devices and bench:\n%s", notes)
 	}
 }

@@ -25,6 +25,7 @@ func TestSchemaRefusesBadValues(t *testing.T) {
 		{"unknown filesystem", map[string]any{"storageClass": map[string]any{"fsType": "btrfs"}}, "fsType"},
 		{"misspelt key", map[string]any{"node": map[string]any{"cacheDevice": []any{}}}, "cacheDevice"},
 		{"bad duration", map[string]any{"node": map[string]any{"healthInterval": "1 second"}}, "healthInterval"},
+		{"report ConfigMap name", map[string]any{"bench": map[string]any{"reportConfigMap": "Bench_Report"}}, "reportConfigMap"},
 		{"group without selector", map[string]any{"node": map[string]any{"nodeGroups": []any{map[string]any{"name": "a"}}}}, "nodeSelector"},
 	}
 	for _, c := range cases {

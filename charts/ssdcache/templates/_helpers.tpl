@@ -53,6 +53,15 @@ app.kubernetes.io/component: {{ .component }}
 {{- default (printf "%s-controller" (include "ssdcache.fullname" .)) .Values.controller.serviceAccount.name -}}
 {{- end -}}
 
+{{- define "ssdcache.benchServiceAccount" -}}
+{{- default (printf "%s-bench" (include "ssdcache.fullname" .)) .Values.bench.serviceAccount.name -}}
+{{- end -}}
+
+{{/* The ConfigMap the bench Job writes its report into. */}}
+{{- define "ssdcache.benchReportConfigMap" -}}
+{{- default (printf "%s-bench-report" (include "ssdcache.fullname" .)) .Values.bench.reportConfigMap -}}
+{{- end -}}
+
 {{/* The plugin's socket directory on the host, shared with kubelet. */}}
 {{- define "ssdcache.pluginDir" -}}
 {{- printf "%s/plugins/%s" (trimSuffix "/" .Values.kubeletDir) (include "ssdcache.driverName" .) -}}

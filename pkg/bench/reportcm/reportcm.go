@@ -17,10 +17,10 @@ import (
 	"github.com/ssdcache/ssdcache/pkg/bench"
 )
 
-// The ConfigMap is written with server-side apply, which needs only "patch"
-// on the named object: no get, and (the chart test proves it on a real API
-// server) no create either.
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=patch
+// The ConfigMap is written with server-side apply: "patch" on the named
+// object, plus "create" when apply creates it (the API server checks both; the
+// chart test proves it). No get or update.
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=create;patch
 
 const (
 	// FieldManager owns every field the publisher writes.
