@@ -1,6 +1,7 @@
 package chart
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -33,6 +34,7 @@ func TestChartPassesOnlyRealFlags(t *testing.T) {
 		container(t, ds.Spec.Template.Spec, "ssdcache-node"),
 		container(t, dep.Spec.Template.Spec, "ssdcache-controller"),
 		container(t, job.Spec.Template.Spec, "bench"),
+		container(t, exampleBenchJob(t).Spec.Template.Spec, "bench"),
 	} {
 		defined := flagsOf(t, filepath.Join(bin, filepath.Base(c.Command[0])))
 		for _, arg := range c.Args {
@@ -42,6 +44,28 @@ func TestChartPassesOnlyRealFlags(t *testing.T) {
 			}
 		}
 	}
+}
+
+// exampleBenchJob is the Job of deploy/examples/bench-job.yaml, whose flags
+// users copy.
+func exampleBenchJob(t *testing.T) *batchv1.Job {
+	t.Helper()
+	const path = "../../deploy/examples/bench-job.yaml"
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := decodeObjects(path, string(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if o.GetKind() == "Job" {
+			return typed[batchv1.Job](t, o)
+		}
+	}
+	t.Fatalf("%s has no Job", path)
+	return nil
 }
 
 var usageFlag = regexp.MustCompile(`(?m)^\s+-([A-Za-z0-9_.-]+)`)
