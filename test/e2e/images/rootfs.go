@@ -16,7 +16,7 @@ import (
 
 // rootfsFormatVersion changes whenever the way the Debian layer is made
 // changes (below), so older cached layers are not reused.
-const rootfsFormatVersion = 1
+const rootfsFormatVersion = 2
 
 // Mirrors the layer is bootstrapped from; the same ones Debian's images use.
 const (
@@ -36,8 +36,18 @@ path-exclude /usr/share/locale/*
 path-exclude /usr/share/man/*
 `
 
-// slimScript removes what debootstrap installed before slimDpkgConfig existed.
+// aptCleanConfig is Debian images' docker-clean: apt deletes downloaded
+// packages and its binary caches after every run.
+const aptCleanConfig = `DPkg::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };
+APT::Update::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };
+Dir::Cache::pkgcache "";
+Dir::Cache::srcpkgcache "";
+`
+
+// slimScript removes what debootstrap installed before slimDpkgConfig and
+// aptCleanConfig existed.
 const slimScript = `set -e
+apt-get clean
 rm -rf /usr/share/groff/* /usr/share/info/* /usr/share/linda/* /usr/share/lintian/overrides/* /usr/share/locale/* /usr/share/man/*
 find /usr/share/doc -mindepth 1 -not -type d -not -name copyright -delete
 find /usr/share/doc -mindepth 1 -type d -empty -delete
@@ -58,6 +68,7 @@ type rootfsPlan struct {
 	SedEdits       []SedEdit
 	SlimDpkg       string
 	SlimScript     string
+	AptClean       string
 
 	cachePath string
 	logPath   string
@@ -68,7 +79,7 @@ func planRootfs(o Options, df *Dockerfile) rootfsPlan {
 		FormatVersion: rootfsFormatVersion, Suite: df.Suite,
 		Mirror: o.DebianMirror, SecurityMirror: o.DebianSecurityMirror,
 		RunScripts: df.RunScripts, Packages: df.Packages, SedEdits: df.SedEdits,
-		SlimDpkg: slimDpkgConfig, SlimScript: slimScript,
+		SlimDpkg: slimDpkgConfig, SlimScript: slimScript, AptClean: aptCleanConfig,
 	}
 	key, _ := json.Marshal(p) // only strings and ints: cannot fail
 	sum := sha256.Sum256(key)
@@ -162,8 +173,9 @@ func (b *Builder) ensureDebootstrap(ctx context.Context, log io.Writer) error {
 }
 
 // customizeRootfs turns the bootstrapped tree into the Dockerfile's final
-// stage: slim configuration, then the Dockerfile's RUN scripts verbatim in
-// a chroot with /proc mounted, then the build-only files removed again.
+// stage: the base image's slim and apt-clean settings, then the
+// Dockerfile's RUN scripts verbatim in a chroot with /proc mounted, then
+// the build-only files removed again.
 func (b *Builder) customizeRootfs(ctx context.Context, plan rootfsPlan, dir string, log io.Writer) error {
 	if err := prepareChroot(plan, dir); err != nil {
 		return err
@@ -172,7 +184,6 @@ func (b *Builder) customizeRootfs(ctx context.Context, plan rootfsPlan, dir stri
 		return fmt.Errorf("mounting proc in the chroot %s: %w", dir, err)
 	}
 	scripts := append([]string{slimScript}, plan.RunScripts...)
-	scripts = append(scripts, "apt-get clean")
 	for _, script := range scripts {
 		if err := b.chrootShell(ctx, dir, script, log); err != nil {
 			return err
@@ -204,6 +215,7 @@ func prepareChroot(plan rootfsPlan, dir string) error {
 	}{
 		{"etc/apt/sources.list", plan.sourcesList(), 0o644},
 		{"etc/dpkg/dpkg.cfg.d/docker", slimDpkgConfig, 0o644},
+		{"etc/apt/apt.conf.d/docker-clean", aptCleanConfig, 0o644},
 		{"usr/sbin/policy-rc.d", policyRCD, 0o755},
 		{"etc/resolv.conf", string(resolv), 0o644},
 	}

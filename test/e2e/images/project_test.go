@@ -1,0 +1,311 @@
+package images
+
+import (
+	"archive/tar"
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"k8s.io/klog/v2/ktesting"
+)
+
+const (
+	// enableEnv must be "1" for the tests that debootstrap Debian (minutes
+	// when not cached, root and network to deb.debian.org).
+	enableEnv = "SSDCACHE_E2E"
+	// containerdEnv names a directory with containerd and ctr binaries for
+	// the import test (the e2e harness caches them).
+	containerdEnv = "SSDCACHE_CONTAINERD_DIR"
+	projectRef    = "docker.io/ssdcache/ssdcache:e2e"
+)
+
+func skipUnlessEnabled(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the Debian layer with debootstrap; skipped under -short")
+	}
+	if os.Getenv(enableEnv) != "1" {
+		t.Skipf("builds the Debian layer with debootstrap (root, network to deb.debian.org); set %s=1 to run", enableEnv)
+	}
+}
+
+func cacheDir(t *testing.T) string {
+	if d := os.Getenv("CACHE_DIR"); d != "" {
+		return d
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(home, ".cache", "ssdcache")
+}
+
+func buildProject(t *testing.T, outDir string) Archive {
+	t.Helper()
+	o := Options{RepoRoot: repoRoot, CacheDir: cacheDir(t), OutDir: outDir, ProjectRef: projectRef,
+		Logger: ktesting.NewLogger(t, ktesting.DefaultConfig)}
+	archives, err := Build(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return archives[0]
+}
+
+// TestProjectImageMatchesDockerfile keeps the e2e image and the Dockerfile
+// in step: every package installed, its key files present, the sed edits
+// applied, the binaries in place, USER and ENTRYPOINT as written.
+func TestProjectImageMatchesDockerfile(t *testing.T) {
+	skipUnlessEnabled(t)
+	df, err := readDockerfile(repoRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	archive := buildProject(t, t.TempDir())
+	desc, img := readArchive(t, archive.Path)
+	if desc.Annotations[annotationContainerdName] != projectRef {
+		t.Errorf("index annotations %v, want %s=%s", desc.Annotations, annotationContainerdName, projectRef)
+	}
+	checkConfig(t, img, df.User, df.Entrypoint)
+	fsys := newImageFS(t, img)
+	for _, pkg := range df.Packages {
+		for _, f := range keyFiles[pkg] {
+			if h := fsys.resolve(f); h == nil || h.Typeflag != tar.TypeReg {
+				t.Errorf("package %s: %s is not a file in the image", pkg, f)
+			}
+		}
+	}
+	for _, bin := range df.Binaries {
+		p := path.Join(df.BinDir, bin)
+		if h := fsys.resolve(p); h == nil || h.Mode&0o111 == 0 || h.Uid != 0 {
+			t.Errorf("%s: %+v, want a root-owned executable", p, h)
+		}
+	}
+	checkInstalled(t, fsys.read("/var/lib/dpkg/status"), df.Packages)
+	for _, edit := range df.SedEdits {
+		checkSedApplied(t, edit, fsys.read(edit.File))
+	}
+	if len(fsys.glob("var/lib/apt/lists/")) > 0 {
+		t.Errorf("apt lists left in the image: %v", fsys.glob("var/lib/apt/lists/")[:1])
+	}
+}
+
+// checkInstalled reads dpkg's status file: each package must be installed.
+func checkInstalled(t *testing.T, status string, packages []string) {
+	t.Helper()
+	installed := map[string]bool{}
+	for _, stanza := range strings.Split(status, "\n\n") {
+		var name string
+		for _, line := range strings.Split(stanza, "\n") {
+			if v, ok := strings.CutPrefix(line, "Package: "); ok {
+				name = v
+			}
+			if line == "Status: install ok installed" {
+				installed[name] = true
+			}
+		}
+	}
+	for _, p := range packages {
+		if !installed[p] {
+			t.Errorf("package %s is not installed in the image (dpkg status)", p)
+		}
+	}
+}
+
+// checkSedApplied checks each s/PATTERN/REPLACEMENT/ of a Dockerfile sed
+// edit: no line matches PATTERN any more, and the replacement's literal
+// text is a line of the file.
+func checkSedApplied(t *testing.T, edit SedEdit, content string) {
+	t.Helper()
+	for _, expr := range edit.Expressions {
+		parts := strings.Split(expr, "/")
+		if len(parts) != 4 || parts[0] != "s" {
+			t.Errorf("sed expression %q: the test understands s/PATTERN/REPLACEMENT/ only", expr)
+			continue
+		}
+		pattern := regexp.MustCompile("(?m)" + strings.NewReplacer(`\(`, "(", `\)`, ")").Replace(parts[1]))
+		if m := pattern.FindString(content); m != "" {
+			t.Errorf("%s: line %q still matches %q; the Dockerfile's sed edit was not applied", edit.File, m, parts[1])
+		}
+		literal := strings.TrimSpace(regexp.MustCompile(`\\[0-9]`).ReplaceAllString(parts[2], ""))
+		found := false
+		for sc := bufio.NewScanner(strings.NewReader(content)); sc.Scan(); {
+			found = found || strings.TrimSpace(sc.Text()) == literal
+		}
+		if !found {
+			t.Errorf("%s: no line reads %q after sed %q", edit.File, literal, expr)
+		}
+	}
+}
+
+// TestArchivesImportIntoContainerd imports the archives into a private
+// containerd as the e2e guest does, and checks the names it gives them.
+func TestArchivesImportIntoContainerd(t *testing.T) {
+	skipUnlessEnabled(t)
+	bin := os.Getenv(containerdEnv)
+	if bin == "" {
+		t.Skipf("set %s to a directory holding containerd and ctr (v2.x) to run", containerdEnv)
+	}
+	outDir := t.TempDir()
+	pause := buildPause(t)
+	archives, err := Build(context.Background(), Options{OutDir: outDir,
+		Binaries: []BinaryImage{{Ref: "localhost/ssdcache/pause:e2e", Binary: pause, Entrypoint: []string{"/pause"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	archives = append(archives, buildProject(t, outDir))
+	ctr := startContainerd(t, bin)
+	for _, a := range archives {
+		ctr("images", "import", "--local", "--snapshotter", "native", "--platform", "linux/amd64", a.Path)
+	}
+	names := strings.Fields(ctr("images", "ls", "-q"))
+	for _, a := range archives {
+		if !slices.Contains(names, a.Ref) {
+			t.Errorf("containerd lists images %q after import, want %s", names, a.Ref)
+		}
+	}
+}
+
+// startContainerd runs containerd on a socket in a temp dir until the test
+// ends and returns a function that runs ctr against it in namespace k8s.io.
+func startContainerd(t *testing.T, bin string) func(args ...string) string {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "containerd.sock")
+	config := "version = 3\nroot = \"" + dir + "/root\"\nstate = \"" + dir + "/state\"\n[grpc]\naddress = \"" + sock + "\"\n"
+	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	daemon := exec.Command(filepath.Join(bin, "containerd"), "--config", filepath.Join(dir, "config.toml"))
+	logFile, err := os.Create(filepath.Join(dir, "containerd.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	daemon.Stdout, daemon.Stderr = logFile, logFile
+	if err := daemon.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		daemon.Process.Kill()
+		daemon.Wait()
+	})
+	ctr := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(filepath.Join(bin, "ctr"), append([]string{"-a", sock, "-n", "k8s.io"}, args...)...)
+		cmd.Env = append(os.Environ(), "LC_ALL=C")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("ctr %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if _, err := os.Stat(sock); err == nil {
+			return ctr
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(filepath.Join(dir, "containerd.log"))
+			t.Fatalf("containerd did not create %s in 30s:\n%s", sock, log)
+		}
+	}
+}
+
+// imageFS is the merged file list of an image's layers with each regular
+// file's content kept for the few files a test reads.
+type imageFS struct {
+	t       *testing.T
+	headers map[string]*tar.Header
+	layers  []v1.Layer
+}
+
+func newImageFS(t *testing.T, img v1.Image) *imageFS {
+	layers, err := img.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &imageFS{t: t, headers: imageFiles(t, img), layers: layers}
+}
+
+// resolve follows symlinks in every component of p (merged /usr makes
+// /sbin/lvm really usr/sbin/lvm) and returns the final entry.
+func (f *imageFS) resolve(p string) *tar.Header {
+	parts := strings.Split(strings.Trim(p, "/"), "/")
+	cur := ""
+	for hops := 0; len(parts) > 0 && hops < 40; hops++ {
+		next := path.Join(cur, parts[0])
+		h := f.headers[next]
+		if h == nil {
+			return nil
+		}
+		if h.Typeflag == tar.TypeSymlink {
+			target := h.Linkname
+			if !strings.HasPrefix(target, "/") {
+				target = path.Join(cur, target)
+			}
+			parts = append(strings.Split(strings.Trim(path.Clean(target), "/"), "/"), parts[1:]...)
+			cur = ""
+			continue
+		}
+		if h.Typeflag == tar.TypeLink {
+			h = f.headers[h.Linkname]
+		}
+		cur, parts = next, parts[1:]
+		if len(parts) == 0 {
+			return h
+		}
+	}
+	return nil
+}
+
+// read returns the content of the regular file p from the topmost layer
+// holding it.
+func (f *imageFS) read(p string) string {
+	f.t.Helper()
+	name := strings.Trim(p, "/")
+	content := ""
+	for _, l := range f.layers {
+		rc, err := l.Uncompressed()
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		tr := tar.NewReader(rc)
+		for {
+			hdr, err := tr.Next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				f.t.Fatal(err)
+			}
+			if strings.TrimSuffix(hdr.Name, "/") == name {
+				data, err := io.ReadAll(tr)
+				if err != nil {
+					f.t.Fatal(err)
+				}
+				content = string(data)
+			}
+		}
+		rc.Close()
+	}
+	return content
+}
+
+// glob lists the regular files under the directory prefix dir.
+func (f *imageFS) glob(dir string) []string {
+	var out []string
+	for name, h := range f.headers {
+		if strings.HasPrefix(name, dir) && h.Typeflag == tar.TypeReg {
+			out = append(out, name)
+		}
+	}
+	return out
+}
