@@ -5,12 +5,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -110,6 +112,15 @@ func (b *Builder) debianLayer(ctx context.Context, o Options, df *Dockerfile) (s
 	}
 	if err := os.MkdirAll(filepath.Dir(plan.cachePath), 0o755); err != nil {
 		return "", err
+	}
+	unlock, err := lockFile(ctx, plan.cachePath+".lock")
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	if _, err := os.Stat(plan.cachePath); err == nil { // built by whoever held the lock
+		o.Logger.Info("Using Debian layer built concurrently", "path", plan.cachePath)
+		return plan.cachePath, nil
 	}
 	start := time.Now()
 	o.Logger.Info("Building Debian layer (minutes)", "suite", plan.Suite, "packages", plan.Packages, "log", plan.logPath)
@@ -269,4 +280,29 @@ func (b *Builder) removeBuildDir(dir string) error {
 		}
 	}
 	return os.RemoveAll(dir)
+}
+
+// lockFile takes an exclusive flock on p, waiting for another builder (the
+// e2e test and a manual run may overlap) rather than debootstrapping twice.
+func lockFile(ctx context.Context, p string) (unlock func(), err error) {
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { f.Close() }, nil // closing the file releases the lock
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("locking %s: %w", p, err)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("waiting for the lock %s held by another build: %w", p, ctx.Err())
+		case <-time.After(time.Second):
+		}
+	}
 }
