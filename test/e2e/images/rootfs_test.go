@@ -216,3 +216,22 @@ func readTar(t *testing.T, p string) map[string]string {
 		}
 	}
 }
+
+func TestLockFileWaitsForTheHolder(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "layer.lock")
+	unlock, err := lockFile(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := lockFile(cancelled, p); !errors.Is(err, context.Canceled) {
+		t.Fatalf("second lock while held: err = %v, want it to wait until cancelled", err)
+	}
+	unlock()
+	unlockAgain, err := lockFile(cancelled, p)
+	if err != nil {
+		t.Fatalf("lock after release: %v", err)
+	}
+	unlockAgain()
+}
