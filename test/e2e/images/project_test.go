@@ -40,13 +40,13 @@ func skipUnlessEnabled(t *testing.T) {
 	}
 }
 
-func cacheDir(t *testing.T) string {
+func cacheDir(tb testing.TB) string {
 	if d := os.Getenv("CACHE_DIR"); d != "" {
 		return d
 	}
 	home, err := os.UserHomeDir()
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return filepath.Join(home, ".cache", "ssdcache")
 }
