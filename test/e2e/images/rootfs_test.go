@@ -235,3 +235,25 @@ func TestLockFileWaitsForTheHolder(t *testing.T) {
 	}
 	unlockAgain()
 }
+
+func TestDebootstrapFailureNamesTheMirror(t *testing.T) {
+	fc := &testingexec.FakeCmd{RunScript: []testingexec.FakeAction{func() ([]byte, []byte, error) {
+		return nil, []byte("E: Failed getting release file http://m/debian/dists/bookworm/Release"), testingexec.FakeExitError{Status: 1}
+	}}}
+	fe := &testingexec.FakeExec{
+		LookPathFunc: func(string) (string, error) { return "/usr/sbin/debootstrap", nil },
+		CommandScript: []testingexec.FakeCommandAction{func(cmd string, args ...string) exec.Cmd {
+			return testingexec.InitFakeCmd(fc, cmd, args...)
+		}},
+	}
+	plan := rootfsPlan{Suite: "bookworm", Mirror: "http://m/debian"}
+	err := NewBuilderWithMounter(fe, mount.NewFakeMounter(nil)).debootstrap(context.Background(), plan, "/build", io.Discard)
+	for _, want := range []string{"http://m/debian", "mirror reachable", "Failed getting release file"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("err = %v, want it to contain %q", err, want)
+		}
+	}
+	if want := []string{"debootstrap", "--variant=minbase", "bookworm", "/build", "http://m/debian"}; !slices.Equal(fc.Argv, want) {
+		t.Errorf("debootstrap args %q, want %q", fc.Argv, want)
+	}
+}
