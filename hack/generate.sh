@@ -15,9 +15,10 @@ controller_gen crd paths=./pkg/api/... output:crd:artifacts:config=deploy/crd
 
 # ClusterRoles from the RBAC markers of the code that calls the API: the chart's
 # RBAC must cover them (test/chart checks it).
-rm -f deploy/rbac/controller/role.yaml deploy/rbac/node/role.yaml
+rm -f deploy/rbac/controller/role.yaml deploy/rbac/node/role.yaml deploy/rbac/bench/role.yaml
 controller_gen rbac:roleName=ssdcache-controller paths=./pkg/controller/... output:rbac:artifacts:config=deploy/rbac/controller
 controller_gen rbac:roleName=ssdcache-node paths=./pkg/agent/... output:rbac:artifacts:config=deploy/rbac/node
+controller_gen rbac:roleName=ssdcache-bench paths=./pkg/bench/reportcm/... output:rbac:artifacts:config=deploy/rbac/bench
 
 # The chart ships the same CRDs (Helm installs crds/ before the templates).
 rm -f charts/ssdcache/crds/*.yaml

@@ -104,8 +104,7 @@ var components = []component{
 		},
 	},
 	{
-		// No generated role yet: hack/generate.sh does not run controller-gen on pkg/bench/reportcm.
-		name: "bench", sources: "../../pkg/bench/reportcm",
+		name: "bench", generated: "../../deploy/rbac/bench/role.yaml", sources: "../../pkg/bench/reportcm",
 		serviceAccount: "ssd-ssdcache-bench", valuesFile: "testdata/bench-tiny.yaml",
 		namespaced:    map[string]string{"/configmaps": "the report ConfigMap lives in the Job's namespace"},
 		resourceNames: map[string]string{"/configmaps": "ssd-ssdcache-bench-report"},
