@@ -82,7 +82,7 @@ func TestEndToEnd(t *testing.T) {
 func (s *suite) startCluster(ctx context.Context, t *testing.T) {
 	cfg := cluster.Config{
 		WorkDir: filepath.Join(s.workDir, "cluster"), Bin: requireEnv(t, binEnv), EnvtestBin: requireEnv(t, envtestEnv),
-		Images: s.images.archives, PauseImage: s.images.pause,
+		Images: s.images.archives, PauseImage: s.images.pause, PauseArchive: s.images.pauseArchive,
 		VM:     vm.Config{HDDSize: 4 << 30, SSDSize: 1 << 30, Timeout: 40 * time.Minute},
 		Logger: testLogger(t),
 	}

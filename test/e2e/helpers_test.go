@@ -121,4 +121,3 @@ func errOrEmpty(err error) string {
 	}
 	return "error: " + err.Error()
 }
-

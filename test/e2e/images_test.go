@@ -13,9 +13,10 @@ import (
 
 // imageRefs are the images the cluster runs, all imported from archives.
 type imageRefs struct {
-	archives []string
-	project  string // the repository's Dockerfile, assembled without an engine
-	pause    string
+	archives     []string
+	project      string // the repository's Dockerfile, assembled without an engine
+	pause        string
+	pauseArchive string
 	// The sidecars, by chart value: repository and tag.
 	registrar, liveness, provisioner imageName
 }
@@ -64,7 +65,7 @@ func (s *suite) buildImages(ctx context.Context, t *testing.T) {
 		{Ref: r.provisioner.ref(), Binary: filepath.Join(requireEnv(t, binEnv), "csi-provisioner"), Entrypoint: []string{"/csi-provisioner"}},
 	}
 	for pkg, bin := range map[string]string{
-		"./test/e2e/images/pause":                    bins[0].Binary,
+		"./test/e2e/images/pause":                   bins[0].Binary,
 		"./test/e2e/sidecars/node-driver-registrar": bins[1].Binary,
 		"./test/e2e/sidecars/livenessprobe":         bins[2].Binary,
 	} {
@@ -81,6 +82,9 @@ func (s *suite) buildImages(ctx context.Context, t *testing.T) {
 	}
 	for _, a := range archives {
 		r.archives = append(r.archives, a.Path)
+		if a.Ref == r.pause {
+			r.pauseArchive = a.Path
+		}
 	}
 	s.images = r
 }

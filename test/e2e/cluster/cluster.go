@@ -35,8 +35,9 @@ type Config struct {
 	EnvtestBin string
 	// Images are OCI archives imported into the node's containerd.
 	Images []string
-	// PauseImage is the sandbox image's reference (one of Images).
-	PauseImage string
+	// PauseImage is the sandbox image's reference, PauseArchive its archive
+	// (imported first, before kubelet starts).
+	PauseImage, PauseArchive string
 	// NodeName is the Node's name (e2e-node).
 	NodeName string
 	// VM sizes the guest; WorkDir and Network are set by the cluster.
@@ -81,7 +82,10 @@ func Start(ctx context.Context, cfg Config) (c *Cluster, err error) {
 	if err := c.startControlPlane(ctx); err != nil {
 		return nil, err
 	}
-	return c, c.waitNodeReady(ctx)
+	if err := c.waitNodeReady(ctx); err != nil {
+		return nil, err
+	}
+	return c, c.waitImages(ctx)
 }
 
 func (c *Cluster) prepare() error {
@@ -96,13 +100,15 @@ func (c *Cluster) prepare() error {
 	if err != nil {
 		return fmt.Errorf("PKI: %w", err)
 	}
+	if err := linkOrCopy(c.cfg.PauseArchive, filepath.Join(share, "images", "pause.tar")); err != nil {
+		return err
+	}
 	for _, img := range c.cfg.Images {
-		// A hard link: the archives are large and the share is the same filesystem.
-		dst := filepath.Join(share, "images", filepath.Base(img))
-		if err := os.Link(img, dst); err != nil && !errors.Is(err, os.ErrExist) {
-			if err := copyFile(img, dst); err != nil {
-				return err
-			}
+		if img == c.cfg.PauseArchive {
+			continue
+		}
+		if err := linkOrCopy(img, filepath.Join(share, "images", filepath.Base(img))); err != nil {
+			return err
 		}
 	}
 	return writeNodeConfigs(filepath.Join(share, "node"), c.cfg.NodeName, c.cfg.PauseImage)
@@ -166,7 +172,12 @@ func (c *Cluster) Logs() []string {
 	return append(names, filepath.Join(c.shareDir(), ".vm", "stdout"), filepath.Join(c.cfg.WorkDir, "vm", "console.log"))
 }
 
-func copyFile(src, dst string) error {
+// linkOrCopy hard-links src to dst (archives are large; the share is usually
+// on the same filesystem), copying when it cannot.
+func linkOrCopy(src, dst string) error {
+	if err := os.Link(src, dst); err == nil || errors.Is(err, os.ErrExist) {
+		return nil
+	}
 	out, err := exec.Command("cp", "--reflink=auto", src, dst).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("copying %s: %v: %s", src, err, out)

@@ -21,7 +21,7 @@ var nodeScript string
 func (c *Cluster) bootNode(ctx context.Context) error {
 	cfg := c.cfg.VM
 	cfg.WorkDir = filepath.Join(c.cfg.WorkDir, "vm")
-	cfg.Network = &vm.Network{NetNS: c.ns.Name, Tap: tapName}
+	cfg.Network = &vm.Network{NetNS: c.ns.Name, Tap: tapName, MAC: NodeMAC}
 	if cfg.Logger == nil {
 		cfg.Logger = &c.cfg.Logger
 	}
@@ -35,8 +35,8 @@ func (c *Cluster) bootNode(ctx context.Context) error {
 	if c.node, err = vm.New(cfg); err != nil {
 		return err
 	}
-	header := fmt.Sprintf("E2E_BIN=%s\nNODE_NAME=%s\nNODE_IP=%s\nHOST_IP=%s\nPOD_CIDR=%s\n",
-		c.cfg.Bin, c.cfg.NodeName, NodeIP, HostIP, PodCIDR)
+	header := fmt.Sprintf("E2E_BIN=%s\nNODE_NAME=%s\nNODE_IP=%s\nNODE_MAC=%s\nHOST_IP=%s\nPOD_CIDR=%s\n",
+		c.cfg.Bin, c.cfg.NodeName, NodeIP, NodeMAC, HostIP, PodCIDR)
 	// Not bound to ctx: the node lives until Stop.
 	c.boot, err = c.node.Start(context.WithoutCancel(ctx), header+nodeScript)
 	return err
@@ -56,6 +56,26 @@ func (c *Cluster) waitNodeReady(ctx context.Context) error {
 			return fmt.Errorf("the node's VM stopped before the node was Ready (see %s)", filepath.Join(c.logDir, "kubelet.log"))
 		case <-ctx.Done():
 			return fmt.Errorf("node %s not Ready within 10 minutes (last: %q, %v; see %s)", c.cfg.NodeName, out, err, filepath.Join(c.logDir, "kubelet.log"))
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// waitImages waits until the node has imported every image archive (the
+// node imports all but the pause image while kubelet registers).
+func (c *Cluster) waitImages(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	marker := filepath.Join(c.shareDir(), "images-imported")
+	for {
+		if _, err := os.Stat(marker); err == nil {
+			return nil
+		}
+		select {
+		case <-c.boot.Done():
+			return errors.New("the node's VM stopped while importing images")
+		case <-ctx.Done():
+			return fmt.Errorf("the node did not import its images within 10 minutes (see %s)", filepath.Join(c.shareDir(), ".vm", "stdout"))
 		case <-time.After(time.Second):
 		}
 	}

@@ -2,7 +2,7 @@
 # The one node of the e2e cluster, run by the VM harness in the guest (cwd
 # /vmwork): containerd, kubelet and kube-proxy, as on a kubeadm node without
 # systemd. The harness prepends the variables E2E_BIN, NODE_NAME, NODE_IP,
-# HOST_IP and POD_CIDR. Afterwards it serves /vmwork/cmd: each NAME.sh dropped
+# HOST_IP, NODE_MAC and POD_CIDR. Afterwards it serves /vmwork/cmd: each NAME.sh dropped
 # there runs as root on the node, its output in NAME.out and exit code in
 # NAME.rc; the file STOP ends the node and powers the guest off.
 set -u
@@ -25,8 +25,11 @@ echo "nameserver 127.0.0.1" > /etc/resolv.conf
 printf '127.0.0.1 localhost\n%s %s\n' "$NODE_IP" "$NODE_NAME" > /etc/hosts
 modprobe -a virtio_net overlay bridge br_netfilter veth nf_conntrack nf_tables nft_compat nft_chain_nat \
   xt_MASQUERADE xt_conntrack xt_comment xt_mark xt_addrtype xt_nat xt_statistic xt_multiport || note "modprobe failed"
-ip link set lo up && ip link set eth0 up
-ip addr add "$NODE_IP/24" dev eth0 && ip route add default via "$HOST_IP"
+# udevd renames the NIC (enp0sN); find it by the MAC the harness gave it.
+NIC=$(grep -il "$NODE_MAC" /sys/class/net/*/address | head -1 | xargs -r dirname | xargs -r basename)
+[ -n "$NIC" ] || { note "no NIC with MAC $NODE_MAC: $(ls /sys/class/net)"; exit 1; }
+ip link set lo up && ip link set "$NIC" up && ip addr add "$NODE_IP/24" dev "$NIC" &&
+  ip route add default via "$HOST_IP" || { note "network setup of $NIC failed"; exit 1; }
 sysctl -qw net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=1
 rm -rf /etc/cni/net.d && mkdir -p /etc/cni/net.d && cp $C/10-e2e.conflist /etc/cni/net.d/
 note "node set up"
@@ -35,10 +38,10 @@ containerd --config $C/containerd.toml > $L/containerd.log 2>&1 &
 CONTAINERD=$!
 until ctr version > /dev/null 2>&1; do sleep 0.5; done
 note "containerd up"
-for f in $W/images/*.tar; do
-  ctr -n k8s.io images import --platform linux/amd64 "$f" > /dev/null || note "import of $f failed"
-done
-note "images: $(ctr -n k8s.io images ls -q | grep -v '^sha256:' | tr '\n' ' ')"
+import() { ctr -n k8s.io images import --platform linux/amd64 "$1" > /dev/null || note "import of $1 failed"; }
+# The sandbox image first: kubelet needs it to run any pod. The others
+# (minutes under emulation) are imported while kubelet registers the node.
+import $W/images/pause.tar
 
 kubelet --config=$C/kubelet.yaml --kubeconfig=$W/pki/kubelet.kubeconfig --hostname-override="$NODE_NAME" \
   --node-ip="$NODE_IP" --root-dir=/var/lib/kubelet --v=1 > $L/kubelet.log 2>&1 &
@@ -47,6 +50,9 @@ kube-proxy --config=$C/kube-proxy.yaml --v=1 > $L/kube-proxy.log 2>&1 &
 PROXY=$!
 note "kubelet and kube-proxy started"
 echo started > $W/node-started
+for f in $W/images/*.tar; do [ "$f" = $W/images/pause.tar ] || import "$f"; done
+note "images: $(ctr -n k8s.io images ls -q | grep -v '^sha256:' | tr '\n' ' ')"
+touch $W/images-imported
 
 while [ ! -e $W/cmd/STOP ]; do
   for f in $W/cmd/*.sh; do
