@@ -146,6 +146,10 @@ func TestNodePluginContainer(t *testing.T) {
 	if node.SecurityContext == nil || node.SecurityContext.Privileged == nil || !*node.SecurityContext.Privileged {
 		t.Error("ssdcache-node must be privileged (device-mapper, LVM, Bidirectional mounts)")
 	}
+	// The image runs as 65532 for the controller and the bench; LVM needs root.
+	if sc := node.SecurityContext; sc == nil || sc.RunAsUser == nil || *sc.RunAsUser != 0 {
+		t.Error("ssdcache-node must run as root (runAsUser 0): the image's default user is 65532")
+	}
 	if spec.HostPID || spec.HostNetwork {
 		t.Error("the node pod needs neither hostPID nor hostNetwork")
 	}
