@@ -130,6 +130,15 @@ func envFromField(c corev1.Container, name string) string {
 	return ""
 }
 
+func hasEnv(c corev1.Container, name, value string) bool {
+	for _, e := range c.Env {
+		if e.Name == name && e.Value == value {
+			return true
+		}
+	}
+	return false
+}
+
 func mountAt(c corev1.Container, path string) (corev1.VolumeMount, bool) {
 	for _, m := range c.VolumeMounts {
 		if m.MountPath == path {
@@ -152,6 +161,9 @@ func TestNodePluginContainer(t *testing.T) {
 	}
 	if spec.HostPID || spec.HostNetwork {
 		t.Error("the node pod needs neither hostPID nor hostNetwork")
+	}
+	if !hasEnv(node, "DM_DISABLE_UDEV", "1") {
+		t.Error("ssdcache-node needs DM_DISABLE_UDEV=1: without the host's IPC namespace, dmsetup waits for udev cookies forever")
 	}
 	if got := envFromField(node, "NODE_NAME"); got != "spec.nodeName" {
 		t.Errorf("NODE_NAME comes from %q, want spec.nodeName", got)
