@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 
 	"github.com/kubernetes-csi/csi-lib-utils/metrics"
@@ -35,7 +36,7 @@ func newNode(ctx context.Context, o options) (*node, error) {
 		return nil, errors.New("--node-name (or $NODE_NAME) is required")
 	}
 	e := exec.New()
-	run := command.NewRunner(e)
+	run := command.NewRunner(e, os.Environ()...)
 	dev := blockdev.NewHost(run)
 	l := lvm.NewCommand(run, o.lvmConfig)
 	pools, cacheVGs, err := setUpPools(ctx, o, lvm.NewPools(l, dev))

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"k8s.io/klog/v2"
@@ -18,11 +19,26 @@ import (
 // be parsed regardless of the node's language settings.
 type Runner struct {
 	exec exec.Interface
+	env  []string
 }
 
-// NewRunner returns a Runner that executes commands through e.
-func NewRunner(e exec.Interface) *Runner {
-	return &Runner{exec: e}
+// toolVariables change how the storage tools work and are passed on to them:
+// DM_DISABLE_UDEV lets libdevmapper make /dev/mapper nodes itself where no
+// udevd shares its IPC namespace (a container), LVM_SYSTEM_DIR moves lvm.conf.
+var toolVariables = []string{"DM_DISABLE_UDEV", "LVM_SYSTEM_DIR"}
+
+// NewRunner returns a Runner that executes commands through e. Of environ
+// (the caller's environment, as os.Environ), only the variables that change
+// how the tools work reach them, beside LC_ALL=C and a fixed PATH.
+func NewRunner(e exec.Interface, environ ...string) *Runner {
+	env := []string{"LC_ALL=C", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if slices.Contains(toolVariables, name) {
+			env = append(env, kv)
+		}
+	}
+	return &Runner{exec: e, env: env}
 }
 
 // Error is returned when a command exits unsuccessfully; it keeps the exit
@@ -52,7 +68,7 @@ func (r *Runner) Run(ctx context.Context, name string, args ...string) ([]byte, 
 // RunWithInput is Run with stdin fed from input.
 func (r *Runner) RunWithInput(ctx context.Context, input []byte, name string, args ...string) ([]byte, error) {
 	cmd := r.exec.CommandContext(ctx, name, args...)
-	cmd.SetEnv([]string{"LC_ALL=C", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"})
+	cmd.SetEnv(r.env)
 	var stdout, stderr bytes.Buffer
 	cmd.SetStdout(&stdout)
 	cmd.SetStderr(&stderr)
