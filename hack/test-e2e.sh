@@ -15,4 +15,8 @@ hack/vm/setup.sh >/dev/null
 KUBEBUILDER_ASSETS=$(hack/envtest-assets.sh)
 SSDCACHE_E2E_BIN=$(hack/e2e-assets.sh)
 export KUBEBUILDER_ASSETS SSDCACHE_E2E_BIN SSDCACHE_E2E=1
-exec go test -count=1 -timeout 45m -v "$@" ./test/e2e/
+# test/e2e/images checks the project image against the Dockerfile and imports
+# every archive into a host containerd.
+export SSDCACHE_CONTAINERD_DIR=$SSDCACHE_E2E_BIN
+# One package at a time: the cluster needs both cores.
+exec go test -p 1 -count=1 -timeout 50m -v "$@" ./test/e2e/...
