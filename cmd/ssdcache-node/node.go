@@ -44,7 +44,7 @@ func newNode(ctx context.Context, o options) (*node, error) {
 		return nil, err
 	}
 	n := &node{lvm: l, dev: dev, locks: cache.NewVolumeLocks(), cacheVGs: cacheVGs,
-		csiMetrics: metrics.NewCSIMetricsManagerForPlugin(o.driverName)}
+		csiMetrics: newCSIMetrics(o.driverName)}
 	n.engine = cache.NewEngine(dm.NewDmsetup(run), l, dev, pools, faultPoints(o.faultPoint))
 	n.driver, err = csi.NewDriver(csi.Config{
 		DriverName: o.driverName, Version: version, NodeID: o.nodeName, Endpoint: o.endpoint, MaxVolumesPerNode: o.maxVolumes,
@@ -79,4 +79,13 @@ func setUpPools(ctx context.Context, o options, pools *lvm.Pools) (cache.Pools, 
 	}
 	p.CacheVGs[o.cacheClass] = o.cacheVG
 	return p, []string{o.cacheVG}, nil
+}
+
+// newCSIMetrics counts CSI calls as csi_plugin_operations_seconds. Its
+// registry is served together with controller-runtime's, which already has
+// process_start_time_seconds: a second one with another help text would make
+// every scrape fail.
+func newCSIMetrics(driverName string) metrics.CSIMetricsManager {
+	return metrics.NewCSIMetricsManagerWithOptions(driverName,
+		metrics.WithSubsystem(metrics.SubsystemPlugin), metrics.WithProcessStartTime(false))
 }

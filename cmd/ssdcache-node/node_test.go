@@ -4,6 +4,11 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
+
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/ssdcache/ssdcache/pkg/agent"
 
 	"github.com/ssdcache/ssdcache/pkg/blockdev"
 	"github.com/ssdcache/ssdcache/pkg/blockdev/blockdevfake"
@@ -61,5 +66,29 @@ func TestListFlagSplitsAndRepeats(t *testing.T) {
 	_ = l.Set("c")
 	if l.String() != "a,b,c" {
 		t.Fatalf("list %q", l.String())
+	}
+}
+
+// Every series the node serves must gather together: one conflicting
+// family fails the whole scrape (the e2e found process_start_time_seconds
+// registered twice with different help texts).
+func TestMetricsGatherWithoutConflicts(t *testing.T) {
+	csiMetrics := newCSIMetrics("ssdcache.io")
+	csiMetrics.RecordMetrics("/csi.v1.Node/NodeStageVolume", nil, time.Second)
+	if _, err := agent.NewMetrics(ctrlmetrics.Registry); err != nil {
+		t.Fatal(err)
+	}
+	families, err := nodeGatherer(csiMetrics).Gather()
+	if err != nil {
+		t.Fatalf("gathering /metrics: %v", err)
+	}
+	names := map[string]bool{}
+	for _, f := range families {
+		names[f.GetName()] = true
+	}
+	for _, want := range []string{"csi_plugin_operations_seconds", "process_start_time_seconds"} {
+		if !names[want] {
+			t.Errorf("/metrics lacks %s", want)
+		}
 	}
 }

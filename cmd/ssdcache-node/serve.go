@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kubernetes-csi/csi-lib-utils/metrics"
 	"net/http"
 	"time"
 
@@ -32,7 +33,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	m.SetPoolUp(len(n.cacheVGs) > 0)
-	metricsServer := &metricsEndpoint{addr: o.metricsAddr, gatherer: prometheus.Gatherers{ctrlmetrics.Registry, n.csiMetrics.GetRegistry()}}
+	metricsServer := &metricsEndpoint{addr: o.metricsAddr, gatherer: nodeGatherer(n.csiMetrics)}
 	cfg := agent.Config{NodeName: o.nodeName, Engine: n.engine, LVM: n.lvm, Dev: n.dev, Locks: n.locks, Metrics: m,
 		CacheVGs: n.cacheVGs, HealthInterval: o.healthInterval, SampleInterval: o.sampleInterval,
 		FiguresInterval: o.statusInterval}
@@ -94,6 +95,12 @@ func runManager(ctx context.Context, o options, n *node, cfg agent.Config, metri
 type runnable func(context.Context) error
 
 func (r runnable) Start(ctx context.Context) error { return r(ctx) }
+
+// nodeGatherer is everything /metrics serves: the agent's and
+// controller-runtime's series and the CSI call series.
+func nodeGatherer(csiMetrics metrics.CSIMetricsManager) prometheus.Gatherer {
+	return prometheus.Gatherers{ctrlmetrics.Registry, csiMetrics.GetRegistry()}
+}
 
 // metricsEndpoint serves the agent's cache series, controller-runtime's and
 // csi-lib-utils' CSI operation series on one /metrics.
