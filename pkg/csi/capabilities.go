@@ -77,3 +77,21 @@ func modeNames() string {
 	}
 	return strings.Join(names, ", ")
 }
+
+// rpcCapabilities turns a service's RPC capability types into the messages
+// its GetCapabilities call returns.
+func rpcCapabilities[T any, C any](wrap func(T) C, types ...T) []C {
+	caps := make([]C, 0, len(types))
+	for _, t := range types {
+		caps = append(caps, wrap(t))
+	}
+	return caps
+}
+
+func controllerCapability(t csi.ControllerServiceCapability_RPC_Type) *csi.ControllerServiceCapability {
+	return &csi.ControllerServiceCapability{Type: &csi.ControllerServiceCapability_Rpc{Rpc: &csi.ControllerServiceCapability_RPC{Type: t}}}
+}
+
+func nodeCapability(t csi.NodeServiceCapability_RPC_Type) *csi.NodeServiceCapability {
+	return &csi.NodeServiceCapability{Type: &csi.NodeServiceCapability_Rpc{Rpc: &csi.NodeServiceCapability_RPC{Type: t}}}
+}

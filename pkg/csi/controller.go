@@ -272,15 +272,11 @@ func (s *ControllerServer) ValidateVolumeCapabilities(ctx context.Context, req *
 }
 
 func (s *ControllerServer) ControllerGetCapabilities(context.Context, *csi.ControllerGetCapabilitiesRequest) (*csi.ControllerGetCapabilitiesResponse, error) {
-	var caps []*csi.ControllerServiceCapability
-	for _, t := range []csi.ControllerServiceCapability_RPC_Type{
+	caps := rpcCapabilities(controllerCapability,
 		csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME,
 		csi.ControllerServiceCapability_RPC_EXPAND_VOLUME,
 		csi.ControllerServiceCapability_RPC_GET_CAPACITY,
 		csi.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER,
-	} {
-		caps = append(caps, &csi.ControllerServiceCapability{Type: &csi.ControllerServiceCapability_Rpc{
-			Rpc: &csi.ControllerServiceCapability_RPC{Type: t}}})
-	}
+	)
 	return &csi.ControllerGetCapabilitiesResponse{Capabilities: caps}, nil
 }

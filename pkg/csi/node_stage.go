@@ -145,15 +145,11 @@ func (s *NodeServer) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi
 }
 
 func (s *NodeServer) NodeGetCapabilities(context.Context, *csi.NodeGetCapabilitiesRequest) (*csi.NodeGetCapabilitiesResponse, error) {
-	var caps []*csi.NodeServiceCapability
-	for _, t := range []csi.NodeServiceCapability_RPC_Type{
+	caps := rpcCapabilities(nodeCapability,
 		csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME,
 		csi.NodeServiceCapability_RPC_GET_VOLUME_STATS,
 		csi.NodeServiceCapability_RPC_EXPAND_VOLUME,
 		csi.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER,
-	} {
-		caps = append(caps, &csi.NodeServiceCapability{Type: &csi.NodeServiceCapability_Rpc{
-			Rpc: &csi.NodeServiceCapability_RPC{Type: t}}})
-	}
+	)
 	return &csi.NodeGetCapabilitiesResponse{Capabilities: caps}, nil
 }
