@@ -74,6 +74,11 @@ func (s *suite) cacheBindingOnline(ctx context.Context, t *testing.T) {
 		t.Fatalf("after the binding was deleted the table is not linear: %s", table)
 	}
 	s.waitMorePasses(ctx, t, passes, "after the detach")
+	// The node agent told the user, through Events on the binding.
+	eventually(ctx, t, time.Minute, "CacheAttached and CacheDetached events", func() (bool, string) {
+		reasons := s.jsonpath(ctx, t, "events", "{.items[*].reason}", "-n", "default", "--field-selector", "involvedObject.name="+reader)
+		return strings.Contains(reasons, "CacheAttached") && strings.Contains(reasons, "CacheDetached"), reasons
+	})
 	// One last check of every byte, through the page cache-free path the loop uses.
 	s.kubectl(ctx, t, "-n", "default", "exec", reader, "--", "bash", "-c", "cd /data && sha256sum -c --quiet SUMS")
 }
