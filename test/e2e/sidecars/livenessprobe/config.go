@@ -24,11 +24,8 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&cfg.csiAddress, "csi-address", "/run/csi/socket", "Address of the CSI driver socket.")
 	fs.StringVar(&cfg.httpEndpoint, "http-endpoint", ":9808", "TCP address of the HTTP server that serves the CSI driver health check at /healthz.")
 	fs.DurationVar(&cfg.probeTimeout, "probe-timeout", time.Second, "Probe timeout in seconds.")
-	if err := fs.Parse(args); err != nil {
+	if err := sidecar.ParseFlags(fs, args); err != nil {
 		return config{}, err
-	}
-	if fs.NArg() > 0 {
-		return config{}, fmt.Errorf("unexpected arguments %q: only flags are allowed", fs.Args())
 	}
 	return cfg, cfg.validate()
 }

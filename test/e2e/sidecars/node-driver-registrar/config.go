@@ -29,11 +29,8 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&cfg.pluginRegistrationPath, "plugin-registration-path", "/registration", "Path to Kubernetes plugin registration directory.")
 	fs.StringVar(&cfg.httpEndpoint, "http-endpoint", "", "TCP address (e.g. :9809) of the /healthz server, which checks the registration socket; empty disables it.")
 	fs.DurationVar(&cfg.timeout, "timeout", time.Second, "Timeout for waiting for communication with driver.")
-	if err := fs.Parse(args); err != nil {
+	if err := sidecar.ParseFlags(fs, args); err != nil {
 		return config{}, err
-	}
-	if fs.NArg() > 0 {
-		return config{}, fmt.Errorf("unexpected arguments %q: only flags are allowed", fs.Args())
 	}
 	return cfg, cfg.validate()
 }

@@ -35,6 +35,18 @@ func NewFlagSet(name string) *flag.FlagSet {
 	return fs
 }
 
+// ParseFlags parses args (without the program name) into fs; like the
+// upstream sidecars, everything is a flag.
+func ParseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q: only flags are allowed", fs.Args())
+	}
+	return nil
+}
+
 // Connect dials a CSI endpoint ("/path" or "unix:///path") and blocks until
 // the connection is ready, for at most connectTimeout (0: until ctx ends). The
 // plugin container may start after the sidecar, so waiting is the normal case.
