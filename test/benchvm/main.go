@@ -11,10 +11,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/ssdcache/ssdcache/pkg/bench"
@@ -43,58 +41,25 @@ func main() {
 	flag.DurationVar(&o.timeout, "timeout", 40*time.Minute, "limit for the VM's whole run")
 	flag.Parse()
 	o.workingSets = strings.Split(workingSets, ",")
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	start := time.Now()
-	if err := run(ctx, o); err != nil {
-		fmt.Fprintf(os.Stderr, "\nmake bench FAILED after %v: %v\n", time.Since(start).Round(time.Second), err)
-		os.Exit(1)
-	}
-	fmt.Printf("\nmake bench: done in %v; report in %s\n", time.Since(start).Round(time.Second), o.outputDir)
+	vmjob.Main("bench", "report in "+o.outputDir, func(ctx context.Context) error { return run(ctx, o) })
 }
 
 func run(ctx context.Context, o options) error {
-	workDir := o.workDir
-	if workDir == "" {
-		dir, err := os.MkdirTemp("", "ssdcache-bench-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
-		workDir = dir
+	job := vmjob.Job{
+		Name:         "bench",
+		GuestPackage: "github.com/ssdcache/ssdcache/test/benchvm/guest",
+		GuestArgs: []string{"-working-sets", strings.Join(o.workingSets, ","),
+			"-runs", fmt.Sprint(o.runs), "-runtime", o.runtime.String()},
+		CacheMiB: o.cacheMiB,
+		// The SSD holds the node's cache pool plus raw SSD, lvmcache and
+		// bcache regions; the HDD the node's origin pool plus three origins.
+		VM: vm.Config{WorkDir: o.workDir, Timeout: o.timeout, SSDSize: (4*o.cacheMiB + 256) << 20,
+			HDDSize: max(4<<30, (8*o.cacheMiB+256)<<20)},
+		OutputDir: o.outputDir,
+		Collect:   func(guestOut string) error { return saveParts(guestOut, o) },
 	}
-	// The SSD holds the node's cache pool plus raw SSD, lvmcache and bcache
-	// regions; the HDD the node's origin pool plus three origins.
-	v, err := vm.New(vm.Config{WorkDir: workDir, Timeout: o.timeout, SSDSize: (4*o.cacheMiB + 256) << 20,
-		HDDSize: max(4<<30, (8*o.cacheMiB+256)<<20)})
-	if err != nil {
+	if err := job.Run(ctx); err != nil {
 		return err
-	}
-	fmt.Fprintln(os.Stderr, "bench: building ssdcache-node, ssdcache-bench and the guest program (CGO_ENABLED=0)")
-	if err := vmjob.Build(ctx, v.ShareDir(), []vmjob.Binary{
-		{Name: "ssdcache-node", Package: "github.com/ssdcache/ssdcache/cmd/ssdcache-node"},
-		{Name: "ssdcache-bench", Package: "github.com/ssdcache/ssdcache/cmd/ssdcache-bench"},
-		{Name: "bench-guest", Package: "github.com/ssdcache/ssdcache/test/benchvm/guest"},
-	}); err != nil {
-		return err
-	}
-	script := fmt.Sprintf("exec %s -hdd %s -ssd %s -output-dir %s/out -cache-mib %d -working-sets %s -runs %d -runtime %s 2>&1",
-		vmjob.GuestBin("bench-guest"), vm.HDDByID, vm.SSDByID, vm.GuestWorkDir, o.cacheMiB,
-		strings.Join(o.workingSets, ","), o.runs, o.runtime)
-	fmt.Fprintln(os.Stderr, "bench: booting the VM (qemu TCG; the guest's output follows)")
-	res, runErr := vmjob.Run(ctx, v, script, vmjob.NewPrefixWriter(os.Stderr, "  vm| "))
-	if res != nil {
-		_ = os.MkdirAll(o.outputDir, 0o755)
-		_ = os.WriteFile(filepath.Join(o.outputDir, "guest.log"), []byte(res.Stdout), 0o644)
-	}
-	out := filepath.Join(v.ShareDir(), "out")
-	saveErr := saveParts(out, o)
-	if runErr != nil {
-		return runErr
-	}
-	fmt.Fprintf(os.Stderr, "bench: VM run took %v\n", res.Duration.Round(time.Second))
-	if saveErr != nil {
-		return saveErr
 	}
 	return writeMerged(o)
 }

@@ -14,9 +14,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -44,50 +42,22 @@ func main() {
 	flag.DurationVar(&o.timeout, "timeout", 25*time.Minute, "limit for the VM's whole run")
 	flag.BoolVar(&o.keepWorkDir, "keep-work-dir", false, "keep the VM work dir for inspection")
 	flag.Parse()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	start := time.Now()
-	if err := run(ctx, o); err != nil {
-		fmt.Fprintf(os.Stderr, "\nmake demo FAILED after %v: %v\n", time.Since(start).Round(time.Second), err)
-		os.Exit(1)
-	}
-	fmt.Printf("\nmake demo: done in %v; full report in %s\n", time.Since(start).Round(time.Second), o.outputDir)
+	vmjob.Main("demo", "full report in "+o.outputDir, func(ctx context.Context) error { return run(ctx, o) })
 }
 
 func run(ctx context.Context, o options) error {
-	workDir, cleanup, err := prepareWorkDir(o)
-	if err != nil {
+	job := vmjob.Job{
+		Name:         "demo",
+		GuestPackage: "github.com/ssdcache/ssdcache/test/demo/guest",
+		GuestArgs:    []string{"-runs", fmt.Sprint(o.runs), "-runtime", o.runtime.String()},
+		CacheMiB:     o.cacheMiB,
+		VM:           vm.Config{WorkDir: o.workDir, Timeout: o.timeout},
+		KeepWorkDir:  o.keepWorkDir,
+		OutputDir:    o.outputDir,
+		Collect:      func(guestOut string) error { return collect(guestOut, o.outputDir) },
+	}
+	if err := job.Run(ctx); err != nil {
 		return err
-	}
-	defer cleanup()
-	v, err := vm.New(vm.Config{WorkDir: workDir, Timeout: o.timeout})
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(os.Stderr, "demo: building ssdcache-node, ssdcache-bench and the guest program (CGO_ENABLED=0)")
-	if err := vmjob.Build(ctx, v.ShareDir(), []vmjob.Binary{
-		{Name: "ssdcache-node", Package: "github.com/ssdcache/ssdcache/cmd/ssdcache-node"},
-		{Name: "ssdcache-bench", Package: "github.com/ssdcache/ssdcache/cmd/ssdcache-bench"},
-		{Name: "demo-guest", Package: "github.com/ssdcache/ssdcache/test/demo/guest"},
-	}); err != nil {
-		return err
-	}
-	script := fmt.Sprintf("exec %s -hdd %s -ssd %s -output-dir %s/out -cache-mib %d -runs %d -runtime %s 2>&1",
-		vmjob.GuestBin("demo-guest"), vm.HDDByID, vm.SSDByID, vm.GuestWorkDir, o.cacheMiB, o.runs, o.runtime)
-	fmt.Fprintln(os.Stderr, "demo: booting the VM (qemu TCG; the guest's output follows)")
-	res, runErr := vmjob.Run(ctx, v, script, vmjob.NewPrefixWriter(os.Stderr, "  vm| "))
-	if res != nil {
-		_ = os.MkdirAll(o.outputDir, 0o755)
-		_ = os.WriteFile(filepath.Join(o.outputDir, "guest.log"), []byte(res.Stdout), 0o644)
-	}
-	out := filepath.Join(v.ShareDir(), "out")
-	_ = vmjob.CopyFiles(out, o.outputDir, "ssdcache-node.log")
-	if runErr != nil {
-		return runErr
-	}
-	fmt.Fprintf(os.Stderr, "demo: VM run took %v\n", res.Duration.Round(time.Second))
-	if err := vmjob.CopyFiles(out, o.outputDir, bench.ReportJSON, bench.ReportMarkdown, bench.ConvergenceSVG); err != nil {
-		return fmt.Errorf("collecting the report: %w", err)
 	}
 	r, err := readReport(filepath.Join(o.outputDir, bench.ReportJSON))
 	if err != nil {
@@ -100,19 +70,13 @@ func run(ctx context.Context, o options) error {
 	return nil
 }
 
-func prepareWorkDir(o options) (string, func(), error) {
-	if o.workDir != "" {
-		return o.workDir, func() {}, nil
+// collect keeps the node's log even when the report is missing.
+func collect(guestOut, outputDir string) error {
+	_ = vmjob.CopyFiles(guestOut, outputDir, "ssdcache-node.log")
+	if err := vmjob.CopyFiles(guestOut, outputDir, bench.ReportJSON, bench.ReportMarkdown, bench.ConvergenceSVG); err != nil {
+		return fmt.Errorf("collecting the report: %w", err)
 	}
-	dir, err := os.MkdirTemp("", "ssdcache-demo-")
-	if err != nil {
-		return "", nil, err
-	}
-	if o.keepWorkDir {
-		fmt.Fprintln(os.Stderr, "demo: VM work dir", dir)
-		return dir, func() {}, nil
-	}
-	return dir, func() { os.RemoveAll(dir) }, nil
+	return nil
 }
 
 func readReport(path string) (*bench.Report, error) {

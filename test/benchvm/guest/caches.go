@@ -104,7 +104,8 @@ type bcacheLayer struct {
 	vg, hddPV, ssdPV    string
 	originMiB, cacheMiB int64
 	link                string
-	dev, cset           string // bcacheN and the cache set's sysfs dir while it exists
+	step                func(format string, args ...any) // progress line
+	dev, cset           string                           // bcacheN and the cache set's sysfs dir while it exists
 }
 
 func (b *bcacheLayer) Name() string { return "bcache" }
@@ -130,7 +131,7 @@ func (b *bcacheLayer) Create(ctx context.Context) (string, string, error) {
 		// udev may have registered it already; a second registration fails
 		// harmlessly, a real failure shows as an unattached device below.
 		if err := register(d); err != nil {
-			step("bcache: registering %s: %v", d, err)
+			b.step("bcache: registering %s: %v", d, err)
 		}
 	}
 	cset, err := csetUUID(ctx, cacheDev)

@@ -1,0 +1,116 @@
+package vmjob
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ssdcache/ssdcache/test/vm"
+)
+
+// Job is the build-boot-collect sequence the demo and the bench share: build
+// ssdcache-node, ssdcache-bench and the job's guest program into the share
+// dir, boot the VM on the guest program with the shared flags, echo its
+// output, keep guest.log and let Collect copy results out of the share.
+type Job struct {
+	// Name is "demo" or "bench": message prefix, guest binary and temp dir name.
+	Name string
+	// GuestPackage is the import path of the guest program.
+	GuestPackage string
+	// GuestArgs follow the shared guest flags (-hdd, -ssd, -output-dir, -cache-mib).
+	GuestArgs []string
+	// CacheMiB is passed to the guest as -cache-mib.
+	CacheMiB int64
+	// VM configures the VM; an empty WorkDir means a fresh temporary dir.
+	VM vm.Config
+	// KeepWorkDir keeps a temporary work dir for inspection.
+	KeepWorkDir bool
+	// OutputDir receives guest.log and whatever Collect copies.
+	OutputDir string
+	// Collect copies results from the guest's output dir in the share; it is
+	// called whatever happened in the VM, so a failed run can be looked at.
+	Collect func(guestOut string) error
+}
+
+// Run runs the job. A VM failure wins over a Collect failure.
+func (j Job) Run(ctx context.Context) error {
+	cfg := j.VM
+	workDir, cleanup, err := j.prepareWorkDir()
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	cfg.WorkDir = workDir
+	v, err := vm.New(cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "%s: building ssdcache-node, ssdcache-bench and the guest program (CGO_ENABLED=0)\n", j.Name)
+	if err := Build(ctx, v.ShareDir(), j.binaries()); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "%s: booting the VM (qemu TCG; the guest's output follows)\n", j.Name)
+	res, runErr := Run(ctx, v, j.script(), NewPrefixWriter(os.Stderr, "  vm| "))
+	if res != nil {
+		_ = os.MkdirAll(j.OutputDir, 0o755)
+		_ = os.WriteFile(filepath.Join(j.OutputDir, "guest.log"), []byte(res.Stdout), 0o644)
+	}
+	collectErr := j.Collect(filepath.Join(v.ShareDir(), "out"))
+	if runErr != nil {
+		return runErr
+	}
+	fmt.Fprintf(os.Stderr, "%s: VM run took %v\n", j.Name, res.Duration.Round(time.Second))
+	return collectErr
+}
+
+func (j Job) guestBinary() string { return j.Name + "-guest" }
+
+func (j Job) binaries() []Binary {
+	return []Binary{
+		{Name: "ssdcache-node", Package: "github.com/ssdcache/ssdcache/cmd/ssdcache-node"},
+		{Name: "ssdcache-bench", Package: "github.com/ssdcache/ssdcache/cmd/ssdcache-bench"},
+		{Name: j.guestBinary(), Package: j.GuestPackage},
+	}
+}
+
+// script runs the guest program with its output merged, so the host echoes
+// errors in order with the rest.
+func (j Job) script() string {
+	args := append([]string{"exec", GuestBin(j.guestBinary()), "-hdd", vm.HDDByID, "-ssd", vm.SSDByID,
+		"-output-dir", vm.GuestWorkDir + "/out", "-cache-mib", fmt.Sprint(j.CacheMiB)}, j.GuestArgs...)
+	return strings.Join(args, " ") + " 2>&1"
+}
+
+func (j Job) prepareWorkDir() (string, func(), error) {
+	if j.VM.WorkDir != "" {
+		return j.VM.WorkDir, func() {}, nil
+	}
+	dir, err := os.MkdirTemp("", "ssdcache-"+j.Name+"-")
+	if err != nil {
+		return "", nil, err
+	}
+	if j.KeepWorkDir {
+		fmt.Fprintln(os.Stderr, j.Name+": VM work dir", dir)
+		return dir, func() {}, nil
+	}
+	return dir, func() { os.RemoveAll(dir) }, nil
+}
+
+// Main is main() of `make <target>`: run until done or interrupted, and say
+// how long it took; doneNote says where the results are.
+func Main(target, doneNote string, run func(context.Context) error) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	start := time.Now()
+	err := run(ctx)
+	stop()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "\nmake %s FAILED after %v: %v\n", target, time.Since(start).Round(time.Second), err)
+		os.Exit(1)
+	}
+	fmt.Printf("\nmake %s: done in %v; %s\n", target, time.Since(start).Round(time.Second), doneNote)
+}
