@@ -1,6 +1,7 @@
-// Package vmjob is the host side the demo and the bench share: build static
-// binaries into the VM's share dir, boot the VM on a guest command while
-// echoing the guest's output as it comes, and bring the result back.
+// Package vmjob is the host side the demo and the bench share: Job builds
+// static binaries into the VM's share dir, boots the VM on the guest program
+// while echoing the guest's output as it comes, and brings the results back;
+// Main is both programs' main() around it.
 package vmjob
 
 import (
@@ -116,9 +117,9 @@ func CopyFiles(src, dst string, names ...string) error {
 	return nil
 }
 
-// prefixWriter prefixes each whole line of the guest's output, so it reads
-// apart from the host's own messages; a partial line waits for its end.
-// NewPrefixWriter returns a writer that prefixes every whole line.
+// NewPrefixWriter returns a writer that prefixes each whole line of the
+// guest's output, so it reads apart from the host's own messages; a partial
+// line waits for its end.
 func NewPrefixWriter(w io.Writer, prefix string) io.Writer {
 	return &prefixWriter{w: w, prefix: prefix}
 }

@@ -1,0 +1,20 @@
+package vmjob
+
+import (
+	"testing"
+
+	"github.com/ssdcache/ssdcache/test/vm"
+)
+
+func TestJobScriptPassesSharedFlagsThenOwn(t *testing.T) {
+	j := Job{Name: "bench", CacheMiB: 64, GuestArgs: []string{"-working-sets", "25%", "-runs", "2"}}
+	want := "exec " + vm.GuestWorkDir + "/bin/bench-guest -hdd " + vm.HDDByID + " -ssd " + vm.SSDByID +
+		" -output-dir " + vm.GuestWorkDir + "/out -cache-mib 64 -working-sets 25% -runs 2 2>&1"
+	if got := j.script(); got != want {
+		t.Fatalf("script:\n got %q\nwant %q", got, want)
+	}
+	bins := j.binaries()
+	if last := bins[len(bins)-1]; last.Name != "bench-guest" {
+		t.Fatalf("guest binary named %q, want bench-guest (the script runs that name)", last.Name)
+	}
+}
