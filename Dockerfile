@@ -16,6 +16,10 @@ RUN apt-get update \
  # The node plugin runs LVM without udev inside its container.
  && sed -i -e 's/^\(\s*\)# udev_sync = 1/\1udev_sync = 0/' -e 's/^\(\s*\)# udev_rules = 1/\1udev_rules = 0/' /etc/lvm/lvm.conf
 COPY --from=build /out/ssdcache-node /out/ssdcache-controller /out/ssdcache-bench /usr/local/bin/
+# In a pod, dmsetup would wait forever for udev cookies that the host's udevd
+# completes in the host's IPC namespace; libdevmapper makes the device nodes
+# itself instead (as lvm.conf's udev_sync = 0 does for LVM above).
+ENV DM_DISABLE_UDEV=1
 # The controller and the bench run as this user; the node plugin's pod
 # overrides it with root and privileges, which device-mapper needs.
 USER 65532:65532

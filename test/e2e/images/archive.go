@@ -25,6 +25,7 @@ const (
 type imageSpec struct {
 	ref        string
 	user       string
+	env        []string // beside PATH
 	entrypoint []string
 	layers     []v1.Layer
 	history    []string // one "created_by" per layer
@@ -42,7 +43,7 @@ func assembleImage(spec imageSpec) (v1.Image, error) {
 		OS:           "linux",
 		Created:      v1.Time{Time: epoch},
 		Config: v1.Config{
-			Env:        []string{defaultPath},
+			Env:        append([]string{defaultPath}, spec.env...),
 			WorkingDir: "/",
 			User:       spec.user,
 			Entrypoint: spec.entrypoint,

@@ -27,6 +27,8 @@ type Dockerfile struct {
 	Binaries []string
 	// BinDir is where the binaries are copied to ("/usr/local/bin").
 	BinDir string
+	// Env are the final stage's ENV settings as KEY=VALUE, in order.
+	Env []string
 	// User and Entrypoint are the final stage's USER and ENTRYPOINT.
 	User       string
 	Entrypoint []string
@@ -51,7 +53,7 @@ type instruction struct {
 // ParseDockerfile reads the facts the image builder needs from the text of
 // a two-stage Dockerfile (a Go build stage and a Debian final stage). It
 // rejects final-stage instructions the builder cannot reproduce, so a new
-// ENV or COPY in the Dockerfile fails the parser test instead of being
+// WORKDIR or COPY from the context fails the parser test instead of being
 // silently missing from the e2e image.
 func ParseDockerfile(text string) (*Dockerfile, error) {
 	stages := splitStages(logicalLines(text))
@@ -152,17 +154,35 @@ func (df *Dockerfile) parseFinalStage(stage []instruction) error {
 			err = df.parseCopy(in.args)
 		case "USER":
 			df.User = in.args
+		case "ENV":
+			err = df.parseEnv(in.args)
 		case "ENTRYPOINT":
 			err = json.Unmarshal([]byte(in.args), &df.Entrypoint)
 			if err != nil {
 				err = fmt.Errorf("ENTRYPOINT %q: only the JSON (exec) form is supported: %w", in.args, err)
 			}
 		default:
-			err = fmt.Errorf("instruction %s in the final stage is not reproduced by test/e2e/images (supported: FROM, ARG, RUN, COPY --from, USER, ENTRYPOINT); teach the builder about it", in.cmd)
+			err = fmt.Errorf("instruction %s in the final stage is not reproduced by test/e2e/images (supported: FROM, ARG, RUN, COPY --from, ENV, USER, ENTRYPOINT); teach the builder about it", in.cmd)
 		}
 		if err != nil {
 			return fmt.Errorf("Dockerfile line %d: %w", in.line, err)
 		}
+	}
+	return nil
+}
+
+// parseEnv takes the KEY=VALUE form (values may be quoted); the legacy
+// "ENV KEY VALUE" form is refused rather than guessed at.
+func (df *Dockerfile) parseEnv(args string) error {
+	words, err := shellWords(args)
+	if err != nil {
+		return fmt.Errorf("ENV %q: %w", args, err)
+	}
+	for _, w := range words {
+		if k, _, ok := strings.Cut(w, "="); !ok || k == "" {
+			return fmt.Errorf("ENV %q: only the KEY=VALUE form is supported", args)
+		}
+		df.Env = append(df.Env, w)
 	}
 	return nil
 }

@@ -63,6 +63,7 @@ RUN apt-get update \
  # a comment inside the continuation, which Docker drops
  && sed -i -e 's/^\(\s*\)# udev_sync = 1/\1udev_sync = 0/' -e "s/a b/c/" /etc/lvm/lvm.conf
 COPY --from=build /out/a /out/b /usr/bin/
+ENV DM_DISABLE_UDEV=1 NOTE="two words"
 USER 1:2
 ENTRYPOINT ["/usr/bin/a", "--flag"]
 `
@@ -81,6 +82,7 @@ func TestParseDockerfile(t *testing.T) {
 		SedEdits:   []SedEdit{{File: "/etc/lvm/lvm.conf", Expressions: []string{`s/^\(\s*\)# udev_sync = 1/\1udev_sync = 0/`, "s/a b/c/"}}},
 		Binaries:   []string{"a", "b"},
 		BinDir:     "/usr/bin",
+		Env:        []string{"DM_DISABLE_UDEV=1", "NOTE=two words"},
 		User:       "1:2",
 		Entrypoint: []string{"/usr/bin/a", "--flag"},
 		GoLDFlags:  "-s -w -X main.version=${VERSION}",
@@ -93,7 +95,8 @@ func TestParseDockerfile(t *testing.T) {
 func TestParseDockerfileRejectsWhatTheBuilderCannotReproduce(t *testing.T) {
 	final := "FROM golang AS build\nFROM debian:bookworm-slim\nRUN apt-get install -y fio\nCOPY --from=build /out/a /usr/bin/\nENTRYPOINT [\"/a\"]\n"
 	cases := map[string]struct{ text, wantErr string }{
-		"ENV":               {final + "ENV A=b\n", "instruction ENV"},
+		"WORKDIR":           {final + "WORKDIR /x\n", "instruction WORKDIR"},
+		"legacy ENV":        {final + "ENV A b\n", "KEY=VALUE"},
 		"COPY from context": {strings.Replace(final, "COPY --from=build /out/a", "COPY a", 1), "only COPY --from"},
 		"shell ENTRYPOINT":  {strings.Replace(final, `["/a"]`, "/a", 1), "JSON (exec) form"},
 		"not debian":        {strings.Replace(final, "debian:bookworm-slim", "alpine:3", 1), "debian:<suite>"},

@@ -49,7 +49,7 @@ func TestBuildBinaryImageWritesANamedOCILayout(t *testing.T) {
 	if desc.MediaType != types.OCIManifestSchema1 || desc.Platform == nil || desc.Platform.Architecture != "amd64" {
 		t.Errorf("index entry %+v, want an OCI manifest for linux/amd64", desc)
 	}
-	checkConfig(t, img, "", []string{"/pause"})
+	checkConfig(t, img, "", nil, []string{"/pause"})
 	files := imageFiles(t, img)
 	if h := files["pause"]; h == nil || h.Mode != 0o755 || h.Size == 0 {
 		t.Errorf("/pause entry %+v, want a 0755 regular file", h)
@@ -159,7 +159,7 @@ func untar(t *testing.T, archive, dir string) {
 	}
 }
 
-func checkConfig(t *testing.T, img v1.Image, user string, entrypoint []string) {
+func checkConfig(t *testing.T, img v1.Image, user string, env, entrypoint []string) {
 	t.Helper()
 	cfg, err := img.ConfigFile()
 	if err != nil {
@@ -169,9 +169,10 @@ func checkConfig(t *testing.T, img v1.Image, user string, entrypoint []string) {
 		t.Errorf("platform %s/%s, want linux/amd64", cfg.OS, cfg.Architecture)
 	}
 	c := cfg.Config
-	if c.User != user || !reflect.DeepEqual(c.Entrypoint, entrypoint) || c.WorkingDir != "/" || !reflect.DeepEqual(c.Env, []string{defaultPath}) {
+	wantEnv := append([]string{defaultPath}, env...)
+	if c.User != user || !reflect.DeepEqual(c.Entrypoint, entrypoint) || c.WorkingDir != "/" || !reflect.DeepEqual(c.Env, wantEnv) {
 		raw, _ := json.Marshal(c)
-		t.Errorf("config %s, want user %q, entrypoint %q, WorkingDir / and Env [%s]", raw, user, entrypoint, defaultPath)
+		t.Errorf("config %s, want user %q, entrypoint %q, WorkingDir / and Env %q", raw, user, entrypoint, wantEnv)
 	}
 }
 

@@ -36,7 +36,7 @@ func (b *Builder) buildProjectImage(ctx context.Context, o Options) (Archive, er
 		return Archive{}, err
 	}
 	spec := imageSpec{
-		ref: o.ProjectRef, user: df.User, entrypoint: df.Entrypoint,
+		ref: o.ProjectRef, user: df.User, env: df.Env, entrypoint: df.Entrypoint,
 		layers: []v1.Layer{rootfs, binaries},
 		history: []string{
 			fmt.Sprintf("test/e2e/images: debootstrap %s, then the Dockerfile's RUN: %s", df.Suite, strings.Join(df.RunScripts, "; ")),

@@ -76,7 +76,7 @@ func TestProjectImageMatchesDockerfile(t *testing.T) {
 	if desc.Annotations[annotationContainerdName] != projectRef {
 		t.Errorf("index annotations %v, want %s=%s", desc.Annotations, annotationContainerdName, projectRef)
 	}
-	checkConfig(t, img, df.User, df.Entrypoint)
+	checkConfig(t, img, df.User, df.Env, df.Entrypoint)
 	fsys := newImageFS(t, img)
 	for _, pkg := range df.Packages {
 		for _, f := range keyFiles[pkg] {
