@@ -59,33 +59,54 @@ type Cluster struct {
 
 // Start brings the cluster up to a Ready node. On error everything already
 // started is stopped again.
-func Start(ctx context.Context, cfg Config) (c *Cluster, err error) {
+func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if cfg.NodeName == "" {
 		cfg.NodeName = "e2e-node"
 	}
-	c = &Cluster{cfg: cfg, logDir: filepath.Join(cfg.WorkDir, "vm", "share", "logs")}
-	defer func() {
-		if err != nil {
-			c.Stop()
-		}
-	}()
-	if err := c.prepare(); err != nil {
+	c := &Cluster{cfg: cfg, logDir: filepath.Join(cfg.WorkDir, "vm", "share", "logs")}
+	if err := c.start(ctx); err != nil {
+		err = fmt.Errorf("%w\n%s", err, c.nodeReport())
+		c.Stop()
 		return nil, err
 	}
+	return c, nil
+}
+
+func (c *Cluster) start(ctx context.Context) error {
+	if err := c.prepare(); err != nil {
+		return err
+	}
+	var err error
 	if c.ns, err = CreateNetns(ctx); err != nil {
-		return nil, err
+		return err
 	}
 	// The guest boots (slow under emulation) while the control plane starts.
 	if err := c.bootNode(ctx); err != nil {
-		return nil, err
+		return err
 	}
 	if err := c.startControlPlane(ctx); err != nil {
-		return nil, err
+		return err
 	}
 	if err := c.waitNodeReady(ctx); err != nil {
-		return nil, err
+		return err
 	}
-	return c, c.waitImages(ctx)
+	return c.waitImages(ctx)
+}
+
+// nodeReport is the end of the node script's output and of kubelet's log,
+// for a failed start: the work dir is usually gone by the time anyone looks.
+func (c *Cluster) nodeReport() string {
+	var b strings.Builder
+	for _, f := range []string{filepath.Join(c.shareDir(), ".vm", "stdout"), filepath.Join(c.shareDir(), ".vm", "boot.log"),
+		filepath.Join(c.logDir, "kubelet.log"), filepath.Join(c.logDir, "containerd.log")} {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+		fmt.Fprintf(&b, "--- last lines of %s:\n%s\n", filepath.Base(f), strings.Join(lines[max(0, len(lines)-15):], "\n"))
+	}
+	return b.String()
 }
 
 func (c *Cluster) prepare() error {
