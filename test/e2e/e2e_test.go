@@ -79,18 +79,27 @@ func TestEndToEnd(t *testing.T) {
 	}
 }
 
+// startCluster starts the one-node cluster, once more if the first start
+// fails: a start that never came up (seen once in many runs, cause not found
+// yet) is logged in full rather than failing the whole suite.
 func (s *suite) startCluster(ctx context.Context, t *testing.T) {
-	cfg := cluster.Config{
-		WorkDir: filepath.Join(s.workDir, "cluster"), Bin: requireEnv(t, binEnv), EnvtestBin: requireEnv(t, envtestEnv),
-		Images: s.images.archives, PauseImage: s.images.pause, PauseArchive: s.images.pauseArchive,
-		VM:     vm.Config{HDDSize: 4 << 30, SSDSize: 1 << 30, Timeout: 40 * time.Minute},
-		Logger: testLogger(t),
+	for attempt := 1; ; attempt++ {
+		cfg := cluster.Config{
+			WorkDir: filepath.Join(s.workDir, fmt.Sprintf("cluster-%d", attempt)), Bin: requireEnv(t, binEnv), EnvtestBin: requireEnv(t, envtestEnv),
+			Images: s.images.archives, PauseImage: s.images.pause, PauseArchive: s.images.pauseArchive,
+			VM:     vm.Config{HDDSize: 4 << 30, SSDSize: 1 << 30, Timeout: 40 * time.Minute},
+			Logger: testLogger(t),
+		}
+		c, err := cluster.Start(ctx, cfg)
+		if err == nil {
+			s.c = c // stopped by TestEndToEnd, after every step
+			return
+		}
+		if attempt == 2 {
+			t.Fatalf("cluster, second start: %v", err)
+		}
+		t.Logf("cluster did not start, starting again: %v", err)
 	}
-	c, err := cluster.Start(ctx, cfg)
-	if err != nil {
-		t.Fatalf("cluster: %v", err)
-	}
-	s.c = c // stopped by TestEndToEnd, after every step
 }
 
 // report logs each step's wall time: the figures the issue asks for.
