@@ -35,8 +35,8 @@ func (c *Cluster) bootNode(ctx context.Context) error {
 	if c.node, err = vm.New(cfg); err != nil {
 		return err
 	}
-	header := fmt.Sprintf("E2E_BIN=%s\nNODE_NAME=%s\nNODE_IP=%s\nNODE_MAC=%s\nHOST_IP=%s\nPOD_CIDR=%s\n",
-		c.cfg.Bin, c.cfg.NodeName, NodeIP, NodeMAC, HostIP, PodCIDR)
+	header := fmt.Sprintf("E2E_BIN=%s\nNODE_NAME=%s\nNODE_IP=%s\nNODE_MAC=%s\nHOST_IP=%s\n",
+		c.cfg.Bin, c.cfg.NodeName, NodeIP, NodeMAC, HostIP)
 	// Not bound to ctx: the node lives until Stop.
 	c.boot, err = c.node.Start(context.WithoutCancel(ctx), header+nodeScript)
 	return err

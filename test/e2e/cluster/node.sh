@@ -2,7 +2,7 @@
 # The one node of the e2e cluster, run by the VM harness in the guest (cwd
 # /vmwork): containerd, kubelet and kube-proxy, as on a kubeadm node without
 # systemd. The harness prepends the variables E2E_BIN, NODE_NAME, NODE_IP,
-# HOST_IP, NODE_MAC and POD_CIDR. Afterwards it serves /vmwork/cmd: each NAME.sh dropped
+# HOST_IP and NODE_MAC (the pod CIDR is in the CNI config). Afterwards it serves /vmwork/cmd: each NAME.sh dropped
 # there runs as root on the node, its output in NAME.out and exit code in
 # NAME.rc; the file STOP ends the node and powers the guest off.
 set -u
