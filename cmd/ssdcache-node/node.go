@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/exec"
 
+	"github.com/ssdcache/ssdcache/pkg/agent"
 	"github.com/ssdcache/ssdcache/pkg/blockdev"
 	"github.com/ssdcache/ssdcache/pkg/cache"
 	"github.com/ssdcache/ssdcache/pkg/command"
@@ -22,34 +23,36 @@ import (
 
 // node is everything the plugin runs, assembled over the real OS layers.
 type node struct {
-	lvm        lvm.Interface
 	dev        blockdev.Interface
 	engine     *cache.Engine
 	locks      *cache.VolumeLocks
 	driver     *csi.Driver
 	csiMetrics metrics.CSIMetricsManager
 	cacheVGs   []string
+	// pools reads the volume groups in the background for readiness, Probe
+	// and the capacity report.
+	pools *agent.PoolWatch
 }
 
-func newNode(ctx context.Context, o options) (*node, error) {
+func newNode(ctx context.Context, o options, m *agent.Metrics) (*node, error) {
 	if o.nodeName == "" {
 		return nil, errors.New("--node-name (or $NODE_NAME) is required")
 	}
 	e := exec.New()
 	run := command.NewRunner(e, os.Environ()...)
 	dev := blockdev.NewHost(run)
-	l := lvm.NewCommand(run, o.lvmConfig)
+	l := lvm.NewCommand(run, o.lvmConfig, slices.Concat(o.originDevices, o.cacheDevices)...)
 	pools, cacheVGs, err := setUpPools(ctx, o, lvm.NewPools(l, dev))
 	if err != nil {
 		return nil, err
 	}
-	n := &node{lvm: l, dev: dev, locks: cache.NewVolumeLocks(), cacheVGs: cacheVGs,
-		csiMetrics: newCSIMetrics(o.driverName)}
+	n := &node{dev: dev, locks: cache.NewVolumeLocks(), cacheVGs: cacheVGs, csiMetrics: newCSIMetrics(o.driverName),
+		pools: agent.NewPoolWatch(l, o.originVG, cacheVGs, m, agent.PoolWatchOptions{Interval: o.poolScanInterval, StaleAfter: o.poolStaleAfter})}
 	n.engine = cache.NewEngine(dm.NewDmsetup(run), l, dev, pools, faultPoints(o.faultPoint))
 	n.driver, err = csi.NewDriver(csi.Config{
 		DriverName: o.driverName, Version: version, NodeID: o.nodeName, Endpoint: o.endpoint, MaxVolumesPerNode: o.maxVolumes,
 	}, csi.Deps{Engine: n.engine, LVM: l, Mounter: mounter.NewHost(e), Locks: n.locks, Metrics: n.csiMetrics,
-		Ready: func(ctx context.Context) error { _, err := l.GetVG(ctx, o.originVG); return err }})
+		Ready: n.pools.Ready})
 	return n, err
 }
 

@@ -15,7 +15,6 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -24,17 +23,16 @@ import (
 )
 
 func run(ctx context.Context, o options) error {
-	n, err := newNode(ctx, o)
-	if err != nil {
-		return err
-	}
 	m, err := agent.NewMetrics(ctrlmetrics.Registry)
 	if err != nil {
 		return err
 	}
-	m.SetPoolUp(len(n.cacheVGs) > 0)
+	n, err := newNode(ctx, o, m)
+	if err != nil {
+		return err
+	}
 	metricsServer := &metricsEndpoint{addr: o.metricsAddr, gatherer: nodeGatherer(n.csiMetrics)}
-	cfg := agent.Config{NodeName: o.nodeName, Engine: n.engine, LVM: n.lvm, Dev: n.dev, Locks: n.locks, Metrics: m,
+	cfg := agent.Config{NodeName: o.nodeName, Engine: n.engine, Dev: n.dev, Locks: n.locks, Metrics: m, Pools: n.pools,
 		CacheVGs: n.cacheVGs, HealthInterval: o.healthInterval, SampleInterval: o.sampleInterval,
 		FiguresInterval: o.statusInterval}
 	if !o.agent {
@@ -50,7 +48,7 @@ func runStandalone(ctx context.Context, n *node, cfg agent.Config, metrics *metr
 	g, ctx := errgroup.WithContext(ctx)
 	mon := agent.NewMonitor(n.engine, n.dev, n.locks, agent.NewSamples(), cfg.Metrics, agent.MonitorOptions{
 		HealthInterval: cfg.HealthInterval, SampleInterval: cfg.SampleInterval})
-	for _, r := range []interface{ Start(context.Context) error }{n.driver, mon, metrics} {
+	for _, r := range []interface{ Start(context.Context) error }{n.driver, n.pools, mon, metrics} {
 		g.Go(func() error { return r.Start(ctx) })
 	}
 	return g.Wait()
@@ -74,7 +72,7 @@ func runManager(ctx context.Context, o options, n *node, cfg agent.Config, metri
 	if err != nil {
 		return err
 	}
-	for _, r := range []interface{ Start(context.Context) error }{n.driver, metrics} {
+	for _, r := range []interface{ Start(context.Context) error }{n.driver, n.pools, metrics} {
 		if err := mgr.Add(runnable(r.Start)); err != nil {
 			return err
 		}
@@ -82,10 +80,12 @@ func runManager(ctx context.Context, o options, n *node, cfg agent.Config, metri
 	if err := agent.Setup(mgr, cfg); err != nil {
 		return err
 	}
-	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+	// Both checks read memory only: a probe on a busy node must never start,
+	// wait for or kill an LVM or dm command.
+	if err := mgr.AddHealthzCheck("csi", func(*http.Request) error { return n.driver.Serving() }); err != nil {
 		return err
 	}
-	if err := mgr.AddReadyzCheck("pools", func(req *http.Request) error { _, err := n.lvm.GetVG(req.Context(), o.originVG); return err }); err != nil {
+	if err := mgr.AddReadyzCheck("pools", func(*http.Request) error { return n.pools.Ready() }); err != nil {
 		return err
 	}
 	klog.InfoS("Starting ssdcache-node", "version", version, "node", o.nodeName)

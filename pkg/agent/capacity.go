@@ -10,7 +10,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ssdv1 "github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
-	"github.com/ssdcache/ssdcache/pkg/lvm"
 )
 
 // metadataReservePercent of the cache pool is kept back from the reported
@@ -24,18 +23,18 @@ const metadataReservePercent = 2
 type CapacityReporter struct {
 	reader   client.Reader
 	writer   client.Client
-	lvm      lvm.Interface
-	cacheVGs []string
+	pools    *PoolWatch
 	nodeName string
 	interval time.Duration
 }
 
-// NewCapacityReporter reports the size of cacheVGs for nodeName every interval.
-func NewCapacityReporter(reader client.Reader, writer client.Client, l lvm.Interface, cacheVGs []string, nodeName string, interval time.Duration) *CapacityReporter {
+// NewCapacityReporter reports the cache pools' size, as the pool watch last
+// read it, for nodeName every interval.
+func NewCapacityReporter(reader client.Reader, writer client.Client, pools *PoolWatch, nodeName string, interval time.Duration) *CapacityReporter {
 	if interval <= 0 {
 		interval = time.Minute
 	}
-	return &CapacityReporter{reader: reader, writer: writer, lvm: l, cacheVGs: cacheVGs, nodeName: nodeName, interval: interval}
+	return &CapacityReporter{reader: reader, writer: writer, pools: pools, nodeName: nodeName, interval: interval}
 }
 
 // Start reports until ctx ends.
@@ -56,7 +55,7 @@ func (c *CapacityReporter) Start(ctx context.Context) error {
 
 // Report writes the annotation if it changed.
 func (c *CapacityReporter) Report(ctx context.Context) error {
-	capacity, err := c.capacity(ctx)
+	capacity, err := c.capacity()
 	if err != nil {
 		return err
 	}
@@ -77,14 +76,7 @@ func (c *CapacityReporter) Report(ctx context.Context) error {
 	return c.writer.Patch(ctx, node, client.MergeFrom(before))
 }
 
-func (c *CapacityReporter) capacity(ctx context.Context) (uint64, error) {
-	var total uint64
-	for _, name := range c.cacheVGs {
-		vg, err := c.lvm.GetVG(ctx, name)
-		if err != nil {
-			return 0, err
-		}
-		total += vg.Size
-	}
-	return total / 100 * (100 - metadataReservePercent), nil
+func (c *CapacityReporter) capacity() (uint64, error) {
+	total, err := c.pools.CacheBytes()
+	return total / 100 * (100 - metadataReservePercent), err
 }

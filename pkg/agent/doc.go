@@ -7,5 +7,7 @@
 //   - BindingReconciler applies the CacheBindings admitted to this node
 //     through the cache engine's online attach, detach, resize and pause, and
 //     writes conditions, phase and cache figures into their status.
+//   - PoolWatch reads the volume groups in the background; readiness, the
+//     CSI Probe and the capacity report answer from what it last saw.
 //   - CapacityReporter tells the controller how much cache this node has.
 package agent

@@ -45,7 +45,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		writtenBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "ssdcache", Subsystem: "volume", Name: "written_bytes_total",
 			Help: "Bytes written to the volume's device."}, []string{"volume"}),
 		poolUp: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "ssdcache", Name: "cache_pool_up",
-			Help: "1 when the node's cache volume group was set up, 0 when the node runs without cache."}),
+			Help: "1 when the last LVM scan found the node's cache volume group, 0 when the node runs without cache."}),
 	}
 	for _, c := range []prometheus.Collector{m.readHits, m.readMisses, m.writeHits, m.writeMisses, m.promotions,
 		m.demotions, m.usedBlocks, m.totalBlocks, m.blockBytes, m.dirtyBlocks, m.healthy, m.drops, m.readBytes, m.writtenBytes, m.poolUp} {

@@ -17,17 +17,17 @@ import (
 	ssdv1 "github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
 	"github.com/ssdcache/ssdcache/pkg/blockdev"
 	"github.com/ssdcache/ssdcache/pkg/cache"
-	"github.com/ssdcache/ssdcache/pkg/lvm"
 )
 
 // Config is what the agent needs from the node.
 type Config struct {
 	NodeName string
 	Engine   *cache.Engine
-	LVM      lvm.Interface
 	Dev      blockdev.Interface
 	Locks    *cache.VolumeLocks
 	Metrics  *Metrics
+	// Pools is the node's background LVM scan, which the capacity report reads.
+	Pools *PoolWatch
 	// CacheVGs are the cache pools that came up; empty when the node runs without cache.
 	CacheVGs                       []string
 	HealthInterval, SampleInterval time.Duration
@@ -65,7 +65,7 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 	if len(cfg.CacheVGs) == 0 {
 		return nil
 	}
-	return mgr.Add(NewCapacityReporter(mgr.GetAPIReader(), mgr.GetClient(), cfg.LVM, cfg.CacheVGs, cfg.NodeName, cfg.CapacityInterval))
+	return mgr.Add(NewCapacityReporter(mgr.GetAPIReader(), mgr.GetClient(), cfg.Pools, cfg.NodeName, cfg.CapacityInterval))
 }
 
 // onNode keeps the bindings admitted to this node, and those that just

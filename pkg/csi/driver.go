@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -39,8 +40,9 @@ type Deps struct {
 	Locks *cache.VolumeLocks
 	// Metrics records csi-lib-utils' per-operation metrics; nil disables them.
 	Metrics metrics.CSIMetricsManager
-	// Ready is the Probe check; nil means always ready.
-	Ready func(context.Context) error
+	// Ready is the Probe check; nil means always ready. It must answer from
+	// memory: Probe must never wait for LVM or the kernel.
+	Ready func() error
 }
 
 // Driver is the CSI plugin: three services on one gRPC server.
@@ -50,6 +52,8 @@ type Driver struct {
 	Identity   *IdentityServer
 	Controller *ControllerServer
 	Node       *NodeServer
+	// serving is true while the gRPC server accepts calls.
+	serving atomic.Bool
 }
 
 // NewDriver assembles the services.
@@ -86,7 +90,18 @@ func (d *Driver) Start(ctx context.Context) error {
 		srv.GracefulStop()
 	}()
 	klog.InfoS("Serving CSI", "endpoint", d.cfg.Endpoint, "driver", d.cfg.DriverName, "node", d.cfg.NodeID)
+	d.serving.Store(true)
+	defer d.serving.Store(false)
 	return srv.Serve(lis)
+}
+
+// Serving is the liveness check: nil while the gRPC server accepts calls.
+// It reads a flag only, so it answers at once on a node whose storage is slow.
+func (d *Driver) Serving() error {
+	if !d.serving.Load() {
+		return errors.New("the CSI gRPC server is not serving")
+	}
+	return nil
 }
 
 // listen opens the unix socket, replacing one a previous process left.

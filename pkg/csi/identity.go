@@ -5,14 +5,15 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+	"k8s.io/klog/v2"
 )
 
 // IdentityServer answers who the plugin is and whether it is ready.
 type IdentityServer struct {
 	csi.UnimplementedIdentityServer
 	name, version string
-	// ready reports whether the node's pools are usable.
-	ready func(context.Context) error
+	// ready reports, from memory, whether the node's pools are usable.
+	ready func() error
 }
 
 func (s *IdentityServer) GetPluginInfo(context.Context, *csi.GetPluginInfoRequest) (*csi.GetPluginInfoResponse, error) {
@@ -31,10 +32,14 @@ func (s *IdentityServer) GetPluginCapabilities(context.Context, *csi.GetPluginCa
 	}}, nil
 }
 
-func (s *IdentityServer) Probe(ctx context.Context, _ *csi.ProbeRequest) (*csi.ProbeResponse, error) {
+// Probe reports the state the pool watch keeps; it runs no command, so a
+// caller's short deadline can never kill one. Not ready is ready=false, not
+// an error: external-provisioner waits for ready=false but exits on errors.
+func (s *IdentityServer) Probe(context.Context, *csi.ProbeRequest) (*csi.ProbeResponse, error) {
 	if s.ready != nil {
-		if err := s.ready(ctx); err != nil {
-			return nil, toStatus(err)
+		if err := s.ready(); err != nil {
+			klog.V(2).InfoS("Probe: not ready", "reason", err.Error())
+			return &csi.ProbeResponse{Ready: wrapperspb.Bool(false)}, nil
 		}
 	}
 	return &csi.ProbeResponse{Ready: wrapperspb.Bool(true)}, nil

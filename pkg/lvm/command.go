@@ -18,21 +18,31 @@ type Command struct {
 	// config is passed as --config to every command, e.g. to disable udev
 	// synchronisation on nodes (or VMs) without udev.
 	config string
+	// devices, when set, are the only devices LVM may read (--devices).
+	devices string
 }
 
-// NewCommand returns the real LVM layer. config may be empty.
-func NewCommand(run *command.Runner, config string) *Command {
-	return &Command{run: run, config: config}
+// NewCommand returns the real LVM layer. config may be empty. devices, when
+// given, are the only block devices LVM scans: the node's pool devices.
+// Without them LVM reads the label of every block device on the node,
+// including the volumes' dm devices, whose content tenants write: a crafted PV
+// label there would make a second "ssdcache-hdd" appear, and on a node with
+// many volumes every command pays for scanning them all.
+func NewCommand(run *command.Runner, config string, devices ...string) *Command {
+	return &Command{run: run, config: config, devices: strings.Join(devices, ",")}
 }
 
 var _ Interface = (*Command)(nil)
 
 func (c *Command) lvm(ctx context.Context, sub string, args ...string) ([]byte, error) {
-	full := append([]string{sub}, args...)
+	full := []string{sub}
 	if c.config != "" {
-		full = append([]string{sub, "--config", c.config}, args...)
+		full = append(full, "--config", c.config)
 	}
-	return c.run.Run(ctx, "lvm", full...)
+	if c.devices != "" {
+		full = append(full, "--devices", c.devices)
+	}
+	return c.run.Run(ctx, "lvm", append(full, args...)...)
 }
 
 func (c *Command) report(ctx context.Context, sub, fields string, args ...string) ([]map[string]string, error) {

@@ -98,6 +98,18 @@ func TestCreateLVWipesAndTags(t *testing.T) {
 	}
 }
 
+func TestCommandsSeeOnlyThePoolDevices(t *testing.T) {
+	var calls []recorded
+	c := NewCommand(fakeExec(t, &calls, lvsOutput), "", "/dev/disk/by-id/hdd-1", "/dev/disk/by-id/nvme-1")
+	if _, err := c.ListLVs(context.Background(), "ssdcache-hdd"); err != nil {
+		t.Fatal(err)
+	}
+	i := slices.Index(calls[0].args, "--devices")
+	if i < 0 || calls[0].args[i+1] != "/dev/disk/by-id/hdd-1,/dev/disk/by-id/nvme-1" {
+		t.Fatalf("lvs args %v: want --devices with both pool devices", calls[0].args)
+	}
+}
+
 func TestParseReportErrors(t *testing.T) {
 	if _, err := parseReport([]byte("not json")); err == nil {
 		t.Fatal("garbage accepted")

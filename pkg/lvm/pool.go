@@ -118,9 +118,16 @@ func (p *Pools) devicesToAdd(ctx context.Context, cfg PoolConfig) ([]string, err
 	if err != nil {
 		return nil, err
 	}
+	// LVM names a PV by whichever alias its device filter accepted (the
+	// by-id path under --devices, the kernel name otherwise): compare
+	// kernel names.
 	pvVG := map[string]string{}
 	for _, pv := range pvs {
-		pvVG[pv.Name] = pv.VG
+		name := pv.Name
+		if node, err := p.dev.Resolve(pv.Name); err == nil {
+			name = node
+		}
+		pvVG[name] = pv.VG
 	}
 	var fresh []string
 	var refused []error

@@ -114,3 +114,24 @@ func TestRefusesForeignVGWithOurName(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// Restricted to its pool devices (--devices), LVM names each PV by its by-id
+// path, not its kernel name: a restarted plugin must still recognise the
+// pool's own members, which carry an LVM signature, instead of refusing them.
+func TestEnsureRecognisesMembersNamedByID(t *testing.T) {
+	l, dev := world()
+	l.Resolve = func(d string) string { return d }
+	cfg := lvm.PoolConfig{VG: "ssdcache-nvme", Role: "cache", Devices: []string{blank}}
+	if _, err := lvm.NewPools(l, dev).Ensure(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	dev.Add(blank, blockdevfake.Device{Node: "/dev/nvme0n1", Size: 10 << 30, Signatures: []blockdev.Signature{{Type: blockdev.LVMMember, Offset: "0x218"}}})
+	var writes []string
+	l.Record = func(e string) { writes = append(writes, e) }
+	if _, err := lvm.NewPools(l, dev).Ensure(context.Background(), cfg); err != nil {
+		t.Fatalf("second Ensure (a restart): %v", err)
+	}
+	if len(writes) != 0 {
+		t.Fatalf("second Ensure changed the pool: %v", writes)
+	}
+}

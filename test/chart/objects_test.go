@@ -221,7 +221,6 @@ func TestNodeSidecars(t *testing.T) {
 	if hostPathOf(spec, "registration-dir") != "/var/lib/kubelet/plugins_registry" {
 		t.Errorf("registration dir = %q", hostPathOf(spec, "registration-dir"))
 	}
-	container(t, spec, "liveness-probe")
 	for _, c := range spec.Containers {
 		if c.Name == "ssdcache-node" {
 			continue
@@ -231,10 +230,40 @@ func TestNodeSidecars(t *testing.T) {
 			t.Errorf("sidecar %s must run unprivileged without privilege escalation: %+v", c.Name, sc)
 		}
 	}
-	node := container(t, spec, "ssdcache-node")
-	if node.LivenessProbe == nil || node.LivenessProbe.HTTPGet == nil || node.LivenessProbe.HTTPGet.Port.String() != "healthz" {
-		t.Errorf("ssdcache-node liveness probe = %+v, want the livenessprobe sidecar's /healthz", node.LivenessProbe)
+	expectBusyNodeProbes(t, container(t, spec, "ssdcache-node"))
+}
+
+// expectBusyNodeProbes checks the plugin's own probes: startup and liveness
+// on /healthz, readiness on /readyz, all on its health port, with timeouts
+// and thresholds that a busy node's slow answers do not turn into restarts.
+// (A livenessprobe sidecar probing CSI Probe, which ran LVM, killed the
+// plugin mid-lvremove on a slow node.)
+func expectBusyNodeProbes(t *testing.T, node corev1.Container) {
+	t.Helper()
+	for _, p := range []struct {
+		name, path string
+		probe      *corev1.Probe
+		minWindow  int32
+	}{
+		{"startup", "/healthz", node.StartupProbe, 10 * 60},
+		{"liveness", "/healthz", node.LivenessProbe, 60},
+		{"readiness", "/readyz", node.ReadinessProbe, 0},
+	} {
+		if p.probe == nil || p.probe.HTTPGet == nil || p.probe.HTTPGet.Path != p.path || p.probe.HTTPGet.Port.String() != "health" {
+			t.Errorf("ssdcache-node %s probe = %+v, want %s on port health", p.name, p.probe, p.path)
+			continue
+		}
+		if p.probe.TimeoutSeconds < 10 {
+			t.Errorf("ssdcache-node %s probe timeout %ds: too short for a busy node", p.name, p.probe.TimeoutSeconds)
+		}
+		if window := p.probe.PeriodSeconds * p.probe.FailureThreshold; window < p.minWindow {
+			t.Errorf("ssdcache-node %s probe gives up after %ds, want at least %ds", p.name, window, p.minWindow)
+		}
 	}
+	if c := slices.IndexFunc(node.Ports, func(p corev1.ContainerPort) bool { return p.Name == "health" }); c < 0 {
+		t.Errorf("ssdcache-node has no port named health: %+v", node.Ports)
+	}
+	mustHaveArgs(t, node, "--pool-stale-after=5m")
 }
 
 func TestNodeGroupsRenderOneDaemonSetEach(t *testing.T) {

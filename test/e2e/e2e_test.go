@@ -34,6 +34,9 @@ type suite struct {
 	workDir string
 	repo    string
 	timings []timing
+	// pluginInstalled: the chart is installed, so the node plugin's pod must
+	// be there with no container restarted (expectPluginHealthy).
+	pluginInstalled bool
 }
 
 type timing struct {
@@ -45,7 +48,8 @@ func TestEndToEnd(t *testing.T) {
 	if testing.Short() || os.Getenv(enableEnv) != "1" {
 		t.Skipf("boots a one-node cluster in a VM: set %s=1 (make test-e2e does, after hack/e2e-assets.sh)", enableEnv)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	// Every wait of the steps ends at this deadline at the latest (see stepsDeadline).
+	ctx, cancel := context.WithDeadline(context.Background(), stepsDeadline(t))
 	defer cancel()
 	s := &suite{workDir: workDir(t), repo: repoRoot(t)}
 	steps := []struct {
@@ -70,7 +74,14 @@ func TestEndToEnd(t *testing.T) {
 	}()
 	for _, st := range steps {
 		start := time.Now()
-		ok := t.Run(strings.ReplaceAll(st.name, " ", "_"), func(t *testing.T) { st.run(ctx, t) })
+		ok := t.Run(strings.ReplaceAll(st.name, " ", "_"), func(t *testing.T) {
+			st.run(ctx, t)
+			// A restart of the plugin may leave the step's own checks
+			// passing: each step ends by checking for one.
+			if s.pluginInstalled {
+				s.expectPluginHealthy(ctx, t)
+			}
+		})
 		s.timings = append(s.timings, timing{st.name, time.Since(start)})
 		if !ok {
 			s.dumpState(ctx, t)
@@ -81,16 +92,26 @@ func TestEndToEnd(t *testing.T) {
 
 // startCluster starts the one-node cluster, once more if the first start
 // fails: a start that never came up (seen once in many runs, cause not found
-// yet) is logged in full rather than failing the whole suite.
+// yet) is logged in full rather than failing the whole suite. The first
+// start may take half of the time left, so that a hung one leaves time for
+// the second; the node's VM lives until the test's end (Stop powers it off
+// before).
 func (s *suite) startCluster(ctx context.Context, t *testing.T) {
+	deadline, _ := ctx.Deadline()
 	for attempt := 1; ; attempt++ {
 		cfg := cluster.Config{
 			WorkDir: filepath.Join(s.workDir, fmt.Sprintf("cluster-%d", attempt)), Bin: requireEnv(t, binEnv), EnvtestBin: requireEnv(t, envtestEnv),
 			Images: s.images.archives, PauseImage: s.images.pause, PauseArchive: s.images.pauseArchive,
-			VM:     vm.Config{HDDSize: 4 << 30, SSDSize: 1 << 30, Timeout: 40 * time.Minute},
+			VM:     vm.Config{HDDSize: 4 << 30, SSDSize: 1 << 30, Timeout: time.Until(deadline) + stepsMargin},
 			Logger: testLogger(t),
 		}
-		c, err := cluster.Start(ctx, cfg)
+		startBy := deadline // the second start may take all that is left
+		if attempt == 1 {
+			startBy = time.Now().Add(time.Until(deadline) / 2)
+		}
+		startCtx, cancel := context.WithDeadline(ctx, startBy)
+		c, err := cluster.Start(startCtx, cfg)
+		cancel()
 		if err == nil {
 			s.c = c // stopped by TestEndToEnd, after every step
 			return

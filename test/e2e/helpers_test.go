@@ -60,23 +60,6 @@ func (s *suite) node(ctx context.Context, t *testing.T, script string) string {
 	return out
 }
 
-// eventually polls cond every interval until it holds or timeout passes;
-// the last reason cond gave is in the failure.
-func eventually(ctx context.Context, t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			t.Fatalf("%s: not within %v: %s", what, timeout, why)
-		}
-		time.Sleep(2 * time.Second)
-	}
-}
-
 // dmTable is the node's table of a staged volume's dm device.
 func (s *suite) dmTable(ctx context.Context, t *testing.T, volumeHandle string) string {
 	t.Helper()

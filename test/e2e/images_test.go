@@ -18,7 +18,7 @@ type imageRefs struct {
 	pause        string
 	pauseArchive string
 	// The sidecars, by chart value: repository and tag.
-	registrar, liveness, provisioner imageName
+	registrar, provisioner imageName
 }
 
 type imageName struct{ Repository, Tag string }
@@ -27,47 +27,44 @@ func (n imageName) ref() string { return n.Repository + ":" + n.Tag }
 
 // chartSidecarTags reads the sidecar tags the chart ships with, so that the
 // e2e runs the versions users get.
-func chartSidecarTags(t *testing.T, repo string) (registrar, liveness, provisioner string) {
+func chartSidecarTags(t *testing.T, repo string) (registrar, provisioner string) {
 	raw, err := os.ReadFile(filepath.Join(repo, "charts", "ssdcache", "values.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var v struct {
 		Sidecars struct {
-			NodeDriverRegistrar, LivenessProbe, Provisioner struct{ Image imageName }
+			NodeDriverRegistrar, Provisioner struct{ Image imageName }
 		}
 	}
 	if err := yaml.Unmarshal(raw, &v); err != nil {
 		t.Fatalf("charts/ssdcache/values.yaml: %v", err)
 	}
 	sc := v.Sidecars
-	return sc.NodeDriverRegistrar.Image.Tag, sc.LivenessProbe.Image.Tag, sc.Provisioner.Image.Tag
+	return sc.NodeDriverRegistrar.Image.Tag, sc.Provisioner.Image.Tag
 }
 
 // buildImages assembles the project image from the Dockerfile's recipe, the
 // real csi-provisioner (built from its module by hack/e2e-assets.sh), the
-// stand-ins of node-driver-registrar and livenessprobe (whose modules the
-// proxy does not serve; see test/e2e/sidecars) and a pause image.
+// stand-in of node-driver-registrar (whose module the proxy does not serve;
+// see test/e2e/sidecars) and a pause image.
 func (s *suite) buildImages(ctx context.Context, t *testing.T) {
-	regTag, liveTag, provTag := chartSidecarTags(t, s.repo)
+	regTag, provTag := chartSidecarTags(t, s.repo)
 	r := imageRefs{
 		project:     "docker.io/ssdcache/ssdcache:e2e",
 		pause:       "localhost/ssdcache-e2e/pause:1",
 		registrar:   imageName{"localhost/ssdcache-e2e/csi-node-driver-registrar", regTag + "-standin"},
-		liveness:    imageName{"localhost/ssdcache-e2e/livenessprobe", liveTag + "-standin"},
 		provisioner: imageName{"registry.k8s.io/sig-storage/csi-provisioner", provTag},
 	}
 	binDir := filepath.Join(s.workDir, "bin")
 	bins := []images.BinaryImage{
 		{Ref: r.pause, Binary: filepath.Join(binDir, "pause"), Entrypoint: []string{"/pause"}},
 		{Ref: r.registrar.ref(), Binary: filepath.Join(binDir, "csi-node-driver-registrar"), Entrypoint: []string{"/csi-node-driver-registrar"}},
-		{Ref: r.liveness.ref(), Binary: filepath.Join(binDir, "livenessprobe"), Entrypoint: []string{"/livenessprobe"}},
 		{Ref: r.provisioner.ref(), Binary: filepath.Join(requireEnv(t, binEnv), "csi-provisioner"), Entrypoint: []string{"/csi-provisioner"}},
 	}
 	for pkg, bin := range map[string]string{
 		"./test/e2e/images/pause":                   bins[0].Binary,
 		"./test/e2e/sidecars/node-driver-registrar": bins[1].Binary,
-		"./test/e2e/sidecars/livenessprobe":         bins[2].Binary,
 	} {
 		if err := images.BuildStatic(ctx, s.repo, pkg, bin); err != nil {
 			t.Fatal(err)

@@ -2,43 +2,69 @@ package e2e
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 )
 
 const reader = "plain-data" // PVC and pod of the uncached class
 
+var readerPod = object{ns: "default", name: "pod/" + reader}
+
 var passLine = regexp.MustCompile(`(?m)^pass (\d+) ok$`)
 
 // readerPasses is the reader's last completed verification pass; it fails
-// the test as soon as the reader saw a wrong byte or an I/O error.
+// the test as soon as the reader saw a wrong byte or an I/O error, or stopped.
 func (s *suite) readerPasses(ctx context.Context, t *testing.T) int {
 	t.Helper()
-	logs := s.kubectl(ctx, t, "-n", "default", "logs", "pod/"+reader)
-	if strings.Contains(logs, "FAIL") {
-		t.Fatalf("the reader saw bad data or an I/O error:\n%s", logs)
+	n, saw, err := s.readerState(ctx)
+	if err == nil && n < 0 {
+		err = errors.New(saw)
 	}
-	if phase := s.jsonpath(ctx, t, "pod/"+reader, "{.status.phase}", "-n", "default"); phase != "Running" {
-		t.Fatalf("reader pod is %s, want Running:\n%s", phase, logs)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, s.explain(ctx, readerPod))
+	}
+	return n
+}
+
+// readerState is the reader's last completed pass (-1 when kubectl could
+// not tell) and what was seen, with an error when the reader can make no
+// more passes: it saw a wrong byte or an I/O error, or its pod stopped.
+func (s *suite) readerState(ctx context.Context) (int, string, error) {
+	logs, err := s.c.Kubectl(ctx, "-n", "default", "logs", readerPod.name)
+	if err != nil {
+		return -1, err.Error(), nil
+	}
+	if strings.Contains(logs, "FAIL") {
+		return -1, "", fmt.Errorf("the reader saw bad data or an I/O error:\n%s", logs)
+	}
+	phase, err := s.c.Kubectl(ctx, "-n", "default", "get", readerPod.name, "-o", "jsonpath={.status.phase}")
+	if err != nil {
+		return -1, err.Error(), nil
+	}
+	if phase != "Running" {
+		return -1, "", fmt.Errorf("reader pod is %s, want Running:\n%s", phase, logs)
 	}
 	m := passLine.FindAllStringSubmatch(logs, -1)
 	if len(m) == 0 {
-		return 0
+		return 0, "no pass completed yet", nil
 	}
 	n, _ := strconv.Atoi(m[len(m)-1][1])
-	return n
+	return n, "at pass " + strconv.Itoa(n), nil
 }
 
 // waitMorePasses waits until the reader completed more passes than after.
 func (s *suite) waitMorePasses(ctx context.Context, t *testing.T, after int, what string) int {
 	t.Helper()
 	var n int
-	eventually(ctx, t, 3*time.Minute, "reader passes "+what, func() (bool, string) {
-		n = s.readerPasses(ctx, t)
-		return n > after, "at pass " + strconv.Itoa(n)
+	s.eventually(ctx, t, "reader passes "+what, readerPod, func() (bool, string, error) {
+		var saw string
+		var err error
+		n, saw, err = s.readerState(ctx)
+		return n > after, fmt.Sprintf("%s (waiting for more than %d)", saw, after), err
 	})
 	return n
 }
@@ -49,7 +75,7 @@ func (s *suite) waitMorePasses(ctx context.Context, t *testing.T, after int, wha
 func (s *suite) cacheBindingOnline(ctx context.Context, t *testing.T) {
 	s.apply(ctx, t, storageClassUncached)
 	s.apply(ctx, t, pvcAndPod(reader, "e2e-uncached", volumeSize, s.images.project, writeDataSet+verifyLoop))
-	s.kubectl(ctx, t, "-n", "default", "wait", "--for=condition=Ready", "pod/"+reader, "--timeout=5m")
+	s.waitReady(ctx, t, readerPod)
 	handle := s.volumeHandle(ctx, t, reader)
 	if table := s.dmTable(ctx, t, handle); !strings.Contains(table, " linear ") {
 		t.Fatalf("uncached volume's table is not linear: %s", table)
@@ -57,38 +83,39 @@ func (s *suite) cacheBindingOnline(ctx context.Context, t *testing.T) {
 	passes := s.waitMorePasses(ctx, t, 0, "before the binding")
 
 	s.apply(ctx, t, cacheBinding(reader, cacheSize))
-	s.kubectl(ctx, t, "-n", "default", "wait", "--for=condition=Ready", "cachebinding/"+reader, "--timeout=3m")
+	binding := object{ns: "default", name: "cachebinding/" + reader}
+	s.waitReady(ctx, t, binding)
 	if table := s.dmTable(ctx, t, handle); !strings.Contains(table, " cache ") || !strings.Contains(table, " writethrough ") {
 		t.Fatalf("after the binding went Ready the table is not a writethrough cache: %s", table)
 	}
-	first := s.readHits(ctx, t)
-	eventually(ctx, t, 4*time.Minute, "the binding's read hits rise", func() (bool, string) {
-		hits := s.readHits(ctx, t)
-		return hits > first && hits > 0, "readHits " + strconv.FormatInt(hits, 10)
+	first, _ := s.readHits(ctx)
+	s.eventually(ctx, t, "the binding's read hits rise", binding, func() (bool, string, error) {
+		hits, saw := s.readHits(ctx)
+		return hits > first && hits > 0, fmt.Sprintf("%s, at first %d", saw, first), nil
 	})
 	t.Logf("binding status: %s", s.jsonpath(ctx, t, "cachebinding/"+reader, "{.status.cache}", "-n", "default"))
 	passes = s.waitMorePasses(ctx, t, passes, "with the cache attached")
 
-	s.kubectl(ctx, t, "-n", "default", "delete", "cachebinding/"+reader, "--timeout=3m")
+	s.deleteAndWait(ctx, t, "default", binding.name)
 	if table := s.dmTable(ctx, t, handle); !strings.Contains(table, " linear ") {
 		t.Fatalf("after the binding was deleted the table is not linear: %s", table)
 	}
 	s.waitMorePasses(ctx, t, passes, "after the detach")
 	// The node agent told the user, through Events on the binding.
-	eventually(ctx, t, time.Minute, "CacheAttached and CacheDetached events", func() (bool, string) {
-		reasons := s.jsonpath(ctx, t, "events", "{.items[*].reason}", "-n", "default", "--field-selector", "involvedObject.name="+reader)
-		return strings.Contains(reasons, "CacheAttached") && strings.Contains(reasons, "CacheDetached"), reasons
+	s.eventually(ctx, t, "CacheAttached and CacheDetached events", binding, func() (bool, string, error) {
+		reasons, err := s.c.Kubectl(ctx, "-n", "default", "get", "events", "--field-selector", "involvedObject.name="+reader, "-o", "jsonpath={.items[*].reason}")
+		return strings.Contains(reasons, "CacheAttached") && strings.Contains(reasons, "CacheDetached"), "reasons: " + reasons + errOrEmpty(err), nil
 	})
 	// One last check of every byte, through the page cache-free path the loop uses.
 	s.kubectl(ctx, t, "-n", "default", "exec", reader, "--", "bash", "-c", "cd /data && sha256sum -c --quiet SUMS")
 }
 
-// readHits is the binding's status.cache.readHits (0 before the first figures).
-func (s *suite) readHits(ctx context.Context, t *testing.T) int64 {
-	t.Helper()
-	v := s.jsonpath(ctx, t, "cachebinding/"+reader, "{.status.cache.readHits}", "-n", "default")
-	n, _ := strconv.ParseInt(v, 10, 64)
-	return n
+// readHits is the binding's status.cache.readHits (0 before the first
+// figures, or when kubectl failed) and what was read.
+func (s *suite) readHits(ctx context.Context) (int64, string) {
+	v, err := s.c.Kubectl(ctx, "-n", "default", "get", "cachebinding/"+reader, "-o", "jsonpath={.status.cache.readHits}")
+	n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	return n, fmt.Sprintf("readHits %q%s", v, errOrEmpty(err))
 }
 
 // nodePluginRestart: the node plugin's pod is deleted while both volumes
@@ -97,11 +124,12 @@ func (s *suite) readHits(ctx context.Context, t *testing.T) int64 {
 func (s *suite) nodePluginRestart(ctx context.Context, t *testing.T) {
 	old := s.nodePluginPod(ctx, t)
 	passes := s.readerPasses(ctx, t)
-	s.kubectl(ctx, t, "-n", namespace, "delete", "pod", old, "--wait=true", "--timeout=2m")
-	eventually(ctx, t, 5*time.Minute, "a new node plugin pod is Ready", func() (bool, string) {
-		out, err := s.c.Kubectl(ctx, "-n", namespace, "get", "pods", "-l", "app.kubernetes.io/component=node", "-o",
+	s.deleteAndWait(ctx, t, namespace, "pod/"+old)
+	plugin := object{ns: namespace, name: "daemonset/" + release + "-node", pods: nodeSelector}
+	s.eventually(ctx, t, "a new node plugin pod is Ready", plugin, func() (bool, string, error) {
+		out, err := s.c.Kubectl(ctx, "-n", namespace, "get", "pods", "-l", nodeSelector, "-o",
 			`jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status} {end}`)
-		return err == nil && !strings.Contains(out, old) && strings.Contains(out, "=True"), out
+		return err == nil && !strings.Contains(out, old) && strings.Contains(out, "=True"), "pods: " + out + errOrEmpty(err), nil
 	})
 	s.waitMorePasses(ctx, t, passes, "after the plugin restart")
 	s.kubectl(ctx, t, "-n", "default", "exec", "cached-data", "--", "bash", "-c",
@@ -110,12 +138,12 @@ func (s *suite) nodePluginRestart(ctx context.Context, t *testing.T) {
 	if !strings.Contains(cached, " writethrough ") {
 		t.Fatalf("the cached volume lost its cache across the restart: %s", cached)
 	}
-	s.kubectl(ctx, t, "-n", "default", "wait", "--for=condition=Ready", "cachebinding/cached-data", "--timeout=2m")
+	s.waitReady(ctx, t, object{ns: "default", name: "cachebinding/cached-data"})
 }
 
 func (s *suite) nodePluginPod(ctx context.Context, t *testing.T) string {
 	t.Helper()
-	name := s.jsonpath(ctx, t, "pods", "{.items[0].metadata.name}", "-n", namespace, "-l", "app.kubernetes.io/component=node")
+	name := s.jsonpath(ctx, t, "pods", "{.items[0].metadata.name}", "-n", namespace, "-l", nodeSelector)
 	if name == "" {
 		t.Fatal("no node plugin pod")
 	}

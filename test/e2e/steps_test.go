@@ -3,12 +3,12 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"sigs.k8s.io/yaml"
 
@@ -38,7 +38,6 @@ func (s *suite) chartValues() map[string]any {
 		},
 		"sidecars": map[string]any{
 			"nodeDriverRegistrar": never(s.images.registrar),
-			"livenessProbe":       never(s.images.liveness),
 			"provisioner":         never(s.images.provisioner),
 		},
 		"storageClass": map[string]any{"create": true, "cacheSize": cacheSize},
@@ -55,16 +54,17 @@ func (s *suite) helmInstall(ctx context.Context, t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := s.c.Helm(ctx, "install", release, filepath.Join(s.repo, "charts", "ssdcache"),
-		"--namespace", namespace, "--create-namespace", "--values", values, "--timeout", "5m"); err != nil {
-		t.Fatal(err)
+		"--namespace", namespace, "--create-namespace", "--values", values, timeoutFlag(ctx)); err != nil {
+		t.Fatalf("%v\n%s", err, s.explain(ctx, object{ns: namespace}))
 	}
+	s.pluginInstalled = true
 	// helm --wait does not wait for a one-node DaemonSet; rollout status does.
-	s.kubectl(ctx, t, "-n", namespace, "rollout", "status", "daemonset/"+release+"-node", "--timeout=8m")
-	s.kubectl(ctx, t, "-n", namespace, "rollout", "status", "deployment/"+release+"-controller", "--timeout=5m")
+	s.waitRollout(ctx, t, object{ns: namespace, name: "daemonset/" + release + "-node", pods: nodeSelector})
+	s.waitRollout(ctx, t, object{ns: namespace, name: "deployment/" + release + "-controller", pods: "app.kubernetes.io/component=controller"})
 	// kubelet registered the plugin through node-driver-registrar.
-	eventually(ctx, t, 2*time.Minute, "CSINode lists ssdcache.io", func() (bool, string) {
+	s.eventually(ctx, t, "CSINode lists ssdcache.io", object{name: "csinode/e2e-node"}, func() (bool, string, error) {
 		out, err := s.c.Kubectl(ctx, "get", "csinode", "e2e-node", "-o", "jsonpath={.spec.drivers[*].name}")
-		return err == nil && strings.Contains(out, "ssdcache.io"), out
+		return err == nil && strings.Contains(out, "ssdcache.io"), "drivers: " + out + errOrEmpty(err), nil
 	})
 }
 
@@ -72,14 +72,14 @@ func (s *suite) helmInstall(ctx context.Context, t *testing.T) {
 // a checksummed data set; on the node the volume is a writethrough dm-cache.
 func (s *suite) cachedStorageClass(ctx context.Context, t *testing.T) {
 	s.apply(ctx, t, pvcAndPod("cached-data", cachedClass, volumeSize, s.images.project, writeDataSet+"sleep infinity"))
-	s.kubectl(ctx, t, "-n", "default", "wait", "--for=condition=Ready", "pod/cached-data", "--timeout=5m")
+	s.waitReady(ctx, t, object{ns: "default", name: "pod/cached-data"})
 	table := s.dmTable(ctx, t, s.volumeHandle(ctx, t, "cached-data"))
 	if !strings.Contains(table, " cache ") || !strings.Contains(table, " writethrough ") {
 		t.Fatalf("dm table of the cached volume is not a writethrough cache: %s", table)
 	}
 	t.Logf("dm table: %s", table)
 	// The controller made a binding for the PVC of the caching class.
-	s.kubectl(ctx, t, "-n", "default", "wait", "--for=condition=Ready", "cachebinding/cached-data", "--timeout=3m")
+	s.waitReady(ctx, t, object{ns: "default", name: "cachebinding/cached-data"})
 }
 
 // benchJob: the chart's bench Job on its own PVC of the cached class, tiny
@@ -91,13 +91,15 @@ func (s *suite) benchJob(ctx context.Context, t *testing.T) {
 			",bench.workingSets={50%},bench.runs="+strconv.Itoa(runs)+",bench.interval=2s,bench.tests=read"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(ctx, t, 10*time.Minute, "bench Job complete", func() (bool, string) {
-		out, err := s.c.Kubectl(ctx, "-n", namespace, "get", "job/"+benchJobName, "-o",
-			`jsonpath={.status.conditions[?(@.status=="True")].type}`)
-		if strings.Contains(out, "Failed") {
-			t.Fatalf("bench Job failed: %s", s.kubectlOrErr(ctx, "-n", namespace, "logs", "job/"+benchJobName, "--tail=30"))
+	job := object{ns: namespace, name: "job/" + benchJobName, pods: "job-name=" + benchJobName}
+	s.eventually(ctx, t, "bench Job complete", job, func() (bool, string, error) {
+		out, err := s.c.Kubectl(ctx, "-n", namespace, "get", job.name, "-o",
+			`jsonpath=active={.status.active} failed={.status.failed} conditions={.status.conditions[?(@.status=="True")].type}`)
+		_, conditions, _ := strings.Cut(out, "conditions=")
+		if strings.Contains(conditions, "Failed") {
+			return false, out, fmt.Errorf("the Job failed (%s): %s", out, s.kubectlOrErr(ctx, "-n", namespace, "logs", job.name, "--tail=30"))
 		}
-		return err == nil && strings.Contains(out, "Complete"), out + errOrEmpty(err)
+		return err == nil && strings.Contains(conditions, "Complete"), out + errOrEmpty(err), nil
 	})
 	var cm struct{ Data map[string]string }
 	s.getJSON(ctx, t, &cm, "-n", namespace, "configmap", benchJobName+"-report")

@@ -2,10 +2,10 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // metrics: the node's metrics Service (through the apiserver's service
@@ -15,10 +15,12 @@ func (s *suite) metrics(ctx context.Context, t *testing.T) {
 	handle := s.volumeHandle(ctx, t, "cached-data")
 	path := "/api/v1/namespaces/" + namespace + "/services/" + release + "-node-metrics:metrics/proxy/metrics"
 	var body string
-	eventually(ctx, t, time.Minute, "per-volume cache series", func() (bool, string) {
+	service := object{ns: namespace, name: "service/" + release + "-node-metrics", pods: nodeSelector}
+	s.eventually(ctx, t, "per-volume cache series", service, func() (bool, string, error) {
 		out, err := s.c.Kubectl(ctx, "get", "--raw", path)
 		body = out
-		return err == nil && strings.Contains(out, `ssdcache_cache_read_hits_total{volume="`+handle+`"}`), errOrEmpty(err)
+		return err == nil && strings.Contains(out, `ssdcache_cache_read_hits_total{volume="`+handle+`"}`),
+			fmt.Sprintf("%d bytes of metrics, %d ssdcache_cache_read_hits_total series%s", len(out), strings.Count(out, "ssdcache_cache_read_hits_total{"), errOrEmpty(err)), nil
 	})
 	for _, series := range []string{"ssdcache_cache_read_misses_total", "ssdcache_cache_used_blocks", "ssdcache_volume_read_bytes_total"} {
 		if !strings.Contains(body, series+`{volume="`+handle+`"}`) {
@@ -33,20 +35,24 @@ func (s *suite) metrics(ctx context.Context, t *testing.T) {
 // uninstall: workloads and PVCs deleted, then `helm uninstall`; the node is
 // left with its two volume groups and no LV or dm device of ssdcache.
 func (s *suite) uninstall(ctx context.Context, t *testing.T) {
-	s.kubectl(ctx, t, "-n", "default", "delete", "pod", "cached-data", reader, "--timeout=2m")
-	s.kubectl(ctx, t, "-n", "default", "delete", "pvc", "cached-data", reader, "--timeout=3m")
+	s.deleteAndWait(ctx, t, "default", "pod/cached-data", "pod/"+reader)
+	s.deleteAndWait(ctx, t, "default", "pvc/cached-data", "pvc/"+reader)
 	// The bench PVC belongs to the release; its volume must go while the
 	// provisioner (a sidecar of the node plugin) still runs.
 	if _, err := s.c.Helm(ctx, "upgrade", release, filepath.Join(s.repo, "charts", "ssdcache"), "--namespace", namespace,
 		"--reuse-values", "--set", "bench.enabled=false"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(ctx, t, 3*time.Minute, "every PV deleted", func() (bool, string) {
-		out, err := s.c.Kubectl(ctx, "get", "pv", "-o", "name")
-		return err == nil && strings.TrimSpace(out) == "", out
+	// The events of PVs, cluster-scoped, are in namespace default.
+	s.eventually(ctx, t, "every PV deleted", object{ns: "default"}, func() (bool, string, error) {
+		out, err := s.c.Kubectl(ctx, "get", "pv", "-o", "wide")
+		return err == nil && strings.TrimSpace(out) == "", out + errOrEmpty(err), nil
 	})
-	if _, err := s.c.Helm(ctx, "uninstall", release, "--namespace", namespace, "--wait", "--timeout", "3m"); err != nil {
-		t.Fatal(err)
+	// The plugin's last work was deleting those volumes; after this it goes.
+	s.expectPluginHealthy(ctx, t)
+	s.pluginInstalled = false
+	if _, err := s.c.Helm(ctx, "uninstall", release, "--namespace", namespace, "--wait", timeoutFlag(ctx)); err != nil {
+		t.Fatalf("%v\n%s", err, s.explain(ctx, object{ns: namespace}))
 	}
 	out := s.node(ctx, t, "dmsetup ls; echo ---; lvs --noheadings -o vg_name,lv_name 2>/dev/null; echo ---; vgs --noheadings -o vg_name")
 	parts := strings.Split(out, "---")

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -36,24 +37,82 @@ func build(t *testing.T, share string) {
 	}
 }
 
+// The suite's time budget. On a busy machine the emulated guest runs several
+// times slower than on an idle one (one run of the whole suite took 22
+// minutes), so no wait, host or guest, has a fixed deadline of its own: all
+// are bounded by what `go test -timeout` (40m in hack/test-kernel.sh) leaves,
+// less the margins below, which let whoever gives up first still report.
+const (
+	// reportMargin is kept after the last boot for the host to parse and
+	// report its output.
+	reportMargin = time.Minute
+	// guestExitMargin: the guest binary's -test.timeout fires this long
+	// before qemu is cut off, so that its panic, with every goroutine's
+	// stack, reaches the output and the guest powers off by itself.
+	guestExitMargin = time.Minute
+	// guestCleanupMargin: the guest's waits give up this long before its
+	// -test.timeout, so that a wait that failed can report what it saw, stop
+	// the plugin gracefully (up to 2 minutes) and clean up.
+	guestCleanupMargin = 3 * time.Minute
+)
+
+// suiteDeadline is when the last boot of a test must be over.
+func suiteDeadline(t *testing.T) time.Time {
+	d, ok := t.Deadline()
+	if !ok { // go test -timeout 0: no limit given; keep hack/test-kernel.sh's
+		d = time.Now().Add(40 * time.Minute)
+	}
+	return d.Add(-reportMargin)
+}
+
 // guestScript runs the guest test binary with the environment it expects.
-func guestScript(run string, extraEnv ...string) string {
+// deadline is when qemu will be cut off: the guest's waits get
+// SSDCACHE_DEADLINE, a few minutes earlier, and the binary a -test.timeout
+// ending between the two. -test.timeout counts from the binary's start,
+// which only the guest knows (booting takes a while), so the script computes
+// it from the absolute time: the guest's clock starts from the host's
+// (qemu's RTC) and keeps pace with it under TCG.
+func guestScript(deadline time.Time, run string, extraEnv ...string) string {
+	testEnd := deadline.Add(-guestExitMargin)
+	waitEnd := testEnd.Add(-guestCleanupMargin)
 	env := strings.Join(append([]string{
 		"SSDCACHE_GUEST=1", "SSDCACHE_NODE_BIN=/vmwork/bin/ssdcache-node", "SSDCACHE_HDD=" + vm.HDDByID,
 		"SSDCACHE_SSD=" + vm.SSDByID, "SSDCACHE_WORK=/tmp/kernel", "SSDCACHE_SHARE=" + vm.GuestWorkDir,
+		"SSDCACHE_DEADLINE=" + strconv.FormatInt(waitEnd.Unix(), 10),
 	}, extraEnv...), " ")
-	return fmt.Sprintf("mkdir -p /tmp/kernel && cd /tmp/kernel && %s /vmwork/bin/guest.test -test.v -test.timeout 20m -test.run '%s' 2>&1", env, run)
+	// At least 1s: -test.timeout 0 would mean no timeout at all.
+	return fmt.Sprintf(`mkdir -p /tmp/kernel && cd /tmp/kernel || exit 1
+left=$(( %d - $(date +%%s) )); [ "$left" -gt 0 ] || left=1
+echo "guest clock $(date -u +%%T); waits end at %s UTC, the test binary's timeout in ${left}s"
+%s /vmwork/bin/guest.test -test.v -test.timeout ${left}s -test.run '%s' 2>&1
+`, testEnd.Unix(), waitEnd.UTC().Format(time.TimeOnly), env, run)
 }
 
-func newVM(t *testing.T) (*vm.VM, string) {
+// newVM prepares a VM in a new work dir, with the binaries the guest runs,
+// that must be done by deadline.
+func newVM(t *testing.T, deadline time.Time) (*vm.VM, string) {
 	t.Helper()
 	dir := t.TempDir()
-	v, err := vm.New(vm.Config{WorkDir: dir, Timeout: 20 * time.Minute})
+	v := vmUntil(t, dir, deadline)
+	build(t, v.ShareDir())
+	return v, dir
+}
+
+// vmUntil is the VM in dir for one boot that qemu ends by deadline at the
+// latest. vm.Config.Timeout counts from the start of each boot, so a later
+// boot on the same disks (TestPowerLoss) takes a new VM value with what is
+// left; disks and share dir carry over, as they live in dir.
+func vmUntil(t *testing.T, dir string, deadline time.Time) *vm.VM {
+	t.Helper()
+	left := time.Until(deadline)
+	if left <= 0 {
+		t.Fatalf("no time left to boot the VM: the suite's deadline (%s) passed %v ago", deadline.Format(time.TimeOnly), -left.Round(time.Second))
+	}
+	v, err := vm.New(vm.Config{WorkDir: dir, Timeout: left})
 	if err != nil {
 		t.Fatal(err)
 	}
-	build(t, v.ShareDir())
-	return v, dir
+	return v
 }
 
 // report turns the guest's `go test -v` output into subtests here, so each
@@ -118,12 +177,13 @@ func tail(s string, n int) string {
 // volume, SSD failure, crashes at fault points, device safety.
 func TestKernel(t *testing.T) {
 	vm.SkipUnlessEnabled(t)
-	v, _ := newVM(t)
+	deadline := suiteDeadline(t)
+	v, _ := newVM(t, deadline)
 	run := "^Test(RealSanity|OnlineCacheOpsUnderIO|ExpandCachedXFS|Safety.*|AdoptedDiskIsTaken)$"
 	if only := os.Getenv("SSDCACHE_GUEST_RUN"); only != "" {
 		run = only // to work on one guest test
 	}
-	res, err := v.Run(context.Background(), guestScript(run))
+	res, err := v.Run(context.Background(), guestScript(deadline, run))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,16 +195,20 @@ func TestKernel(t *testing.T) {
 // metadata is discarded and every acknowledged write is there.
 func TestPowerLoss(t *testing.T) {
 	vm.SkipUnlessEnabled(t)
-	v, _ := newVM(t)
-	b, err := v.Start(context.Background(), guestScript("^TestPowerLossWrite$", "SSDCACHE_POWERLOSS=write"))
+	deadline := suiteDeadline(t)
+	// The writing boot gets at most half of what is left: the verifying
+	// boot needs the rest.
+	writeDeadline := time.Now().Add(time.Until(deadline) / 2)
+	v, dir := newVM(t, writeDeadline)
+	b, err := v.Start(context.Background(), guestScript(writeDeadline, "^TestPowerLossWrite$", "SSDCACHE_POWERLOSS=write"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	acked := filepath.Join(v.ShareDir(), "powerloss.acked")
-	if err := waitForLines(acked, 300, 10*time.Minute); err != nil {
+	if err := waitForLines(b, acked, 300); err != nil {
 		b.Kill()
 		res, _ := b.Wait()
-		t.Fatalf("%v\n%s", err, res.Stdout)
+		t.Fatalf("%v\n--- guest output\n%s\n--- console tail\n%s", err, res.Stdout, tail(res.Console, 40))
 	}
 	b.Kill()
 	first, err := b.Wait()
@@ -155,20 +219,32 @@ func TestPowerLoss(t *testing.T) {
 		t.Fatalf("the writer finished before the power was cut:\n%s", first.Stdout)
 	}
 	t.Logf("power cut after %v:\n%s", first.Duration.Round(time.Second), first.Stdout)
-	res, err := v.Run(context.Background(), guestScript("^TestPowerLossVerify$", "SSDCACHE_POWERLOSS=verify"))
+	res, err := vmUntil(t, dir, deadline).Run(context.Background(), guestScript(deadline, "^TestPowerLossVerify$", "SSDCACHE_POWERLOSS=verify"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	report(t, res)
 }
 
-func waitForLines(path string, n int, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if data, err := os.ReadFile(path); err == nil && strings.Count(string(data), "\n") >= n {
-			return nil
+// waitForLines waits until the guest has acknowledged n writes in path,
+// polling until the boot ends: the boot's timeout is this wait's deadline.
+// The error says how many it last read and the last one.
+func waitForLines(b *vm.Boot, path string, n int) error {
+	start := time.Now()
+	saw := "no file yet"
+	for {
+		if data, err := os.ReadFile(path); err == nil {
+			lines := strings.Count(string(data), "\n")
+			if lines >= n {
+				return nil
+			}
+			saw = fmt.Sprintf("%d lines, the last %q", lines, tail(string(data), 1))
 		}
-		time.Sleep(200 * time.Millisecond)
+		select {
+		case <-b.Done():
+			return fmt.Errorf("waiting for %d acknowledged writes in %s: the VM stopped after %v (the guest test ended, or the boot's deadline passed); last read: %s",
+				n, path, time.Since(start).Round(time.Second), saw)
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
-	return fmt.Errorf("fewer than %d acknowledged writes in %s after %v", n, path, timeout)
 }

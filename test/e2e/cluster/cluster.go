@@ -99,12 +99,11 @@ func (c *Cluster) nodeReport() string {
 	var b strings.Builder
 	for _, f := range []string{filepath.Join(c.shareDir(), ".vm", "stdout"), filepath.Join(c.shareDir(), ".vm", "boot.log"),
 		filepath.Join(c.logDir, "kubelet.log"), filepath.Join(c.logDir, "containerd.log")} {
-		data, err := os.ReadFile(f)
+		last, err := lastLines(f, 15)
 		if err != nil {
 			continue
 		}
-		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
-		fmt.Fprintf(&b, "--- last lines of %s:\n%s\n", filepath.Base(f), strings.Join(lines[max(0, len(lines)-15):], "\n"))
+		fmt.Fprintf(&b, "--- last lines of %s:\n%s\n", filepath.Base(f), last)
 	}
 	return b.String()
 }

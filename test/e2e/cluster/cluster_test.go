@@ -1,14 +1,18 @@
 package cluster
 
 import (
+	"context"
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
@@ -89,5 +93,25 @@ func TestNodeConfigsParse(t *testing.T) {
 	}
 	if !strings.Contains(string(raw), PodCIDR) {
 		t.Errorf("CNI config lacks the pod CIDR %s", PodCIDR)
+	}
+}
+
+func TestPollSaysWhatItSawLast(t *testing.T) {
+	c := &Cluster{} // no VM booted
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	n := 0
+	err := c.poll(ctx, "the answer", 10*time.Millisecond, func() (bool, string, error) {
+		n++
+		return false, fmt.Sprintf("look %d", n), nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "the answer: not within") || !strings.Contains(err.Error(), "last seen: look") {
+		t.Fatalf("poll: %v", err)
+	}
+	giveUp := errors.New("it cannot come any more")
+	if err := c.poll(context.Background(), "the answer", time.Millisecond, func() (bool, string, error) {
+		return false, "", giveUp
+	}); !errors.Is(err, giveUp) {
+		t.Fatalf("poll after check's error: %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -86,24 +87,27 @@ func (c *Cluster) apiserverArgs() []string {
 	}
 }
 
+// waitAPIServer waits, until ctx ends, for the apiserver's /readyz, or for
+// etcd or the apiserver to exit.
 func (c *Cluster) waitAPIServer(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	for {
-		if _, err := c.Kubectl(ctx, "get", "--raw", "/readyz"); err == nil {
-			return nil
+	err := c.poll(ctx, "kube-apiserver's /readyz", 500*time.Millisecond, func() (bool, string, error) {
+		out, err := c.Kubectl(ctx, "get", "--raw", "/readyz")
+		if err == nil {
+			return true, "", nil
 		}
 		for _, p := range c.cp.procs {
 			if err := p.exited(); err != nil {
-				return err
+				return false, "", err
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("kube-apiserver not ready within 2 minutes (see %s)", filepath.Join(c.logDir, "kube-apiserver.log"))
-		case <-time.After(500 * time.Millisecond):
-		}
+		return false, strings.TrimSpace(out + " " + err.Error()), nil
+	})
+	if err != nil {
+		log := filepath.Join(c.logDir, "kube-apiserver.log")
+		last, _ := lastLines(log, 15)
+		return fmt.Errorf("%w\n--- last lines of %s:\n%s", err, log, last)
 	}
+	return nil
 }
 
 // stop ends the daemons in reverse order of start.

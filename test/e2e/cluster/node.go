@@ -42,43 +42,30 @@ func (c *Cluster) bootNode(ctx context.Context) error {
 	return err
 }
 
-// waitNodeReady waits for the node to register and turn Ready.
+// waitNodeReady waits, until ctx ends, for the node to register and turn
+// Ready. Start's error adds the end of kubelet's log.
 func (c *Cluster) waitNodeReady(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-	defer cancel()
-	for {
-		out, err := c.Kubectl(ctx, "get", "node", c.cfg.NodeName, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
-		if err == nil && strings.TrimSpace(out) == "True" {
-			return nil
+	const ready = `{.status.conditions[?(@.type=="Ready")].status} {.status.conditions[?(@.type=="Ready")].message}`
+	return c.poll(ctx, "node "+c.cfg.NodeName+" Ready", time.Second, func() (bool, string, error) {
+		out, err := c.Kubectl(ctx, "get", "node", c.cfg.NodeName, "-o", "jsonpath="+ready)
+		if err != nil {
+			return false, err.Error(), nil
 		}
-		select {
-		case <-c.boot.Done():
-			return fmt.Errorf("the node's VM stopped before the node was Ready (see %s)", filepath.Join(c.logDir, "kubelet.log"))
-		case <-ctx.Done():
-			return fmt.Errorf("node %s not Ready within 10 minutes (last: %q, %v; see %s)", c.cfg.NodeName, out, err, filepath.Join(c.logDir, "kubelet.log"))
-		case <-time.After(time.Second):
-		}
-	}
+		status, message, _ := strings.Cut(strings.TrimSpace(out), " ")
+		return status == "True", fmt.Sprintf("Ready=%q: %s", status, message), nil
+	})
 }
 
-// waitImages waits until the node has imported every image archive (the
-// node imports all but the pause image while kubelet registers).
+// waitImages waits, until ctx ends, for the node to have imported every
+// image archive (it imports all but the pause image while kubelet
+// registers). Start's error adds the end of the node script's output, which
+// notes each failed import.
 func (c *Cluster) waitImages(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-	defer cancel()
 	marker := filepath.Join(c.shareDir(), "images-imported")
-	for {
-		if _, err := os.Stat(marker); err == nil {
-			return nil
-		}
-		select {
-		case <-c.boot.Done():
-			return errors.New("the node's VM stopped while importing images")
-		case <-ctx.Done():
-			return fmt.Errorf("the node did not import its images within 10 minutes (see %s)", filepath.Join(c.shareDir(), ".vm", "stdout"))
-		case <-time.After(time.Second):
-		}
-	}
+	return c.poll(ctx, "the node to import its images", time.Second, func() (bool, string, error) {
+		_, err := os.Stat(marker)
+		return err == nil, "no " + marker + " yet", nil
+	})
 }
 
 // NodeExec runs a bash script as root on the node (in the guest, outside any
@@ -105,10 +92,20 @@ func (c *Cluster) NodeExec(ctx context.Context, script string) (string, error) {
 		}
 		select {
 		case <-ctx.Done():
-			return "", fmt.Errorf("node command %s: %w", base, ctx.Err())
+			return "", fmt.Errorf("node command %s: %w; %s", base, ctx.Err(), commandState(base))
 		case <-c.boot.Done():
-			return "", errors.New("node command: the VM has stopped")
+			return "", fmt.Errorf("node command %s: the VM has stopped; %s", base, commandState(base))
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// commandState says how far the node got with command base (see node.sh),
+// for a NodeExec that gave up.
+func commandState(base string) string {
+	if _, err := os.Stat(base + ".sh"); err == nil {
+		return "the node had not picked it up (busy with an earlier command, or its loop is gone)"
+	}
+	out, _ := lastLines(base+".out", 5)
+	return "the node was running it; its last output: " + out
 }

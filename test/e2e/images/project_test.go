@@ -194,9 +194,11 @@ func startContainerd(t *testing.T, bin string) func(args ...string) string {
 	if err := daemon.Start(); err != nil {
 		t.Fatal(err)
 	}
+	exited := make(chan struct{})
+	go func() { daemon.Wait(); close(exited) }()
 	t.Cleanup(func() {
 		daemon.Process.Kill()
-		daemon.Wait()
+		<-exited
 	})
 	ctr := func(args ...string) string {
 		t.Helper()
@@ -208,15 +210,30 @@ func startContainerd(t *testing.T, bin string) func(args ...string) string {
 		}
 		return string(out)
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	// No fixed deadline: a busy machine starts containerd slowly. The
+	// wait ends with the test's own time, less a minute to report.
+	deadline := time.Now().Add(time.Hour)
+	if d, ok := t.Deadline(); ok {
+		deadline = d.Add(-time.Minute)
+	}
+	for start := time.Now(); ; time.Sleep(100 * time.Millisecond) {
 		if _, err := os.Stat(sock); err == nil {
 			return ctr
 		}
+		select {
+		case <-exited:
+			t.Fatalf("containerd exited (%s) before creating %s:\n%s", daemon.ProcessState, sock, readLog(dir))
+		default:
+		}
 		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(dir, "containerd.log"))
-			t.Fatalf("containerd did not create %s in 30s:\n%s", sock, log)
+			t.Fatalf("containerd, still running, did not create %s in %v:\n%s", sock, time.Since(start).Round(time.Second), readLog(dir))
 		}
 	}
+}
+
+func readLog(dir string) string {
+	log, _ := os.ReadFile(filepath.Join(dir, "containerd.log"))
+	return string(log)
 }
 
 // imageFS is the merged file list of an image's layers with each regular

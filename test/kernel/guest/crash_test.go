@@ -1,12 +1,9 @@
 package guest
 
 import (
-	"errors"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/ssdcache/ssdcache/pkg/cache"
 	"github.com/ssdcache/ssdcache/pkg/dm"
@@ -32,7 +29,7 @@ func TestSafetyRule5_CrashDuringStage(t *testing.T) {
 			if err := p.tryStage(t, v); err == nil {
 				t.Fatalf("NodeStageVolume succeeded: fault point %s never reached", point)
 			}
-			if err := p.waitExit(30 * time.Second); err == nil || !strings.Contains(err.Error(), "killed") {
+			if err := p.waitExit(); !killedBySIGKILL(err) {
 				t.Fatalf("plugin did not die at %s: %v", point, err)
 			}
 			p.restart()
@@ -99,12 +96,15 @@ func TestSafetyRule5_CrashDuringOnlineOps(t *testing.T) {
 // applies spec with the fault point armed, and expects it to die there.
 func runKilledHelper(t *testing.T, id string, spec *cache.Spec, point string) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperCacheOp$", "-test.v")
+	cmd := childCommand(t, os.Args[0], "-test.run=^TestHelperCacheOp$", "-test.v")
 	cmd.Env = append(os.Environ(), "SSDCACHE_HELPER_VOLUME="+id, "SSDCACHE_HELPER_FAULT="+point, "SSDCACHE_HELPER_SPEC="+encodeSpec(spec))
-	out, err := cmd.CombinedOutput()
-	var exitErr *exec.ExitError
-	if !errors.As(err, &exitErr) || !strings.Contains(exitErr.String(), "killed") {
-		t.Fatalf("helper was not killed at %s: %v\n%s", point, err, out)
+	out := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitChild(cmd); !killedBySIGKILL(err) {
+		t.Fatalf("helper was not killed at %s: %v\n%s\n%s", point, err, out, dmState())
 	}
 }
 
@@ -114,6 +114,9 @@ func TestHelperCacheOp(t *testing.T) {
 	id := os.Getenv("SSDCACHE_HELPER_VOLUME")
 	if id == "" {
 		t.Skip("helper process for the crash tests")
+	}
+	if _, err := suiteDeadline(); err != nil { // inherited from the parent test
+		t.Fatal(err)
 	}
 	spec := decodeSpec(t, os.Getenv("SSDCACHE_HELPER_SPEC"))
 	eng := realEngine(killAt(os.Getenv("SSDCACHE_HELPER_FAULT")))

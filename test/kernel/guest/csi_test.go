@@ -48,7 +48,7 @@ func (p *plugin) provision(t testing.TB, name string, bytes int64, params map[st
 func (p *plugin) stage(t testing.TB, v *volume) {
 	t.Helper()
 	if err := p.tryStage(t, v); err != nil {
-		t.Fatalf("NodeStageVolume %s: %v\n%s", v.id, err, p.log)
+		t.Fatalf("NodeStageVolume %s: %v\n%s", v.id, err, p.diagnose())
 	}
 }
 
@@ -90,7 +90,7 @@ func (p *plugin) teardown(t testing.TB, v *volume) {
 func (p *plugin) unstage(t testing.TB, v *volume) {
 	t.Helper()
 	if _, err := p.node.NodeUnstageVolume(ctx(t), &csi.NodeUnstageVolumeRequest{VolumeId: v.id, StagingTargetPath: v.staging}); err != nil {
-		t.Fatalf("NodeUnstageVolume %s: %v\n%s", v.id, err, p.log)
+		t.Fatalf("NodeUnstageVolume %s: %v\n%s", v.id, err, p.diagnose())
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -36,6 +37,9 @@ func guestEnv(t testing.TB) env {
 	e := env{nodeBin: os.Getenv("SSDCACHE_NODE_BIN"), hdd: os.Getenv("SSDCACHE_HDD"), ssd: os.Getenv("SSDCACHE_SSD"), work: os.Getenv("SSDCACHE_WORK")}
 	if e.nodeBin == "" || e.hdd == "" || e.ssd == "" || e.work == "" {
 		t.Fatalf("SSDCACHE_NODE_BIN, SSDCACHE_HDD, SSDCACHE_SSD and SSDCACHE_WORK must all be set: %+v", e)
+	}
+	if _, err := suiteDeadline(); err != nil {
+		t.Fatal(err)
 	}
 	return e
 }
@@ -98,64 +102,148 @@ func (p *plugin) start() {
 	go func() { p.exited <- p.cmd.Wait() }()
 	p.t.Cleanup(p.stop)
 	if err := p.waitReady(); err != nil {
-		p.t.Fatalf("ssdcache-node did not come up: %v\n%s", err, p.log)
+		p.t.Fatalf("ssdcache-node did not come up: %v\n%s", err, p.diagnose())
 	}
 }
 
+// waitReady waits until the plugin answers Probe on its socket, or exits.
 func (p *plugin) waitReady() error {
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case err := <-p.exited:
-			p.exited <- err
-			return fmt.Errorf("exited: %v", err)
-		default:
+	return poll("ssdcache-node to answer Probe on "+p.socket, 100*time.Millisecond, func() (bool, string, error) {
+		if exited, err := p.exitState(); exited {
+			return false, "", fmt.Errorf("ssdcache-node exited: %s", exitText(err))
 		}
-		if _, err := os.Stat(p.socket); err == nil {
-			return p.connect()
+		if _, err := os.Stat(p.socket); err != nil {
+			return false, "no socket yet", nil
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return fmt.Errorf("no socket %s after 60s", p.socket)
+		if err := p.probe(); err != nil {
+			return false, "the socket is there; Probe: " + err.Error(), nil
+		}
+		return true, "", nil
+	})
 }
 
-func (p *plugin) connect() error {
+// probeAttempt bounds one Probe of waitReady's polls, not the wait: a plugin
+// that died meanwhile is noticed by the next poll.
+const probeAttempt = 10 * time.Second
+
+// probe calls Identity.Probe once on a new connection, kept when the plugin
+// answered ready. A failed attempt drops its connection: the next one dials
+// at once rather than after gRPC's reconnect backoff, which grows to minutes
+// (a plugin killed at a fault point leaves its socket file behind).
+func (p *plugin) probe() error {
 	conn, err := grpc.NewClient("unix://"+p.socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return err
 	}
-	p.conn, p.ctrl, p.node, p.identity = conn, csi.NewControllerClient(conn), csi.NewNodeClient(conn), csi.NewIdentityClient(conn)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	identity := csi.NewIdentityClient(conn)
+	c, cancel := context.WithTimeout(context.Background(), probeAttempt)
 	defer cancel()
-	_, err = p.identity.Probe(ctx, &csi.ProbeRequest{}, grpc.WaitForReady(true))
-	return err
+	resp, err := identity.Probe(c, &csi.ProbeRequest{}, grpc.WaitForReady(true))
+	if err == nil && resp.GetReady() != nil && !resp.GetReady().GetValue() {
+		err = errors.New("answered, not ready")
+	}
+	if err != nil {
+		_ = conn.Close()
+		return err
+	}
+	p.conn, p.ctrl, p.node, p.identity = conn, csi.NewControllerClient(conn), csi.NewNodeClient(conn), identity
+	return nil
 }
+
+// exitState says whether the process has ended, and how.
+func (p *plugin) exitState() (exited bool, err error) {
+	select {
+	case err := <-p.exited:
+		p.exited <- err
+		return true, err
+	default:
+		return false, nil
+	}
+}
+
+func exitText(err error) string {
+	if err == nil {
+		return "exit status 0"
+	}
+	return err.Error()
+}
+
+// logTail is how many of the plugin's last log lines a failure quotes (the
+// whole log is logged when the test fails, see launch).
+const logTail = 40
+
+// diagnose is what a failed wait on the plugin reports: whether it still
+// runs, the last lines it logged and the device-mapper state, where a device
+// left suspended or with an inactive table explains a hang.
+func (p *plugin) diagnose() string {
+	var b strings.Builder
+	if exited, err := p.exitState(); exited {
+		fmt.Fprintf(&b, "ssdcache-node has exited: %s\n", exitText(err))
+	} else {
+		fmt.Fprintf(&b, "ssdcache-node is still running (pid %d)\n", p.cmd.Process.Pid)
+	}
+	fmt.Fprintf(&b, "--- its last %d log lines:\n%s\n", logTail, lastLines(p.log.String(), logTail))
+	return b.String() + dmState()
+}
+
+// dmState is `dmsetup info -c` and `dmsetup table`, for failure reports.
+func dmState() string {
+	var b strings.Builder
+	for _, cmd := range []string{"dmsetup info -c", "dmsetup table"} {
+		// Neither flushes nor waits on a suspended device; the timeout
+		// keeps a report from hanging all the same.
+		out, err := trySh("timeout 60 %s", cmd)
+		if err != nil {
+			out += "\n(" + err.Error() + ")"
+		}
+		fmt.Fprintf(&b, "--- %s:\n%s\n", cmd, out)
+	}
+	return b.String()
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// stopGrace is how long stop waits between SIGTERM and SIGKILL: generous,
+// as killing the plugin in the middle of an LVM command is what the tests
+// must not do by accident (the crash tests do it at chosen fault points).
+const stopGrace = 2 * time.Minute
 
 // stop ends the plugin gracefully (SIGTERM), as a pod deletion would.
 func (p *plugin) stop() {
-	if p.cmd == nil || p.cmd.ProcessState != nil {
-		return
-	}
 	if p.conn != nil {
 		_ = p.conn.Close()
+		p.conn = nil
+	}
+	if p.cmd == nil {
+		return
+	}
+	if exited, _ := p.exitState(); exited {
+		return
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.exited:
-	case <-time.After(20 * time.Second):
+	case <-time.After(stopGrace):
+		p.t.Logf("ssdcache-node still running %v after SIGTERM: killing it\n%s", stopGrace, p.diagnose())
 		_ = p.cmd.Process.Kill()
 		<-p.exited
 	}
 }
 
-// waitExit waits for the process to end by itself (a fault point killed it).
-func (p *plugin) waitExit(timeout time.Duration) error {
+// waitExit waits until the suite's deadline for the process to end by
+// itself (a fault point killed it) and returns how it ended.
+func (p *plugin) waitExit() error {
+	timer := time.NewTimer(untilDeadline())
+	defer timer.Stop()
 	select {
 	case err := <-p.exited:
 		p.exited <- err
 		return err
-	case <-time.After(timeout):
-		return fmt.Errorf("still running after %v", timeout)
+	case <-timer.C:
+		return fmt.Errorf("ssdcache-node still running at the suite's deadline (%s)\n%s", deadline().Format(time.TimeOnly), p.diagnose())
 	}
 }
 
@@ -182,12 +270,6 @@ func sh(t testing.TB, format string, args ...any) string {
 func trySh(format string, args ...any) (string, error) {
 	out, err := exec.Command("bash", "-c", fmt.Sprintf(format, args...)).CombinedOutput()
 	return strings.TrimSpace(string(out)), err
-}
-
-func ctx(t testing.TB) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	t.Cleanup(cancel)
-	return c
 }
 
 // dataset writes n files of 1 MiB of random data under dir and returns

@@ -32,7 +32,7 @@ func TestExpandCachedXFS(t *testing.T) {
 	}
 	if _, err := p.node.NodeExpandVolume(ctx(t), &csi.NodeExpandVolumeRequest{VolumeId: v.id, VolumePath: v.target,
 		StagingTargetPath: v.staging, CapacityRange: &csi.CapacityRange{RequiredBytes: 768 << 20}, VolumeCapability: v.capability}); err != nil {
-		t.Fatalf("NodeExpandVolume: %v\n%s", err, p.log)
+		t.Fatalf("NodeExpandVolume: %v\n%s", err, p.diagnose())
 	}
 	if got := table(t, v.id).Length * dm.SectorSize; got != 768<<20 {
 		t.Fatalf("dm device is %d bytes after expansion, want %d", got, 768<<20)

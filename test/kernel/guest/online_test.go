@@ -3,7 +3,6 @@ package guest
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -24,7 +23,7 @@ func TestOnlineCacheOpsUnderIO(t *testing.T) {
 	expectLinear(t, v.id)
 	sums := dataset(t, v.target, 24)
 
-	writer := exec.Command("fio", "--name=online", "--filename="+filepath.Join(v.target, "fio.dat"), "--size=32M",
+	writer := childCommand(t, "fio", "--name=online", "--filename="+filepath.Join(v.target, "fio.dat"), "--size=32M",
 		"--rw=randwrite", "--bs=64k", "--direct=1", "--ioengine=libaio", "--iodepth=4",
 		"--verify=crc32c", "--verify_fatal=1", "--do_verify=1", "--loops=3", "--randrepeat=0")
 	writerOut := &lockedBuffer{}
@@ -33,7 +32,7 @@ func TestOnlineCacheOpsUnderIO(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := filepath.Join(e.work, "online.stop")
-	reader := exec.Command("bash", "-c", fmt.Sprintf(
+	reader := childCommand(t, "bash", "-c", fmt.Sprintf(
 		`n=0; while [ ! -e %s ]; do for f in %s/file-*; do dd if=$f of=/dev/null iflag=direct bs=1M status=none || exit 1; done; n=$((n+1)); done; echo "reader passes: $n"`,
 		stop, v.target))
 	readerOut := &lockedBuffer{}
@@ -56,7 +55,7 @@ func TestOnlineCacheOpsUnderIO(t *testing.T) {
 		{"attach again", &cache.Spec{SizeBytes: 64 << 20, Mode: cache.ModeReadCache}, func() { expectCacheMode(t, v.id, dm.Writethrough) }},
 	}
 	for _, s := range steps {
-		time.Sleep(2 * time.Second)
+		time.Sleep(2 * time.Second) // let fio and the reader run between changes
 		start := time.Now()
 		if _, err := eng.SetCache(ctx(t), v.id, s.spec); err != nil {
 			t.Fatalf("%s: %v", s.name, err)
@@ -64,13 +63,13 @@ func TestOnlineCacheOpsUnderIO(t *testing.T) {
 		s.check()
 		t.Logf("%s: done in %v; status %s", s.name, time.Since(start).Round(time.Millisecond), sh(t, "dmsetup status --noflush %s", cache.DeviceName(v.id)))
 	}
-	if err := writer.Wait(); err != nil {
+	if err := waitChild(writer); err != nil {
 		t.Fatalf("fio saw an error during the cache changes: %v\n%s", err, writerOut)
 	}
 	if err := os.WriteFile(stop, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := reader.Wait(); err != nil {
+	if err := waitChild(reader); err != nil {
 		t.Fatalf("reader saw an error during the cache changes: %v\n%s", err, readerOut)
 	}
 	t.Logf("fio verified its writes; %s", readerOut)

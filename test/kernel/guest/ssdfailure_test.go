@@ -2,7 +2,6 @@ package guest
 
 import (
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -43,7 +42,7 @@ func TestSafetyRule4_SSDFailure(t *testing.T) {
 	t.Logf("before failure: %s", sh(t, "dmsetup status --noflush %s", cache.DeviceName(v.id)))
 
 	// One line per read: "<unix ns when it started> ok|bad".
-	reader := exec.Command("bash", "-c", fmt.Sprintf(
+	reader := childCommand(t, "bash", "-c", fmt.Sprintf(
 		`end=$((SECONDS+10)); while [ $SECONDS -lt $end ]; do t0=$(date +%%s%%N); s=$( { set -o pipefail; %s; } 2>/dev/null ) && case "$s" in %s*) r=ok;; *) r=bad;; esac || r=bad; echo "$t0 $r"; done`,
 		readRegion, want))
 	out := &lockedBuffer{}
@@ -61,8 +60,8 @@ func TestSafetyRule4_SSDFailure(t *testing.T) {
 			broken = time.Now() // reads that hit the cache fail from here on
 		}
 	}
-	dropped := waitLinear(t, v.id, 60*time.Second)
-	if err := reader.Wait(); err != nil {
+	dropped := waitLinear(t, p, v.id)
+	if err := waitChild(reader); err != nil {
 		t.Fatalf("reader: %v %s", err, out)
 	}
 	window, after := countBadReads(t, out.String(), dropped)
@@ -116,15 +115,26 @@ func promotions(t testing.TB, id string) uint64 {
 	return st.Promotions
 }
 
-func waitLinear(t testing.TB, id string, timeout time.Duration) time.Time {
+// waitLinear waits for the plugin's monitor to drop the cache of volume id,
+// that is for its table to turn linear, and returns when it saw that: it
+// polls every 50 ms, as the time is the drop's measure.
+func waitLinear(t testing.TB, p *plugin, id string) time.Time {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if tbl, err := dm.ParseTable(sh(t, "dmsetup table %s", cache.DeviceName(id))); err == nil && tbl.Target.Type() == "linear" {
-			return time.Now()
+	var seen time.Time
+	err := poll("the cache of "+id+" to be dropped (a linear table)", 50*time.Millisecond, func() (bool, string, error) {
+		out, err := trySh("dmsetup table %s", cache.DeviceName(id))
+		seen = time.Now()
+		if err != nil {
+			return false, fmt.Sprintf("dmsetup table: %v: %s", err, out), nil
 		}
-		time.Sleep(50 * time.Millisecond)
+		tbl, err := dm.ParseTable(out)
+		if err != nil {
+			return false, fmt.Sprintf("table %q: %v", out, err), nil
+		}
+		return tbl.Target.Type() == "linear", "table " + out, nil
+	})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, p.diagnose())
 	}
-	t.Fatalf("cache of %s not dropped within %v: %s", id, timeout, sh(t, "dmsetup status %s", cache.DeviceName(id)))
-	return time.Time{}
+	return seen
 }

@@ -1,0 +1,187 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/ssdcache/ssdcache/pkg/lvm"
+)
+
+// Pool scans: the volume groups are read every 30 s. A scan that takes
+// longer than five minutes is abandoned, and readiness turns false once no
+// scan has succeeded for five minutes: a busy node (a long lvcreate holding
+// the VG lock, heavy I/O) can take tens of seconds for one `lvm vgs`.
+const (
+	DefaultPoolScanInterval = 30 * time.Second
+	DefaultPoolStaleAfter   = 5 * time.Minute
+)
+
+// PoolWatch reads the node's volume groups in the background and remembers
+// what it saw. Readiness, the CSI Probe and the capacity report read that
+// memory, so no probe ever starts, waits for or kills an LVM command: a probe
+// deadline that killed LVM under load used to fail the liveness probe and
+// restart the plugin in the middle of its own lvremove.
+type PoolWatch struct {
+	lvm        lvm.Interface
+	originVG   string
+	cacheVGs   []string
+	metrics    *Metrics
+	clock      clock.WithTicker
+	interval   time.Duration
+	staleAfter time.Duration
+
+	mu sync.Mutex
+	// ok is the last scan that read every pool; zero until one has.
+	ok poolScan
+	// lastErr is why the latest scan failed; nil after a successful one.
+	lastErr error
+	// scanningSince is when the scan in progress started; zero when idle.
+	scanningSince time.Time
+}
+
+// poolScan is what one successful scan found.
+type poolScan struct {
+	at     time.Time
+	origin *lvm.VG
+	caches []lvm.VG
+}
+
+// PoolWatchOptions configure a PoolWatch; zero values take the defaults.
+type PoolWatchOptions struct {
+	Interval, StaleAfter time.Duration
+	Clock                clock.WithTicker
+}
+
+// NewPoolWatch watches originVG and cacheVGs (the cache pools that came up).
+func NewPoolWatch(l lvm.Interface, originVG string, cacheVGs []string, m *Metrics, o PoolWatchOptions) *PoolWatch {
+	w := &PoolWatch{lvm: l, originVG: originVG, cacheVGs: cacheVGs, metrics: m, clock: o.Clock,
+		interval: o.Interval, staleAfter: o.StaleAfter}
+	if w.clock == nil {
+		w.clock = clock.RealClock{}
+	}
+	if w.interval <= 0 {
+		w.interval = DefaultPoolScanInterval
+	}
+	if w.staleAfter <= 0 {
+		w.staleAfter = DefaultPoolStaleAfter
+	}
+	return w
+}
+
+// Start scans until ctx ends; it is a controller-runtime Runnable.
+func (w *PoolWatch) Start(ctx context.Context) error {
+	ticker := w.clock.NewTicker(w.interval)
+	defer ticker.Stop()
+	for {
+		if err := w.Scan(ctx); err != nil && ctx.Err() == nil {
+			klog.ErrorS(err, "Reading the volume groups")
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C():
+		}
+	}
+}
+
+// Scan reads every pool once, under its own deadline (never a caller's
+// probe deadline), and records the outcome.
+func (w *PoolWatch) Scan(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, w.staleAfter)
+	defer cancel()
+	w.mu.Lock()
+	w.scanningSince = w.clock.Now()
+	w.mu.Unlock()
+	scan, err := w.read(ctx)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.scanningSince = time.Time{}
+	w.lastErr = err
+	if err == nil {
+		w.ok = scan
+		if w.metrics != nil {
+			w.metrics.SetPoolUp(len(scan.caches) > 0)
+		}
+	}
+	return err
+}
+
+func (w *PoolWatch) read(ctx context.Context) (poolScan, error) {
+	scan := poolScan{}
+	get := func(name string) (*lvm.VG, error) {
+		vg, err := w.lvm.GetVG(ctx, name)
+		if errors.Is(err, lvm.ErrNotFound) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("volume group %s: %w", name, err)
+		}
+		return &vg, nil
+	}
+	var err error
+	if scan.origin, err = get(w.originVG); err != nil {
+		return scan, err
+	}
+	for _, name := range w.cacheVGs {
+		vg, err := get(name)
+		if err != nil {
+			return scan, err
+		}
+		if vg != nil {
+			scan.caches = append(scan.caches, *vg)
+		}
+	}
+	scan.at = w.clock.Now()
+	return scan, nil
+}
+
+// Ready reports, from memory, whether the node can serve volumes: the last
+// successful scan found the origin pool and is recent. The error says what
+// is wrong and how old the evidence is.
+func (w *PoolWatch) Ready() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := w.clock.Now()
+	if w.ok.at.IsZero() {
+		return fmt.Errorf("the volume groups have not been read yet%s", w.progress(now))
+	}
+	if age := now.Sub(w.ok.at); age > w.staleAfter {
+		return fmt.Errorf("no successful LVM scan for %v (limit %v)%s", age.Round(time.Second), w.staleAfter, w.progress(now))
+	}
+	if w.ok.origin == nil {
+		return fmt.Errorf("origin volume group %s not found by the LVM scan %v ago", w.originVG, now.Sub(w.ok.at).Round(time.Second))
+	}
+	return nil
+}
+
+// progress describes the scan in progress and the last failure, for errors.
+func (w *PoolWatch) progress(now time.Time) string {
+	s := ""
+	if !w.scanningSince.IsZero() {
+		s += fmt.Sprintf("; a scan has been running for %v", now.Sub(w.scanningSince).Round(time.Second))
+	}
+	if w.lastErr != nil {
+		s += fmt.Sprintf("; last attempt: %v", w.lastErr)
+	}
+	return s
+}
+
+// CacheBytes is the size of the cache pools at the last successful scan.
+func (w *PoolWatch) CacheBytes() (uint64, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ok.at.IsZero() {
+		return 0, errors.New("the cache volume groups have not been read yet")
+	}
+	var total uint64
+	for _, vg := range w.ok.caches {
+		total += vg.Size
+	}
+	return total, nil
+}

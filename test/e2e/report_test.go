@@ -1,0 +1,66 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func pluginPod(registrarRestarts int32) corev1.Pod {
+	finished := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	return corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "ssdcache-node-x1"},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{
+			{Name: pluginContainer, Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: finished}}},
+			{Name: "node-driver-registrar", RestartCount: registrarRestarts,
+				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+				LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+					Reason: "Error", ExitCode: 2, FinishedAt: finished, Message: "no kubelet registration dir"}}},
+		}},
+	}
+}
+
+// The health check looks at every container of the plugin's pod, sidecars
+// included, and names the restarted one with how it last ended.
+func TestRestartSummaryNamesEachRestartedContainer(t *testing.T) {
+	if got := restartSummary([]corev1.Pod{pluginPod(0)}); got != "" {
+		t.Errorf("no restart, yet: %q", got)
+	}
+	got := restartSummary([]corev1.Pod{pluginPod(3)})
+	for _, want := range []string{"ssdcache-node-x1", "node-driver-registrar: 3 restarts", "Error, exit code 2", "no kubelet registration dir"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("summary lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, pluginContainer+":") {
+		t.Errorf("summary names a container that did not restart:\n%s", got)
+	}
+}
+
+func TestDescribePodShowsPhaseRestartsAndStates(t *testing.T) {
+	p := pluginPod(1)
+	got := describePod(&p)
+	for _, want := range []string{"pod ssdcache-system/ssdcache-node-x1: Running", "container ssdcache-node: ready=true restarts=0, running since",
+		"container node-driver-registrar: ready=false restarts=1, waiting (CrashLoopBackOff)", "last terminated at"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("description lacks %q:\n%s", want, got)
+		}
+	}
+}
+
+func TestTimeoutFlagPassesWhatIsLeft(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	if got := timeoutFlag(ctx); got != "--timeout=10m0s" && got != "--timeout=9m59s" {
+		t.Errorf("10 minutes left: %s", got)
+	}
+	past, cancel2 := context.WithDeadline(context.Background(), time.Now().Add(-time.Minute))
+	defer cancel2()
+	if got := timeoutFlag(past); got != "--timeout=1s" { // 0 would mean no limit
+		t.Errorf("deadline passed: %s", got)
+	}
+}

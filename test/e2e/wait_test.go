@@ -1,0 +1,235 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// No wait of the steps has a deadline of its own. On a busy machine the
+// emulated node runs several times slower than on an idle one, and a wait
+// that fits an idle machine fails there while the test as a whole still fits
+// its budget. Every wait runs until the steps' deadline instead: what
+// `go test -timeout` (50m in hack/test-e2e.sh) leaves, less stepsMargin.
+// TestEndToEnd puts it in the steps' context.
+
+// stepsMargin is kept after the steps' deadline for what follows a failed
+// step: its report (up to reportTimeout), dumpState (up to 2 minutes) and
+// stopping the cluster (up to 1.5 minutes).
+const stepsMargin = 5 * time.Minute
+
+// reportTimeout bounds the kubectl calls of one failure report, which run
+// when the steps' context may have ended already.
+const reportTimeout = time.Minute
+
+// pollInterval is how often a wait looks.
+const pollInterval = 2 * time.Second
+
+// stepsDeadline is when the steps must be over.
+func stepsDeadline(t *testing.T) time.Time {
+	d, ok := t.Deadline()
+	if !ok { // go test -timeout 0: no limit given; keep hack/test-e2e.sh's
+		d = time.Now().Add(50 * time.Minute)
+	}
+	return d.Add(-stepsMargin)
+}
+
+// timeoutFlag passes what is left of ctx's deadline to a kubectl or helm
+// command that waits itself; at least a second, as 0 means no limit to some.
+func timeoutFlag(ctx context.Context) string {
+	left := time.Minute
+	if d, ok := ctx.Deadline(); ok {
+		left = max(time.Until(d).Round(time.Second), time.Second)
+	}
+	return "--timeout=" + left.String()
+}
+
+// object is what a wait is about, named as kubectl takes it, for the report
+// when the wait fails (explain).
+type object struct {
+	ns   string // namespace; "" for a cluster-scoped object
+	name string // kind/name, e.g. "pod/cached-data"; "" for the namespace as a whole
+	pods string // label selector of the pods behind the object, when it is not a pod
+}
+
+// check is one look of a wait: whether the wait is over, what it saw, and an
+// error when the awaited state can no longer come (a pod that has ended, a
+// failed Job), which ends the wait at once.
+type check func() (done bool, saw string, err error)
+
+// eventually polls look until it reports done. It fails at the steps'
+// deadline (ctx's), when look returns an error, or as soon as a container of
+// the node plugin has restarted (see failOnPluginRestart); the failure says
+// what was awaited and what look saw last, with a report on obj (explain).
+func (s *suite) eventually(ctx context.Context, t *testing.T, what string, obj object, look check) {
+	t.Helper()
+	start := time.Now()
+	last := "nothing yet"
+	var pluginChecked time.Time
+	for {
+		done, saw, err := look()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", what, err, s.explain(ctx, obj))
+		}
+		if done {
+			return
+		}
+		if ctx.Err() == nil { // a look that the deadline cut short saw nothing worth quoting
+			last = saw
+		}
+		if time.Since(pluginChecked) >= pluginCheckInterval {
+			s.failOnPluginRestart(ctx, t, what)
+			pluginChecked = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s: not by the steps' deadline (waited %v); last seen: %s\n%s",
+				what, time.Since(start).Round(time.Second), last, s.explain(ctx, obj))
+		case <-time.After(pollInterval):
+		}
+	}
+}
+
+// waitReady waits for obj's Ready condition (a pod, a CacheBinding). The
+// test's pods run once (restartPolicy Never): one that has ended can never
+// be Ready, and the wait fails at once.
+func (s *suite) waitReady(ctx context.Context, t *testing.T, obj object) {
+	t.Helper()
+	const fields = `{.status.phase}|{.status.conditions[?(@.type=="Ready")].status}|{.status.conditions[?(@.type=="Ready")].reason}|{.status.conditions[?(@.type=="Ready")].message}`
+	s.eventually(ctx, t, obj.name+" Ready", obj, func() (bool, string, error) {
+		out, err := s.c.Kubectl(ctx, "-n", obj.ns, "get", obj.name, "-o", "jsonpath="+fields)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		f := strings.SplitN(out, "|", 4)
+		for len(f) < 4 {
+			f = append(f, "")
+		}
+		phase, ready := f[0], f[1]
+		saw := fmt.Sprintf("phase %q, Ready=%q (%s: %s)", phase, ready, f[2], f[3])
+		if strings.HasPrefix(obj.name, "pod/") && (phase == string(corev1.PodFailed) || phase == string(corev1.PodSucceeded)) {
+			return false, saw, fmt.Errorf("the pod has ended: %s", saw)
+		}
+		return ready == "True", saw, nil
+	})
+}
+
+// waitRollout waits for a DaemonSet or Deployment to be rolled out, as
+// `kubectl rollout status` says, polling it.
+func (s *suite) waitRollout(ctx context.Context, t *testing.T, obj object) {
+	t.Helper()
+	s.eventually(ctx, t, obj.name+" rolled out", obj, func() (bool, string, error) {
+		out, err := s.c.Kubectl(ctx, "-n", obj.ns, "rollout", "status", obj.name, "--watch=false")
+		return err == nil && strings.Contains(out, "successfully rolled out"), strings.TrimSpace(out) + errOrEmpty(err), nil
+	})
+}
+
+// deleteAndWait deletes objects of namespace ns (kind/name) and waits until
+// they are gone, finalizers included: a PVC goes once its volume is deleted,
+// a CacheBinding once its cache is detached.
+func (s *suite) deleteAndWait(ctx context.Context, t *testing.T, ns string, names ...string) {
+	t.Helper()
+	s.kubectl(ctx, t, append([]string{"-n", ns, "delete", "--wait=false"}, names...)...)
+	for _, name := range names {
+		s.eventually(ctx, t, name+" deleted", object{ns: ns, name: name}, func() (bool, string, error) {
+			out, err := s.c.Kubectl(ctx, "-n", ns, "get", name, "--ignore-not-found", "-o",
+				"jsonpath=deleting since {.metadata.deletionTimestamp}, finalizers {.metadata.finalizers}")
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			return strings.TrimSpace(out) == "", "still there: " + out, nil
+		})
+	}
+}
+
+// explain reports on obj for a failed wait: its recent events, its pods
+// (phase, each container's restarts, state, last termination and log, and
+// the pods' events), and the node plugin's state and last log lines, as the
+// plugin is behind every volume. It has its own time, as the steps' context
+// may have ended.
+func (s *suite) explain(ctx context.Context, obj object) string {
+	if s.c == nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reportTimeout)
+	defer cancel()
+	var b strings.Builder
+	var pods []corev1.Pod
+	var err error
+	if podName, isPod := strings.CutPrefix(obj.name, "pod/"); isPod {
+		pods, err = s.getPods(ctx, obj.ns, "--field-selector", "metadata.name="+podName) // events: in podReport
+	} else {
+		b.WriteString(s.events(ctx, obj.ns, objectName(obj.name)))
+		if obj.pods != "" && obj.pods != nodeSelector { // the plugin's pods are in pluginReport
+			pods, err = s.getPods(ctx, obj.ns, "-l", obj.pods)
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(&b, "--- pods of %s: %v\n", obj.name, err)
+	}
+	for i := range pods {
+		b.WriteString(s.podReport(ctx, &pods[i], podLogTail, containerNames(&pods[i])...))
+		// A pod that waits for its volume: the PVC's events say why.
+		for _, claim := range claimNames(&pods[i]) {
+			b.WriteString(s.events(ctx, pods[i].Namespace, claim))
+		}
+	}
+	b.WriteString(s.pluginReport(ctx))
+	return b.String()
+}
+
+// objectName is the name in kind/name ("" for a namespace as a whole).
+func objectName(kindName string) string {
+	_, name, _ := strings.Cut(kindName, "/")
+	return name
+}
+
+func claimNames(p *corev1.Pod) []string {
+	var names []string
+	for _, v := range p.Spec.Volumes {
+		if v.PersistentVolumeClaim != nil {
+			names = append(names, v.PersistentVolumeClaim.ClaimName)
+		}
+	}
+	return names
+}
+
+func containerNames(p *corev1.Pod) []string {
+	var names []string
+	for _, c := range p.Spec.Containers {
+		names = append(names, c.Name)
+	}
+	return names
+}
+
+// eventTail is how many events a report quotes, per object.
+const eventTail = 15
+
+// events are the last events about the object called name in namespace ns
+// (cluster-scoped objects: ns ""), or the namespace's last events when name
+// is "".
+func (s *suite) events(ctx context.Context, ns, name string) string {
+	args := []string{"get", "events", "--sort-by=.lastTimestamp"}
+	if ns == "" {
+		args = append(args, "-A")
+	} else {
+		args = append(args, "-n", ns)
+	}
+	if name != "" {
+		args = append(args, "--field-selector", "involvedObject.name="+name)
+	}
+	out, err := s.c.Kubectl(ctx, args...)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) > eventTail+1 { // the header line, then the last events
+		lines = append(lines[:1], lines[len(lines)-eventTail:]...)
+	}
+	about := name
+	if about == "" {
+		about = "every object"
+	}
+	return fmt.Sprintf("--- events of %s in %q:\n%s%s\n", about, ns, strings.Join(lines, "\n"), errOrEmpty(err))
+}

@@ -1,0 +1,101 @@
+package guest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Waits in the guest have no fixed deadline of their own: on a busy host the
+// emulated guest runs several times slower than on an idle one, and a wait
+// that fits an idle machine (the plugin's socket within 60 s) fails there
+// while the suite as a whole still fits its budget. Every wait runs until
+// the suite's deadline instead, which the host (package kernel) derives from
+// its own `go test -timeout` and passes as SSDCACHE_DEADLINE, unix seconds.
+// It falls a few minutes before the guest binary's -test.timeout, so that a
+// wait that gives up can still report what it saw and clean up.
+var suiteDeadline = sync.OnceValues(func() (time.Time, error) {
+	s := os.Getenv("SSDCACHE_DEADLINE")
+	sec, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("SSDCACHE_DEADLINE=%q: want the suite's deadline in unix seconds (the host sets it)", s)
+	}
+	return time.Unix(sec, 0), nil
+})
+
+// deadline is when the guest's waits give up (see suiteDeadline; guestEnv
+// has checked that it is set).
+func deadline() time.Time {
+	d, _ := suiteDeadline()
+	return d
+}
+
+// untilDeadline is the time left for a wait.
+func untilDeadline() time.Duration { return time.Until(deadline()) }
+
+// ctx is the context of a test's calls to the plugin and the cache library:
+// it ends at the suite's deadline, as one call can take minutes on a busy
+// machine.
+func ctx(t testing.TB) context.Context {
+	c, cancel := context.WithDeadline(context.Background(), deadline())
+	t.Cleanup(cancel)
+	return c
+}
+
+// poll calls check every interval until it reports done or an error (the
+// awaited state can no longer come), or the suite's deadline passes. check
+// also says what it saw, which the error quotes when the deadline passes.
+func poll(what string, interval time.Duration, check func() (done bool, saw string, err error)) error {
+	start := time.Now()
+	for {
+		done, saw, err := check()
+		switch {
+		case err != nil:
+			return fmt.Errorf("waiting for %s: %w", what, err)
+		case done:
+			return nil
+		case time.Now().After(deadline()):
+			return fmt.Errorf("%s: not by the suite's deadline (%s, after %v); last seen: %s",
+				what, deadline().Format(time.TimeOnly), time.Since(start).Round(time.Second), saw)
+		}
+		time.Sleep(interval)
+	}
+}
+
+// childCommand is a child process the test starts and waits for with
+// waitChild: it is killed if it still runs at the suite's deadline.
+func childCommand(t testing.TB, name string, args ...string) *exec.Cmd {
+	return exec.CommandContext(ctx(t), name, args...)
+}
+
+// errPastDeadline is waitChild's error for a child killed at the deadline.
+var errPastDeadline = errors.New("still running at the suite's deadline: killed")
+
+// waitChild waits for a child of childCommand. When the deadline killed it,
+// the error says so instead of a bare "signal: killed", and is not an
+// *exec.ExitError: no caller mistakes it for a fault point's SIGKILL.
+func waitChild(cmd *exec.Cmd) error {
+	err := cmd.Wait()
+	if err != nil && !time.Now().Before(deadline()) {
+		return fmt.Errorf("%w (%s; %v)", errPastDeadline, deadline().Format(time.TimeOnly), err)
+	}
+	return err
+}
+
+// killedBySIGKILL says that a process ended on SIGKILL, as a fault point
+// (killAt) ends it.
+func killedBySIGKILL(err error) bool {
+	var exitErr *exec.ExitError
+	if !errors.As(err, &exitErr) {
+		return false
+	}
+	ws, ok := exitErr.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
+}
