@@ -116,6 +116,32 @@ func TestSafetyRule4_NeedsCheckAndReadOnlyDropped(t *testing.T) {
 	}
 }
 
+// A device left suspended by a change cut short (its process killed between
+// suspend and resume) holds the application's I/O: the next tick rolls it
+// back, unless a change holds the volume's lock.
+func TestMonitorResumesDeviceLeftSuspended(t *testing.T) {
+	n := newNode(t)
+	n.stage(t, nil)
+	name := "ssdcache-" + vol
+	live, _ := n.dm.Table(context.Background(), name)
+	if err := n.dm.Suspend(context.Background(), name); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.dm.Load(context.Background(), name, dm.Table{Length: live.Length, Target: dm.LinearTarget{Device: dm.DevNum{Major: 9, Minor: 9}}}); err != nil {
+		t.Fatal(err)
+	}
+	n.locks.TryAcquire(vol)
+	n.monitor.Tick(context.Background())
+	if !n.dm.Suspended(name) {
+		t.Fatal("the monitor resumed a device whose change holds the lock")
+	}
+	n.locks.Release(vol)
+	n.monitor.Tick(context.Background())
+	if tbl, _ := n.dm.Table(context.Background(), name); n.dm.Suspended(name) || n.dm.HasInactive(name) || !tbl.Equal(live) {
+		t.Fatalf("after a tick: table %q suspended=%v inactive=%v, want %q resumed", tbl, n.dm.Suspended(name), n.dm.HasInactive(name), live)
+	}
+}
+
 func TestMetricsAreWrapSafeDeltas(t *testing.T) {
 	n := newNode(t)
 	n.stage(t, &cache.Spec{SizeBytes: gib, Mode: cache.ModeReadCache})

@@ -95,6 +95,9 @@ func (m *Monitor) Tick(ctx context.Context) {
 	cached, staged := map[string]bool{}, map[string]bool{}
 	for _, v := range vols {
 		staged[v.ID] = true
+		if v.Suspended {
+			m.resumeLeftSuspended(ctx, v.ID)
+		}
 		if sample {
 			m.sampleIO(v)
 		}
@@ -154,6 +157,23 @@ func (m *Monitor) check(ctx context.Context, id string, sample bool, now time.Ti
 		m.prev[id] = st.Status
 	}
 	return true
+}
+
+// resumeLeftSuspended rolls back a reload that no one is doing any more: a
+// suspended device whose volume lock is free was left so by a change cut
+// short (a process killed between suspend and resume, a rollback that
+// failed), and would hold the application's I/O until a CSI call or binding
+// touched the volume again.
+func (m *Monitor) resumeLeftSuspended(ctx context.Context, id string) {
+	if !m.locks.TryAcquire(id) {
+		return // a change is in flight: its suspend is expected
+	}
+	defer m.locks.Release(id)
+	if err := m.engine.RecoverInterruptedReload(ctx, id); err != nil {
+		klog.ErrorS(err, "Resuming a device left suspended", "volumeID", id)
+		return
+	}
+	klog.InfoS("Resumed a device left suspended by an interrupted change", "volumeID", id)
 }
 
 // drop replaces a failing cache with a linear table (safety rule 4).

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"k8s.io/klog/v2"
 
@@ -120,10 +121,11 @@ func (e *Engine) converge(ctx context.Context, volumeID, op string, obs observed
 	return true, nil
 }
 
-// recoverInterruptedReload undoes a reload a crash cut short: the inactive
+// RecoverInterruptedReload undoes a reload a crash cut short: the inactive
 // table is dropped and the last live table resumed, so a suspended device
-// never holds application I/O forever (safety rule 5).
-func (e *Engine) recoverInterruptedReload(ctx context.Context, volumeID string) error {
+// never holds application I/O forever (safety rule 5). The caller holds the
+// volume's lock, so no reload of this process is in flight.
+func (e *Engine) RecoverInterruptedReload(ctx context.Context, volumeID string) error {
 	name := DeviceName(volumeID)
 	info, err := e.dm.Info(ctx, name)
 	if err != nil {
@@ -148,15 +150,30 @@ func (e *Engine) recoverInterruptedReload(ctx context.Context, volumeID string) 
 func (e *Engine) reload(ctx context.Context, op, volumeID string, table dm.Table) error {
 	name := DeviceName(volumeID)
 	if err := e.dm.Suspend(ctx, name); err != nil {
-		return err
+		// dmsetup killed after its ioctl leaves the device suspended all the same.
+		return errors.Join(err, e.rollback(ctx, name))
 	}
 	e.faults.Reached(ctx, op+"/suspended")
 	if err := e.dm.Load(ctx, name, table); err != nil {
-		return errors.Join(err, e.dm.ClearInactive(ctx, name), e.dm.Resume(ctx, name))
+		return errors.Join(err, e.rollback(ctx, name))
 	}
 	e.faults.Reached(ctx, op+"/loaded")
 	if err := e.dm.Resume(ctx, name); err != nil {
-		return errors.Join(err, e.dm.ClearInactive(ctx, name), e.dm.Resume(ctx, name))
+		return errors.Join(err, e.rollback(ctx, name))
 	}
 	return nil
+}
+
+// rollbackTimeout bounds putting a device's live table back in service after
+// a failed reload; generous, as a busy node's dmsetup can be slow.
+const rollbackTimeout = 5 * time.Minute
+
+// rollback drops any loaded table and resumes the live one. It runs on a
+// context of its own: the caller's may be what made the reload fail
+// (kubelet's deadline, SIGTERM in a rollout), and a device left suspended
+// holds the volume's I/O forever.
+func (e *Engine) rollback(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+	defer cancel()
+	return errors.Join(e.dm.ClearInactive(ctx, name), e.dm.Resume(ctx, name))
 }

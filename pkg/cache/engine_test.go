@@ -241,6 +241,43 @@ func TestReloadFailureKeepsOldTableLive(t *testing.T) {
 	}
 }
 
+// A reload whose caller's context ends between load and resume (kubelet's
+// deadline, SIGTERM in a rollout) must still put the old table back in
+// service: the rollback runs on a context of its own.
+func TestReloadRollsBackAfterTheCallersDeadline(t *testing.T) {
+	w := newWorld(t)
+	w.stage(t, nil)
+	before := w.table(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w.faults = faultsFunc(func(_ context.Context, p string) {
+		if strings.HasSuffix(p, "/loaded") {
+			cancel()
+		}
+	})
+	if err := w.engine.Attach(ctx, vol, *readCache(gib)); !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want the caller's context error", err)
+	}
+	if w.dm.Suspended(DeviceName(vol)) || w.dm.HasInactive(DeviceName(vol)) || !w.table(t).Equal(before) {
+		t.Fatalf("after the deadline: table %q suspended=%v inactive=%v, want %q live and resumed",
+			w.table(t), w.dm.Suspended(DeviceName(vol)), w.dm.HasInactive(DeviceName(vol)), before)
+	}
+}
+
+// A suspend that reports failure may have suspended the device (dmsetup
+// killed after its ioctl): the reload resumes it before giving up.
+func TestFailedSuspendIsResumed(t *testing.T) {
+	w := newWorld(t)
+	w.stage(t, nil)
+	w.dm.FailAfter["suspend"] = errors.New("dmsetup suspend: signal: killed")
+	if err := w.engine.Attach(context.Background(), vol, *readCache(gib)); err == nil || !strings.Contains(err.Error(), "killed") {
+		t.Fatalf("err = %v", err)
+	}
+	if w.dm.Suspended(DeviceName(vol)) {
+		t.Fatal("a failed suspend left the device suspended")
+	}
+}
+
 func TestStageSurvivesBrokenCachePool(t *testing.T) {
 	w := newWorld(t)
 	w.lvm.FailOn["createlv"] = errors.New("I/O error on /dev/nvme0n1")

@@ -86,7 +86,7 @@ func (e *Engine) checkStaged(ctx context.Context, volumeID string, obs observed,
 	if origin, ok := originOf(obs.table); !ok || origin != want.origin {
 		return fmt.Errorf("device %s has table %q, want origin %s: %w", DeviceName(volumeID), obs.table, want.origin, ErrOriginMismatch)
 	}
-	return e.recoverInterruptedReload(ctx, volumeID)
+	return e.RecoverInterruptedReload(ctx, volumeID)
 }
 
 // SetCache converges a staged volume's cache to spec (nil: no cache) and
@@ -126,7 +126,7 @@ func (e *Engine) current(ctx context.Context, volumeID string) (observed, desire
 	if !ok {
 		return obs, desired{}, fmt.Errorf("device %s has a table ssdcache did not make: %q", DeviceName(volumeID), obs.table)
 	}
-	if err := e.recoverInterruptedReload(ctx, volumeID); err != nil {
+	if err := e.RecoverInterruptedReload(ctx, volumeID); err != nil {
 		return obs, desired{}, err
 	}
 	return obs, desired{origin: origin, length: obs.table.Length}, nil
@@ -219,7 +219,7 @@ func (e *Engine) DropCache(ctx context.Context, volumeID string) error {
 	if !cached {
 		return nil
 	}
-	if err := e.recoverInterruptedReload(ctx, volumeID); err != nil {
+	if err := e.RecoverInterruptedReload(ctx, volumeID); err != nil {
 		return err
 	}
 	klog.InfoS("Dropping failing cache", "volumeID", volumeID)
@@ -237,7 +237,7 @@ func (e *Engine) Unstage(ctx context.Context, volumeID string) error {
 		return err
 	}
 	if obs.staged {
-		if err := e.recoverInterruptedReload(ctx, volumeID); err != nil {
+		if err := e.RecoverInterruptedReload(ctx, volumeID); err != nil {
 			return err
 		}
 		e.faults.Reached(ctx, "unstage/remove-device")
@@ -309,6 +309,9 @@ func (e *Engine) ProbeCacheDevices(st State) error {
 type StagedVolume struct {
 	ID     string
 	DevNum dm.DevNum
+	// Suspended is set for a device holding its I/O: a change in flight, or
+	// one that was cut short and must be rolled back.
+	Suspended bool
 }
 
 // StagedVolumes lists the volumes that have a dm device on this node.
@@ -320,7 +323,7 @@ func (e *Engine) StagedVolumes(ctx context.Context) ([]StagedVolume, error) {
 	var vols []StagedVolume
 	for _, d := range devs {
 		if id, ok := strings.CutPrefix(d.Name, DevicePrefix); ok && ValidateVolumeID(id) == nil {
-			vols = append(vols, StagedVolume{ID: id, DevNum: d.DevNum})
+			vols = append(vols, StagedVolume{ID: id, DevNum: d.DevNum, Suspended: d.Suspended})
 		}
 	}
 	return vols, nil

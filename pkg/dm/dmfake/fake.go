@@ -28,6 +28,9 @@ type DM struct {
 	Calls []string
 	// FailOn makes the named operation ("create", "load", "resume", ...) fail once.
 	FailOn map[string]error
+	// FailAfter makes the named operation take effect and then fail once, as
+	// a dmsetup killed after its ioctl does.
+	FailAfter map[string]error
 	// StatusOverride replaces the synthesised status line of a device.
 	StatusOverride map[string]string
 	// Record, when set, is called for every mutating operation, so a test can
@@ -37,7 +40,7 @@ type DM struct {
 
 // New returns an empty fake with device numbers from major 253.
 func New() *DM {
-	return &DM{devices: map[string]*device{}, FailOn: map[string]error{}, StatusOverride: map[string]string{}}
+	return &DM{devices: map[string]*device{}, FailOn: map[string]error{}, FailAfter: map[string]error{}, StatusOverride: map[string]string{}}
 }
 
 var _ dm.Interface = (*DM)(nil)
@@ -94,12 +97,12 @@ func (f *DM) Load(_ context.Context, name string, table dm.Table) error {
 	return nil
 }
 
-func (f *DM) Suspend(_ context.Context, name string) error {
-	return f.mutate("suspend", name, func(d *device) { d.suspended = true })
+func (f *DM) Suspend(ctx context.Context, name string) error {
+	return f.mutate(ctx, "suspend", name, func(d *device) { d.suspended = true })
 }
 
-func (f *DM) Resume(_ context.Context, name string) error {
-	return f.mutate("resume", name, func(d *device) {
+func (f *DM) Resume(ctx context.Context, name string) error {
+	return f.mutate(ctx, "resume", name, func(d *device) {
 		if d.inactive != nil {
 			d.live, d.inactive = *d.inactive, nil
 		}
@@ -107,13 +110,19 @@ func (f *DM) Resume(_ context.Context, name string) error {
 	})
 }
 
-func (f *DM) ClearInactive(_ context.Context, name string) error {
-	return f.mutate("clear", name, func(d *device) { d.inactive = nil })
+func (f *DM) ClearInactive(ctx context.Context, name string) error {
+	return f.mutate(ctx, "clear", name, func(d *device) { d.inactive = nil })
 }
 
-func (f *DM) mutate(op, name string, change func(*device)) error {
+// mutate changes a device as dmsetup would: not at all once ctx has ended
+// (exec refuses to start a command whose context is done).
+func (f *DM) mutate(ctx context.Context, op, name string, change func(*device)) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		f.Calls = append(f.Calls, op+" "+name+" (not run: "+err.Error()+")")
+		return fmt.Errorf("dmsetup %s %s: %w", op, name, err)
+	}
 	if err := f.record(op, name, nil); err != nil {
 		return err
 	}
@@ -122,6 +131,10 @@ func (f *DM) mutate(op, name string, change func(*device)) error {
 		return err
 	}
 	change(d)
+	if err, ok := f.FailAfter[op]; ok {
+		delete(f.FailAfter, op)
+		return err
+	}
 	return nil
 }
 
