@@ -15,6 +15,7 @@ import (
 
 	"github.com/ssdcache/ssdcache/pkg/agent"
 	ssdv1 "github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
+	"github.com/ssdcache/ssdcache/pkg/command"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -33,6 +34,7 @@ type options struct {
 	statusInterval                 time.Duration
 	poolScanInterval               time.Duration
 	poolStaleAfter                 time.Duration
+	commandTimeout                 time.Duration
 	faultPoint                     string
 }
 
@@ -71,6 +73,7 @@ func parseFlags() options {
 	flag.DurationVar(&o.statusInterval, "status-interval", agent.DefaultFiguresInterval, "least time between two writes of a CacheBinding's cache figures (hits, fill) to its status")
 	flag.DurationVar(&o.poolScanInterval, "pool-scan-interval", agent.DefaultPoolScanInterval, "how often the volume groups are read for readiness, the CSI Probe and the capacity report")
 	flag.DurationVar(&o.poolStaleAfter, "pool-stale-after", agent.DefaultPoolStaleAfter, "readiness turns false when no LVM scan has succeeded for this long; a scan running longer is abandoned")
+	flag.DurationVar(&o.commandTimeout, "command-timeout", command.DefaultTimeout, "a dmsetup, lvm, wipefs or blockdev command still running after this long is killed (a hung tool must not hold a volume forever); 0 leaves only the caller's deadline")
 	flag.StringVar(&o.faultPoint, "fault-point", "", "TESTING ONLY: kill the process with SIGKILL at this fault point, e.g. attach/zero-metadata")
 	flag.Parse()
 	return o

@@ -39,7 +39,7 @@ func newNode(ctx context.Context, o options, m *agent.Metrics) (*node, error) {
 		return nil, errors.New("--node-name (or $NODE_NAME) is required")
 	}
 	e := exec.New()
-	run := command.NewRunner(e, os.Environ()...)
+	run := command.NewRunner(e, os.Environ()...).WithTimeout(o.commandTimeout)
 	dev := blockdev.NewHost(run)
 	l := lvm.NewCommand(run, o.lvmConfig, slices.Concat(o.originDevices, o.cacheDevices)...)
 	pools, cacheVGs, err := setUpPools(ctx, o, lvm.NewPools(l, dev))

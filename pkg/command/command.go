@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"k8s.io/klog/v2"
 	"k8s.io/utils/exec"
@@ -18,9 +19,16 @@ import (
 // Runner runs external commands with a stable locale, so that their output can
 // be parsed regardless of the node's language settings.
 type Runner struct {
-	exec exec.Interface
-	env  []string
+	exec    exec.Interface
+	env     []string
+	timeout time.Duration
 }
+
+// DefaultTimeout ends a storage command that has hung (a dead disk under a
+// scan, a VG lock never released) so that it cannot hold a volume's lock and
+// every later reconcile forever. It is far above what the slowest node needs
+// for one dmsetup, lvm, wipefs or blockdev call.
+const DefaultTimeout = 10 * time.Minute
 
 // toolVariables change how the storage tools work and are passed on to them:
 // DM_DISABLE_UDEV lets libdevmapper make /dev/mapper nodes itself where no
@@ -38,7 +46,15 @@ func NewRunner(e exec.Interface, environ ...string) *Runner {
 			env = append(env, kv)
 		}
 	}
-	return &Runner{exec: e, env: env}
+	return &Runner{exec: e, env: env, timeout: DefaultTimeout}
+}
+
+// WithTimeout returns a Runner whose commands are killed after d; 0 keeps
+// only the caller's deadline.
+func (r *Runner) WithTimeout(d time.Duration) *Runner {
+	c := *r
+	c.timeout = d
+	return &c
 }
 
 // Error is returned when a command exits unsuccessfully; it keeps the exit
@@ -52,8 +68,8 @@ type Error struct {
 
 func (e *Error) Error() string {
 	msg := strings.TrimSpace(e.Stderr)
-	if msg == "" {
-		msg = e.Err.Error()
+	if msg == "" || errors.Is(e.Err, context.DeadlineExceeded) || errors.Is(e.Err, context.Canceled) {
+		msg = strings.TrimSpace(e.Err.Error() + " " + msg)
 	}
 	return fmt.Sprintf("%s: exit %d: %s", e.Command, e.ExitCode, msg)
 }
@@ -67,6 +83,12 @@ func (r *Runner) Run(ctx context.Context, name string, args ...string) ([]byte, 
 
 // RunWithInput is Run with stdin fed from input.
 func (r *Runner) RunWithInput(ctx context.Context, input []byte, name string, args ...string) ([]byte, error) {
+	if r.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, r.timeout)
+		defer cancel()
+	}
+	start := time.Now()
 	cmd := r.exec.CommandContext(ctx, name, args...)
 	cmd.SetEnv(r.env)
 	var stdout, stderr bytes.Buffer
@@ -81,6 +103,11 @@ func (r *Runner) RunWithInput(ctx context.Context, input []byte, name string, ar
 		var exitErr exec.ExitError
 		if errors.As(err, &exitErr) {
 			cmdErr.ExitCode = exitErr.ExitStatus()
+		}
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			// Killed for its deadline (the caller's or the runner's): say so,
+			// so that callers and the CSI boundary see DeadlineExceeded.
+			cmdErr.Err = fmt.Errorf("%w after %v (%v)", ctxErr, time.Since(start).Round(time.Millisecond), err)
 		}
 		return stdout.Bytes(), cmdErr
 	}

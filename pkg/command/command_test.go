@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/utils/exec"
 	testingexec "k8s.io/utils/exec/testing"
@@ -46,5 +47,29 @@ func TestRunPassesOnlyToolVariables(t *testing.T) {
 		if strings.HasPrefix(kv, "LANG=") || strings.HasPrefix(kv, "HOME=") {
 			t.Errorf("env %v passes %s: the tools' output must not depend on the node's settings", fc.Env, kv)
 		}
+	}
+}
+
+// A hung tool (a dead disk under a scan, a VG lock never released) is killed
+// at the runner's timeout even when the caller has no deadline, and the error
+// is a DeadlineExceeded that the CSI boundary maps to its code.
+func TestHungCommandKilledAtTheRunnersTimeout(t *testing.T) {
+	r := NewRunner(exec.New()).WithTimeout(100 * time.Millisecond)
+	start := time.Now()
+	_, err := r.Run(context.Background(), "sleep", "30")
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want context.DeadlineExceeded", err)
+	}
+	if elapsed := time.Since(start); elapsed > 10*time.Second {
+		t.Fatalf("the command ran %v: not killed at the timeout", elapsed)
+	}
+	if !strings.Contains(err.Error(), "sleep 30") || !strings.Contains(err.Error(), "deadline exceeded") {
+		t.Fatalf("error %q should name the command and the deadline", err)
+	}
+}
+
+func TestRunnerHasADefaultTimeout(t *testing.T) {
+	if r := NewRunner(exec.New()); r.timeout != DefaultTimeout || DefaultTimeout < 5*time.Minute {
+		t.Fatalf("default timeout %v: every command needs one, and not shorter than a slow node needs", r.timeout)
 	}
 }
