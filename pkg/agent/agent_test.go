@@ -142,6 +142,45 @@ func TestMonitorResumesDeviceLeftSuspended(t *testing.T) {
 	}
 }
 
+// countingLVM counts the LVM reads the monitor causes.
+type countingLVM struct {
+	lvm.Interface
+	lists int
+}
+
+func (c *countingLVM) ListLVs(ctx context.Context, vg string) ([]lvm.LV, error) {
+	c.lists++
+	return c.Interface.ListLVs(ctx, vg)
+}
+
+// The monitor runs every second for every volume: it must read the kernel
+// only, and ask LVM which LVs back a cache once per live table, not per tick.
+func TestMonitorAsksLVMOnlyWhenTheTableChanges(t *testing.T) {
+	n := newNode(t)
+	n.stage(t, &cache.Spec{SizeBytes: gib, Mode: cache.ModeReadCache})
+	counting := &countingLVM{Interface: n.lvm}
+	engine := cache.NewEngine(n.dm, counting, n.dev, cache.Pools{OriginVG: "hdd", CacheVGs: map[string]string{"nvme": "nvme"}, DefaultClass: "nvme"}, nil)
+	mon := NewMonitor(engine, n.dev, n.locks, n.samples, n.metrics, MonitorOptions{Clock: n.clock})
+	for range 10 {
+		mon.Tick(context.Background())
+		n.clock.Step(DefaultHealthInterval)
+	}
+	if counting.lists != 1 {
+		t.Fatalf("10 ticks over one cached volume listed LVs %d times, want once", counting.lists)
+	}
+	if err := n.engine.Attach(context.Background(), vol, cache.Spec{SizeBytes: 2 * gib, Mode: cache.ModeReadCache}); err != nil {
+		t.Fatal(err)
+	}
+	counting.lists = 0
+	for range 10 {
+		mon.Tick(context.Background())
+		n.clock.Step(DefaultHealthInterval)
+	}
+	if counting.lists != 1 {
+		t.Fatalf("after a resize (new table), 10 ticks listed LVs %d times, want once", counting.lists)
+	}
+}
+
 func TestMetricsAreWrapSafeDeltas(t *testing.T) {
 	n := newNode(t)
 	n.stage(t, &cache.Spec{SizeBytes: gib, Mode: cache.ModeReadCache})

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -37,6 +36,15 @@ type Monitor struct {
 	prev        map[string]*dm.CacheStatus
 	prevIO      map[string]blockdev.IOStats
 	lastSampled time.Time
+	// cacheDevices are the LVs behind each cached volume's live table, read
+	// from LVM once per table: LVM is asked again only when the table changes.
+	cacheDevices map[string]tableDevices
+}
+
+// tableDevices are the cache LV paths found for one live table.
+type tableDevices struct {
+	table string
+	paths []string
 }
 
 // MonitorOptions configure a Monitor; zero values take the defaults.
@@ -50,7 +58,7 @@ type MonitorOptions struct {
 func NewMonitor(e *cache.Engine, dev blockdev.Interface, locks *cache.VolumeLocks, samples *Samples, m *Metrics, o MonitorOptions) *Monitor {
 	mon := &Monitor{engine: e, dev: dev, locks: locks, samples: samples, metrics: m, clock: o.Clock,
 		healthInterval: o.HealthInterval, sampleInterval: o.SampleInterval, onDrop: o.OnDrop,
-		prev: map[string]*dm.CacheStatus{}, prevIO: map[string]blockdev.IOStats{}}
+		prev: map[string]*dm.CacheStatus{}, prevIO: map[string]blockdev.IOStats{}, cacheDevices: map[string]tableDevices{}}
 	if mon.clock == nil {
 		mon.clock = clock.RealClock{}
 	}
@@ -133,23 +141,18 @@ func (m *Monitor) sampleIO(v cache.StagedVolume) {
 
 // check inspects one volume and reports whether it is cached.
 func (m *Monitor) check(ctx context.Context, id string, sample bool, now time.Time) bool {
-	st, err := m.engine.Inspect(ctx, id)
-	if errors.Is(err, dm.ErrNotFound) {
-		return false // unstaged since it was listed
-	}
+	st, err := m.engine.Health(ctx, id)
 	if err != nil {
 		klog.ErrorS(err, "Reading cache status", "volumeID", id)
 		return m.prev[id] != nil
 	}
 	if st.Status == nil {
-		return false
+		return false // uncached, or unstaged since it was listed
 	}
 	if !st.Status.Usable() {
 		m.drop(ctx, id, "dm-cache reported "+string(st.Status.Health))
-	} else if st.Cached {
-		if err := m.engine.ProbeCacheDevices(st); err != nil {
-			m.drop(ctx, id, "the cache device failed a read: "+err.Error())
-		}
+	} else if err := m.probeCache(ctx, st); err != nil {
+		m.drop(ctx, id, "the cache device failed a read: "+err.Error())
 	}
 	if sample || !st.Status.Usable() {
 		m.metrics.observe(id, m.prev[id], *st.Status)
@@ -157,6 +160,23 @@ func (m *Monitor) check(ctx context.Context, id string, sample bool, now time.Ti
 		m.prev[id] = st.Status
 	}
 	return true
+}
+
+// probeCache reads from the devices of a volume's cache, asking LVM which
+// they are only when the live table is new to the monitor.
+func (m *Monitor) probeCache(ctx context.Context, st cache.State) error {
+	known, ok := m.cacheDevices[st.VolumeID]
+	if !ok || known.table != st.Table.String() {
+		full, err := m.engine.Inspect(ctx, st.VolumeID)
+		if err != nil {
+			klog.ErrorS(err, "Finding the cache devices", "volumeID", st.VolumeID)
+			return nil // the next tick asks again; a read error is what drops
+		}
+		known = tableDevices{table: full.Table.String(), paths: full.CacheDevices}
+		m.cacheDevices[st.VolumeID] = known
+	}
+	st.CacheDevices = known.paths
+	return m.engine.ProbeCacheDevices(st)
 }
 
 // resumeLeftSuspended rolls back a reload that no one is doing any more: a
@@ -194,6 +214,7 @@ func (m *Monitor) drop(ctx context.Context, id, why string) {
 
 func (m *Monitor) forget(id string) {
 	delete(m.prev, id)
+	delete(m.cacheDevices, id)
 	m.samples.forget(id)
 	m.metrics.forget(id)
 }

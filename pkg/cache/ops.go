@@ -291,6 +291,36 @@ func (e *Engine) Inspect(ctx context.Context, volumeID string) (State, error) {
 	return st, nil
 }
 
+// Health reports a volume's kernel state only, its table and dm-cache
+// status, without LVM: the monitor calls it every second for every volume,
+// and N LVM scans a second would contend for the VG lock and slow the drop
+// of a failing cache as volumes are added. CacheDevices and Spec are left
+// empty; Cached means the live table is a cache.
+func (e *Engine) Health(ctx context.Context, volumeID string) (State, error) {
+	st := State{VolumeID: volumeID}
+	table, err := e.dm.Table(ctx, DeviceName(volumeID))
+	if errors.Is(err, dm.ErrNotFound) {
+		return st, nil
+	}
+	if err != nil {
+		return st, err
+	}
+	st.Staged, st.Table = true, table
+	if _, st.Cached = table.Target.(dm.CacheTarget); !st.Cached {
+		return st, nil
+	}
+	line, err := e.dm.Status(ctx, DeviceName(volumeID))
+	if err != nil {
+		return st, err
+	}
+	status, err := dm.ParseCacheStatus(line)
+	if err != nil {
+		return st, err
+	}
+	st.Status = &status
+	return st, nil
+}
+
 // ProbeCacheDevices reads from each device of a cached volume's cache. dm-cache
 // reports a dead data device only once a metadata commit fails, which a
 // read-only load may never cause, while reads that hit the cache already
