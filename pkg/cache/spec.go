@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 
 	"github.com/ssdcache/ssdcache/pkg/dm"
 )
@@ -66,10 +67,37 @@ func (s Spec) Validate() error {
 // volumeIDPattern keeps IDs usable as dm names, LV names and LVM tags.
 var volumeIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.+-]{0,95}$`)
 
+// lvmReservedPrefixes and lvmReservedParts are what lvm2 refuses in an LV
+// name (lib/misc/lvm-string.c): names of its own hidden sub-LVs.
+var (
+	lvmReservedPrefixes = []string{"snapshot", "pvmove"}
+	lvmReservedParts    = []string{"_cdata", "_cmeta", "_corig", "_cpool", "_cvol", "_wcorig", "_mlog", "_mimage",
+		"_pmspare", "_rimage", "_rmeta", "_tdata", "_tmeta", "_vdata", "_vorigin", "_imeta", "_iorig"}
+)
+
+// maxEscapedIDLen keeps the LVs' dm names within the kernel's 127 characters:
+// LVM names an LV's device <vg>-<lv> with every '-' doubled, and the longest
+// is the cache metadata LV in the default cache VG,
+// "ssdcache--nvme-" + id + ".cache--meta".
+const maxEscapedIDLen = 127 - len("ssdcache--nvme-") - len(".cache--meta")
+
 // ValidateVolumeID checks that id can name a dm device, an LV and an LVM tag.
 func ValidateVolumeID(id string) error {
 	if !volumeIDPattern.MatchString(id) {
 		return fmt.Errorf("volume ID %q: must be 1-96 characters of letters, digits, '_', '.', '+' or '-', starting with a letter or digit: %w", id, ErrInvalid)
+	}
+	for _, p := range lvmReservedPrefixes {
+		if strings.HasPrefix(id, p) {
+			return fmt.Errorf("volume ID %q: LVM reserves names starting with %q: %w", id, p, ErrInvalid)
+		}
+	}
+	for _, part := range lvmReservedParts {
+		if strings.Contains(id, part) {
+			return fmt.Errorf("volume ID %q: LVM reserves names containing %q: %w", id, part, ErrInvalid)
+		}
+	}
+	if n := len(id) + strings.Count(id, "-"); n > maxEscapedIDLen {
+		return fmt.Errorf("volume ID %q: %d characters once LVM doubles its hyphens, at most %d fit a dm name: %w", id, n, maxEscapedIDLen, ErrInvalid)
 	}
 	return nil
 }
