@@ -12,7 +12,7 @@ import (
 func TestValidateVolumeIDRefusesWhatLVMOrDMCannotName(t *testing.T) {
 	for _, id := range []string{
 		"snapshot0", "pvmove-1", "data_tmeta", "x_cdata_y", "a_rimage_0", "pool_cmeta",
-		strings.Repeat("a-", 48),         // 96 characters, 144 once escaped
+		strings.Repeat("a-", 48),          // 96 characters, 144 once escaped
 		"pvc-" + strings.Repeat("-a", 46), // 96 characters
 		"", "-x", "a/b", strings.Repeat("a", 97),
 	} {
