@@ -50,6 +50,9 @@ type Interface interface {
 	// ProbeRead reads the device's first block past every cache, to tell
 	// whether it still answers.
 	ProbeRead(path string) error
+	// Holders lists the devices stacked on this one (device-mapper, md,
+	// bcache): a device with holders is in use by the kernel.
+	Holders(path string) ([]string, error)
 }
 
 // IOStats are a block device's cumulative transfer counters.
@@ -158,6 +161,22 @@ func ParseStat(s string) (IOStats, error) {
 		return IOStats{}, fmt.Errorf("block stat %q: sector counts are not numbers", s)
 	}
 	return IOStats{ReadBytes: read * dm.SectorSize, WriteBytes: written * dm.SectorSize}, nil
+}
+
+func (h *Host) Holders(path string) ([]string, error) {
+	node, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := os.ReadDir(filepath.Join("/sys/class/block", filepath.Base(node), "holders"))
+	if err != nil {
+		return nil, err
+	}
+	holders := make([]string, 0, len(entries))
+	for _, e := range entries {
+		holders = append(holders, e.Name())
+	}
+	return holders, nil
 }
 
 func (h *Host) ProbeRead(path string) error {

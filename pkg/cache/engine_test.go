@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ssdcache/ssdcache/pkg/blockdev"
 	"github.com/ssdcache/ssdcache/pkg/blockdev/blockdevfake"
 	"github.com/ssdcache/ssdcache/pkg/dm"
 	"github.com/ssdcache/ssdcache/pkg/dm/dmfake"
@@ -398,8 +399,10 @@ func ExampleEngine_SetCache() {
 func TestOriginDisk(t *testing.T) {
 	w := newWorld(t)
 	w.dev.Add("/dev/disk/by-id/ata-data", blockdevfake.Device{Node: "/dev/sdc", Size: 4 * gib, DevNum: dm.DevNum{Major: 8, Minor: 32}})
-	w.dev.Add("/dev/disk/by-id/ata-pool", blockdevfake.Device{Node: "/dev/sdb", Size: 4 * gib, DevNum: dm.DevNum{Major: 8, Minor: 16}})
-	w.lvm.AddPV("/dev/sdb", "ssdcache-hdd")
+	// LVM, restricted to the pool devices, names the pool's PV by its by-id alias.
+	w.dev.Add("/dev/disk/by-id/ata-pool", blockdevfake.Device{Node: "/dev/sdb", Size: 4 * gib, DevNum: dm.DevNum{Major: 8, Minor: 16},
+		Signatures: []blockdev.Signature{{Type: blockdev.LVMMember, Offset: "0x218"}}})
+	w.lvm.AddPV("/dev/disk/by-id/ata-pool", "ssdcache-hdd")
 	disk, err := w.engine.OriginDisk(context.Background(), "/dev/disk/by-id/ata-data")
 	if err != nil {
 		t.Fatal(err)
@@ -420,6 +423,24 @@ func TestOriginDisk(t *testing.T) {
 	}
 	if _, err := w.engine.OriginDisk(context.Background(), "/dev/sdc"); !errors.Is(err, lvm.ErrInvalidDevice) {
 		t.Fatalf("kernel name accepted: %v", err)
+	}
+}
+
+// A static volume must be a whole disk nobody else uses: a dm-name link to
+// another volume's origin LV (two caches over one origin: stale reads, double
+// mounts) and a disk with a device stacked on it are refused.
+func TestOriginDiskRefusesStackedDevices(t *testing.T) {
+	w := newWorld(t)
+	w.dev.Add("/dev/disk/by-id/dm-name-ssdcache--hdd-pvc--1", blockdevfake.Device{Node: "/dev/dm-1", Size: 10 * gib, DevNum: dm.DevNum{Major: 254, Minor: 1}})
+	w.dev.Add("/dev/disk/by-id/ata-raid", blockdevfake.Device{Node: "/dev/sdd", Size: 4 * gib, DevNum: dm.DevNum{Major: 8, Minor: 48}, Holders: []string{"md0"}})
+	for path, want := range map[string]string{
+		"/dev/disk/by-id/dm-name-ssdcache--hdd-pvc--1": "is a device-mapper device",
+		"/dev/disk/by-id/ata-raid":                     "is in use by md0",
+	} {
+		_, err := w.engine.OriginDisk(context.Background(), path)
+		if !errors.Is(err, lvm.ErrDeviceInUse) || !strings.Contains(err.Error(), want) {
+			t.Errorf("OriginDisk(%s) = %v, want ErrDeviceInUse saying %q", path, err, want)
+		}
 	}
 }
 

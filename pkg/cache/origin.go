@@ -3,8 +3,10 @@ package cache
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 
+	"github.com/ssdcache/ssdcache/pkg/blockdev"
 	"github.com/ssdcache/ssdcache/pkg/dm"
 	"github.com/ssdcache/ssdcache/pkg/lvm"
 )
@@ -40,9 +42,12 @@ func (e *Engine) OriginLV(ctx context.Context, volumeID string) (Origin, error) 
 }
 
 // OriginDisk returns the origin of a static volume over an existing disk
-// (the StoreMI case). Only /dev/disk/by-id paths are accepted, and never a
-// device that is an LVM physical volume: that would be one of the node's
-// pools, or someone else's volume group (safety rule 3). Nothing is written.
+// (the StoreMI case). Only /dev/disk/by-id paths of whole, unused disks are
+// accepted (safety rule 3); nothing is written. Refused: a device-mapper
+// device (a dm-name link to another volume's origin LV would put two caches
+// over one origin: stale reads, double mounts), a device others are stacked
+// on, and an LVM physical volume (one of the node's pools, or someone else's
+// volume group).
 func (e *Engine) OriginDisk(ctx context.Context, path string) (Origin, error) {
 	if !strings.HasPrefix(path, lvm.ByIDDir) || len(path) == len(lvm.ByIDDir) || strings.Contains(path[len(lvm.ByIDDir):], "/") {
 		return Origin{}, fmt.Errorf("device %q: only stable %s<id> paths are allowed: %w", path, lvm.ByIDDir, lvm.ErrInvalidDevice)
@@ -51,14 +56,8 @@ func (e *Engine) OriginDisk(ctx context.Context, path string) (Origin, error) {
 	if err != nil {
 		return Origin{}, fmt.Errorf("device %s: %w: %w", path, err, lvm.ErrNotFound)
 	}
-	pvs, err := e.lvm.ListPVs(ctx)
-	if err != nil {
+	if err := e.refuseDiskInUse(ctx, path, node); err != nil {
 		return Origin{}, err
-	}
-	for _, pv := range pvs {
-		if pv.Name == node {
-			return Origin{}, fmt.Errorf("device %s (%s) is an LVM physical volume of volume group %q; refusing to use it as a disk: %w", path, node, pv.VG, lvm.ErrDeviceInUse)
-		}
 	}
 	num, err := e.dev.DevNum(node)
 	if err != nil {
@@ -69,4 +68,30 @@ func (e *Engine) OriginDisk(ctx context.Context, path string) (Origin, error) {
 		return Origin{}, err
 	}
 	return Origin{Path: path, DevNum: num, Bytes: size}, nil
+}
+
+// refuseDiskInUse fails for a disk that device-mapper, another stacked
+// driver or LVM already uses. LVM is asked through the device's own
+// signature, not a PV scan: the node's LVM reads only its pool devices.
+func (e *Engine) refuseDiskInUse(ctx context.Context, path, node string) error {
+	if strings.HasPrefix(filepath.Base(node), "dm-") {
+		return fmt.Errorf("device %s (%s) is a device-mapper device, such as another volume's LV; only whole disks can be static volumes: %w", path, node, lvm.ErrDeviceInUse)
+	}
+	holders, err := e.dev.Holders(node)
+	if err != nil {
+		return fmt.Errorf("device %s: read holders: %w", path, err)
+	}
+	if len(holders) > 0 {
+		return fmt.Errorf("device %s (%s) is in use by %s; refusing to use it as a disk: %w", path, node, strings.Join(holders, ", "), lvm.ErrDeviceInUse)
+	}
+	sigs, err := e.dev.Signatures(ctx, node)
+	if err != nil {
+		return fmt.Errorf("device %s: read signatures: %w", path, err)
+	}
+	for _, s := range sigs {
+		if s.Type == blockdev.LVMMember {
+			return fmt.Errorf("device %s (%s) is an LVM physical volume; refusing to use it as a disk: %w", path, node, lvm.ErrDeviceInUse)
+		}
+	}
+	return nil
 }

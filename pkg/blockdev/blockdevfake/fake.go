@@ -17,6 +17,8 @@ type Device struct {
 	Size       uint64
 	DevNum     dm.DevNum
 	Signatures []blockdev.Signature
+	// Holders are the devices stacked on this one (e.g. dm-3).
+	Holders []string
 }
 
 // Devices is a fake blockdev.Interface keyed by the path callers use
@@ -147,4 +149,14 @@ func (f *Devices) ProbeRead(path string) error {
 		return fmt.Errorf("read %s: input/output error", path)
 	}
 	return nil
+}
+
+func (f *Devices) Holders(path string) ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d, err := f.get(path)
+	if err != nil {
+		return nil, err
+	}
+	return d.Holders, nil
 }
