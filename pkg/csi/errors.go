@@ -11,6 +11,7 @@ import (
 	"github.com/ssdcache/ssdcache/pkg/cache"
 	"github.com/ssdcache/ssdcache/pkg/dm"
 	"github.com/ssdcache/ssdcache/pkg/lvm"
+	"github.com/ssdcache/ssdcache/pkg/mounter"
 )
 
 // toStatus turns a backend error into the gRPC status the CSI spec asks for.
@@ -36,7 +37,8 @@ func codeOf(err error) codes.Code {
 		return codes.ResourceExhausted
 	case errors.Is(err, lvm.ErrNotFound), errors.Is(err, dm.ErrNotFound):
 		return codes.NotFound
-	case errors.Is(err, cache.ErrNotStaged), errors.Is(err, cache.ErrOriginMismatch), errors.Is(err, lvm.ErrDeviceInUse):
+	case errors.Is(err, cache.ErrNotStaged), errors.Is(err, cache.ErrOriginMismatch), errors.Is(err, lvm.ErrDeviceInUse),
+		errors.Is(err, mounter.ErrNoFilesystem):
 		return codes.FailedPrecondition
 	}
 	return codes.Internal

@@ -140,6 +140,7 @@ func TestConcurrentCallOnSameVolumeIsAborted(t *testing.T) {
 func TestStageExistingDiskThroughSameDMPath(t *testing.T) {
 	n := newFakeNode(t)
 	n.dev.Add("/dev/disk/by-id/ata-HDD_DATA", blockdevfake.Device{Node: "/dev/sdc", Size: 100 << 30, DevNum: dm.DevNum{Major: 8, Minor: 32}})
+	n.mounter.Formatted["/dev/mapper/ssdcache-media-disk"] = "ext4" // the disk's data, seen through the dm device
 	_, err := n.driver.Node.NodeStageVolume(context.Background(), &csi.NodeStageVolumeRequest{
 		VolumeId: "media-disk", StagingTargetPath: t.TempDir(), VolumeCapability: mountCap("ext4"),
 		VolumeContext: map[string]string{"ssdcache.io/device": "/dev/disk/by-id/ata-HDD_DATA",
@@ -160,6 +161,34 @@ func TestStageExistingDiskThroughSameDMPath(t *testing.T) {
 		VolumeContext: map[string]string{"ssdcache.io/device": "/dev/sdc"},
 	})
 	expectCode(t, err, codes.InvalidArgument, "/dev/sdc", "/dev/disk/by-id/")
+}
+
+// An existing disk whose content blkid does not recognise (a raw database,
+// dm-crypt) is never formatted unless its PV asks for it.
+func TestStaticDiskFormattedOnlyWhenAsked(t *testing.T) {
+	n := newFakeNode(t)
+	n.dev.Add("/dev/disk/by-id/ata-RAW_DB", blockdevfake.Device{Node: "/dev/sdd", Size: 100 << 30, DevNum: dm.DevNum{Major: 8, Minor: 48}})
+	stage := func(attrs map[string]string) error {
+		_, err := n.driver.Node.NodeStageVolume(context.Background(), &csi.NodeStageVolumeRequest{
+			VolumeId: "raw-db", StagingTargetPath: t.TempDir(), VolumeCapability: mountCap("ext4"), VolumeContext: attrs,
+		})
+		return err
+	}
+	err := stage(map[string]string{"ssdcache.io/device": "/dev/disk/by-id/ata-RAW_DB"})
+	expectCode(t, err, codes.FailedPrecondition, "ata-RAW_DB", "no filesystem", "ssdcache.io/format")
+	if len(n.mounter.Formatted) != 0 {
+		t.Fatalf("a static disk was formatted without being asked: %v", n.mounter.Formatted)
+	}
+	if err := stage(map[string]string{"ssdcache.io/device": "/dev/disk/by-id/ata-RAW_DB", "ssdcache.io/format": "true"}); err != nil {
+		t.Fatal(err)
+	}
+	if fs := n.mounter.Formatted["/dev/mapper/ssdcache-raw-db"]; fs != "ext4" {
+		t.Fatalf("asked to format: formatted %v", n.mounter.Formatted)
+	}
+	_, err = n.driver.Controller.CreateVolume(context.Background(), &csi.CreateVolumeRequest{Name: "pvc-x",
+		Parameters:         map[string]string{"ssdcache.io/format": "true"},
+		VolumeCapabilities: []*csi.VolumeCapability{mountCap("ext4")}})
+	expectCode(t, err, codes.InvalidArgument, "ssdcache.io/format")
 }
 
 func TestDeleteRefusesStagedVolume(t *testing.T) {

@@ -2,6 +2,7 @@ package csi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -109,6 +110,15 @@ func (s *NodeServer) applyStage(ctx context.Context, r stageRequest, spec cache.
 		return err
 	}
 	klog.InfoS("Mounting staged volume", "volumeID", r.id, "device", res.DevicePath, "path", r.stagingPath, "fsType", r.kind.fsType)
+	if r.params.device != "" && !r.params.format {
+		// An existing disk is never formatted unless its PV asks for it.
+		err := s.mounter.MountExisting(res.DevicePath, r.stagingPath, r.kind.fsType, r.kind.flags)
+		if errors.Is(err, mounter.ErrNoFilesystem) {
+			return fmt.Errorf("static volume %s: disk %s: %w; it may hold data blkid does not recognise (a raw database, dm-crypt), so it is not formatted; set volumeAttributes %s: \"true\" on the PersistentVolume to create %s on it",
+				r.id, r.params.device, err, ContextFormat, r.kind.fsType)
+		}
+		return err
+	}
 	return s.mounter.FormatAndMount(res.DevicePath, r.stagingPath, r.kind.fsType, r.kind.flags)
 }
 

@@ -14,6 +14,11 @@ import (
 // front of an existing disk: a /dev/disk/by-id path.
 const ContextDevice = "ssdcache.io/device"
 
+// ContextFormat ("true") lets NodeStage create a filesystem on a static
+// volume's disk that holds none. Without it such a disk is refused: blkid
+// recognises no raw database or dm-crypt volume, and formatting would erase it.
+const ContextFormat = "ssdcache.io/format"
+
 // Supported filesystems.
 var fsTypes = []string{"ext4", "xfs"}
 
@@ -27,6 +32,8 @@ type volumeParams struct {
 	class  string
 	// device is set for static volumes over an existing disk.
 	device string
+	// format allows creating a filesystem on a static volume's blank disk.
+	format bool
 }
 
 // parseParams validates StorageClass parameters (or a volume context, which
@@ -84,6 +91,14 @@ func (p *volumeParams) set(key, value string, allowDevice bool) error {
 			return fmt.Errorf("volume attribute %s=%q: only stable %s<id> paths are allowed", key, value, lvm.ByIDDir)
 		}
 		p.device = value
+	case ContextFormat:
+		if !allowDevice {
+			return fmt.Errorf("parameter %s: only a static PersistentVolume's volumeAttributes may ask to format its disk", key)
+		}
+		if value != "true" && value != "false" {
+			return fmt.Errorf("volume attribute %s=%q: allowed values are true, false", key, value)
+		}
+		p.format = value == "true"
 	default:
 		if strings.HasPrefix(key, "ssdcache.io/") {
 			return fmt.Errorf("parameter %q is unknown: allowed are %s, %s, %s, %s", key,

@@ -13,6 +13,10 @@ import (
 	"k8s.io/utils/exec"
 )
 
+// ErrNoFilesystem is returned by MountExisting for a device that holds no
+// filesystem blkid recognises (blank, or data such as a raw database).
+var ErrNoFilesystem = errors.New("no filesystem found")
+
 // FSStats is what statfs says about a mounted filesystem.
 type FSStats struct {
 	TotalBytes, AvailableBytes, UsedBytes int64
@@ -25,6 +29,9 @@ type Interface interface {
 	// mounts it on target; a device with another filesystem or a partition
 	// table is never formatted.
 	FormatAndMount(source, target, fstype string, options []string) error
+	// MountExisting mounts the filesystem source already holds and never
+	// formats: ErrNoFilesystem when blkid recognises none.
+	MountExisting(source, target, fstype string, options []string) error
 	// BindMount makes source (a directory or a device node) visible at target.
 	BindMount(source, target string, readOnly bool) error
 	// Unmount unmounts target if it is a mount point.
@@ -95,6 +102,20 @@ var _ Interface = (*Host)(nil)
 
 func (h *Host) FormatAndMount(source, target, fstype string, options []string) error {
 	return h.sfm.FormatAndMount(source, target, fstype, options)
+}
+
+func (h *Host) MountExisting(source, target, fstype string, options []string) error {
+	have, err := h.sfm.GetDiskFormat(source)
+	if err != nil {
+		return err
+	}
+	if have == "" {
+		return fmt.Errorf("%s: %w", source, ErrNoFilesystem)
+	}
+	if have != fstype {
+		return fmt.Errorf("%s holds %s, not %s", source, have, fstype)
+	}
+	return h.sfm.Mount(source, target, fstype, options)
 }
 
 func (h *Host) BindMount(source, target string, readOnly bool) error {

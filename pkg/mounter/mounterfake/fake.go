@@ -42,6 +42,19 @@ func (m *Mounter) FormatAndMount(source, target, fstype string, options []string
 	return m.Mount(source, target, fstype, options)
 }
 
+func (m *Mounter) MountExisting(source, target, fstype string, options []string) error {
+	m.mu.Lock()
+	have := m.Formatted[source]
+	m.mu.Unlock()
+	if have == "" {
+		return fmt.Errorf("%s: %w", source, mounter.ErrNoFilesystem)
+	}
+	if have != fstype {
+		return fmt.Errorf("%s holds %s, not %s", source, have, fstype)
+	}
+	return m.Mount(source, target, fstype, options)
+}
+
 func (m *Mounter) BindMount(source, target string, readOnly bool) error {
 	opts := []string{"bind"}
 	if readOnly {
