@@ -191,6 +191,28 @@ func TestStaticDiskFormattedOnlyWhenAsked(t *testing.T) {
 	expectCode(t, err, codes.InvalidArgument, "ssdcache.io/format")
 }
 
+// A repeated NodeStage is OK; a staging path that something else is mounted
+// on is refused, not reported as staged (the pod would get the wrong data).
+func TestStageRefusesStagingPathMountedFromElsewhere(t *testing.T) {
+	n := newFakeNode(t)
+	vol := n.create(t, "pvc-3", nil)
+	req := &csi.NodeStageVolumeRequest{VolumeId: vol.VolumeId, StagingTargetPath: filepath.Join(t.TempDir(), "staging"),
+		VolumeCapability: mountCap("ext4"), VolumeContext: vol.VolumeContext}
+	if _, err := n.driver.Node.NodeStageVolume(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.driver.Node.NodeStageVolume(context.Background(), req); err != nil {
+		t.Fatalf("repeated NodeStage: %v", err)
+	}
+	other := filepath.Join(t.TempDir(), "other")
+	if err := n.mounter.Mount("/dev/sdz", other, "ext4", nil); err != nil {
+		t.Fatal(err)
+	}
+	req.StagingTargetPath = other
+	_, err := n.driver.Node.NodeStageVolume(context.Background(), req)
+	expectCode(t, err, codes.FailedPrecondition, other, "/dev/sdz")
+}
+
 func TestDeleteRefusesStagedVolume(t *testing.T) {
 	n := newFakeNode(t)
 	vol := n.create(t, "pvc-3", nil)

@@ -106,8 +106,11 @@ func (s *NodeServer) applyStage(ctx context.Context, r stageRequest, spec cache.
 		return err
 	}
 	mounted, err := s.mounter.IsMountPoint(r.stagingPath)
-	if err != nil || mounted {
+	if err != nil {
 		return err
+	}
+	if mounted {
+		return s.checkStagedMount(r, res.DevicePath)
 	}
 	klog.InfoS("Mounting staged volume", "volumeID", r.id, "device", res.DevicePath, "path", r.stagingPath, "fsType", r.kind.fsType)
 	if r.params.device != "" && !r.params.format {
@@ -120,6 +123,18 @@ func (s *NodeServer) applyStage(ctx context.Context, r stageRequest, spec cache.
 		return err
 	}
 	return s.mounter.FormatAndMount(res.DevicePath, r.stagingPath, r.kind.fsType, r.kind.flags)
+}
+
+// checkStagedMount accepts a staging path already mounted from the volume's
+// own device (a repeated NodeStage) and refuses one that something else is
+// mounted on: answering OK would publish the wrong data to the pod.
+func (s *NodeServer) checkStagedMount(r stageRequest, device string) error {
+	same, source, err := s.mounter.MountedFrom(r.stagingPath, device)
+	if err != nil || same {
+		return err
+	}
+	return status.Errorf(codes.FailedPrecondition, "staging_target_path %s is already a mount point of %s, not of volume %s's device %s",
+		r.stagingPath, source, r.id, device)
 }
 
 func (s *NodeServer) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstageVolumeRequest) (*csi.NodeUnstageVolumeResponse, error) {

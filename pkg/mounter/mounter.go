@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 
 	"golang.org/x/sys/unix"
 	mount "k8s.io/mount-utils"
@@ -40,6 +41,9 @@ type Interface interface {
 	MountRefs(path string) ([]string, error)
 	// IsMountPoint reports whether path is a mount point; fs.ErrNotExist if it does not exist.
 	IsMountPoint(path string) (bool, error)
+	// MountedFrom reports whether path is a mount point of device (symlinks
+	// resolved on both sides), and what is mounted there.
+	MountedFrom(path, device string) (same bool, source string, err error)
 	MakeDir(path string) error
 	MakeFile(path string) error
 	// Remove deletes an empty directory or a file; a missing path is not an error.
@@ -116,6 +120,20 @@ func (h *Host) MountExisting(source, target, fstype string, options []string) er
 		return fmt.Errorf("%s holds %s, not %s", source, have, fstype)
 	}
 	return h.sfm.Mount(source, target, fstype, options)
+}
+
+func (h *Host) MountedFrom(path, device string) (bool, string, error) {
+	source, refs, err := mount.GetDeviceNameFromMount(h.sfm.Interface, path)
+	if err != nil || refs == 0 {
+		return false, source, err
+	}
+	resolve := func(p string) string {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return r
+		}
+		return p
+	}
+	return resolve(source) == resolve(device), source, nil
 }
 
 func (h *Host) BindMount(source, target string, readOnly bool) error {

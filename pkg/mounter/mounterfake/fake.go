@@ -55,6 +55,14 @@ func (m *Mounter) MountExisting(source, target, fstype string, options []string)
 	return m.Mount(source, target, fstype, options)
 }
 
+func (m *Mounter) MountedFrom(path, device string) (bool, string, error) {
+	source, refs, err := mount.GetDeviceNameFromMount(m.FakeMounter, path)
+	if err != nil || refs == 0 {
+		return false, source, err
+	}
+	return source == device, source, nil
+}
+
 func (m *Mounter) BindMount(source, target string, readOnly bool) error {
 	opts := []string{"bind"}
 	if readOnly {
