@@ -41,8 +41,11 @@ type Interface interface {
 	Size(ctx context.Context, path string) (uint64, error)
 	// DevNum returns the device's major:minor.
 	DevNum(path string) (dm.DevNum, error)
-	// ZeroHead overwrites the first n bytes of the device with zeros, durably.
-	ZeroHead(path string, n uint64) error
+	// ZeroHead overwrites the first n bytes of the device with zeros, durably,
+	// after checking that the opened path is device want: the path is a name,
+	// the table that will read the metadata uses the number, and the two can
+	// disagree (an LV removed and another created under the name meanwhile).
+	ZeroHead(path string, want dm.DevNum, n uint64) error
 	// Wipe erases every signature; only for devices an operator told us to adopt.
 	Wipe(ctx context.Context, path string) error
 	// IOStats returns the bytes read and written through a device since it was created.
@@ -118,11 +121,20 @@ func (h *Host) DevNum(path string) (dm.DevNum, error) {
 	return dm.DevNum{Major: unix.Major(st.Rdev), Minor: unix.Minor(st.Rdev)}, nil
 }
 
-func (h *Host) ZeroHead(path string, n uint64) error {
+func (h *Host) ZeroHead(path string, want dm.DevNum, n uint64) error {
 	// O_SYNC so the zeros are on the device before dm-cache reads the superblock.
 	f, err := os.OpenFile(path, os.O_WRONLY|unix.O_SYNC, 0)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", path, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("stat %s: %w", path, err)
+	}
+	if got := (dm.DevNum{Major: unix.Major(st.Rdev), Minor: unix.Minor(st.Rdev)}); got != want {
+		_ = f.Close()
+		return fmt.Errorf("%s is device %s, not %s: refusing to zero it", path, got, want)
 	}
 	zeros := make([]byte, 1<<20)
 	for written := uint64(0); written < n; {

@@ -2,8 +2,13 @@ package blockdev
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
+
+	"github.com/ssdcache/ssdcache/pkg/dm"
 )
 
 func TestParseWipefs(t *testing.T) {
@@ -69,4 +74,21 @@ func FuzzParseStat(f *testing.F) {
 			t.Fatalf("byte counts not in sectors: %+v", st)
 		}
 	})
+}
+
+// ZeroHead writes only to the device the table will use: a path that opens
+// something else (here a regular file, device 0:0) is refused untouched.
+func TestZeroHeadRefusesAnotherDevice(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "not-the-lv")
+	data := []byte("metadata that must survive")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := NewHost(nil).ZeroHead(path, dm.DevNum{Major: 253, Minor: 7}, 4096)
+	if err == nil || !strings.Contains(err.Error(), "not 253:7") {
+		t.Fatalf("err = %v, want a refusal naming the expected device", err)
+	}
+	if got, _ := os.ReadFile(path); string(got) != string(data) {
+		t.Fatalf("refused path was written: %q", got)
+	}
 }

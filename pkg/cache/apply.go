@@ -30,7 +30,7 @@ func (a *applier) apply(ctx context.Context, s step) error {
 		if err != nil {
 			return err
 		}
-		return a.dev.ZeroHead(meta.Path, min(meta.Size, zeroMetadataBytes))
+		return a.dev.ZeroHead(meta.Path, meta.DevNum, min(meta.Size, zeroMetadataBytes))
 	case stepLoadCache, stepSwitchCacheMode:
 		meta, data, err := a.pair()
 		if err != nil {

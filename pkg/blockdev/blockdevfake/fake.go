@@ -107,9 +107,12 @@ func (f *Devices) DevNum(path string) (dm.DevNum, error) {
 
 // ZeroHead records the write; paths it does not know (LVs) are accepted,
 // as LV nodes are owned by the LVM fake.
-func (f *Devices) ZeroHead(path string, n uint64) error {
+func (f *Devices) ZeroHead(path string, want dm.DevNum, n uint64) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if d, ok := f.devices[path]; ok && !d.DevNum.IsZero() && d.DevNum != want {
+		return fmt.Errorf("%s is device %s, not %s: refusing to zero it", path, d.DevNum, want)
+	}
 	event := fmt.Sprintf("%s:%d", path, n)
 	f.Zeroed = append(f.Zeroed, event)
 	if f.Record != nil {
