@@ -18,9 +18,13 @@ for i in $(seq 1 "$VOLUMES"); do
   lvm lvcreate -q -y --devices "$POOL" -n "vol-$i" -L 8M ssdcache-hdd >/dev/null
   dmsetup create "ssdcache-vol-$i" --table "0 16384 linear /dev/ssdcache-hdd/vol-$i 0"
 done
-# A tenant's Block volume: it writes a PV label and a VG named like the pool.
-lvm pvcreate -q --devices /dev/mapper/ssdcache-vol-1 /dev/mapper/ssdcache-vol-1 >/dev/null
-lvm vgcreate -q --devices /dev/mapper/ssdcache-vol-1 ssdcache-hdd /dev/mapper/ssdcache-vol-1 >/dev/null 2>&1 || true
+# A tenant's Block volume: from its pod (a /dev of its own, where no
+# ssdcache-hdd exists) it writes a PV label and a VG named like the pool.
+mkdir -p /tmp/tenant-dev
+mknod /tmp/tenant-dev/volume b $(dmsetup info -c --noheadings -o major ssdcache-vol-1) $(dmsetup info -c --noheadings -o minor ssdcache-vol-1)
+cfg='devices { dir="/tmp/tenant-dev" scan=["/tmp/tenant-dev"] obtain_device_list_from_udev=0 }'
+lvm pvcreate -q -y --config "$cfg" --devices /tmp/tenant-dev/volume /tmp/tenant-dev/volume >/dev/null
+lvm vgcreate -q --config "$cfg" --devices /tmp/tenant-dev/volume ssdcache-hdd /tmp/tenant-dev/volume >/dev/null
 
 median_ms() { # command... -> median wall time of RUNS runs, in ms
   local times=()
@@ -39,5 +43,9 @@ echo "lvm vgs --devices <pool>:       median ${pool} ms of $RUNS runs"
 awk -v a="$all" -v b="$pool" 'BEGIN { if (b > 0) printf "restricted / unrestricted:      %.2f\n", b / a }'
 echo "--- lvm vgs, every device (the tenant's VG appears):"
 lvm vgs 2>&1 || true
+echo "--- lvcreate in the pool, every device:"
+lvm lvcreate -q -y -n probe-1 -L 8M ssdcache-hdd 2>&1 || true
 echo "--- lvm vgs --devices <pool> (only the pools):"
 lvm vgs --devices "$POOL" 2>&1
+echo "--- lvcreate in the pool, --devices <pool>:"
+lvm lvcreate -q -y --devices "$POOL" -n probe-2 -L 8M ssdcache-hdd 2>&1

@@ -1,6 +1,8 @@
 package guest
 
 import (
+	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -16,9 +18,12 @@ func TestSafetyTenantLVMLabelIgnored(t *testing.T) {
 	v := p.provision(t, "tenant-lvm", 64<<20, nil, blockCapability())
 	p.stage(t, v)
 	dev := "/dev/mapper/ssdcache-" + v.id
-	sh(t, "lvm pvcreate -q -y --devices %[1]s %[1]s && lvm vgcreate -q --devices %[1]s %[2]s %[1]s", dev, originVG)
+	writeTenantVG(t, e, dev, originVG)
 	t.Cleanup(func() { _, _ = trySh("wipefs -a -q %s", dev) })
 	unrestricted, _ := trySh("lvm vgs -o vg_name,vg_uuid,pv_name 2>&1")
+	if !strings.Contains(unrestricted, "is used by VGs") {
+		t.Fatalf("precondition: unrestricted LVM should see two VGs named %s:\n%s", originVG, unrestricted)
+	}
 	t.Logf("unrestricted `lvm vgs` with the tenant's label in place:\n%s", unrestricted)
 
 	p.restart()
@@ -36,4 +41,18 @@ func TestSafetyTenantLVMLabelIgnored(t *testing.T) {
 	if _, err := p.ctrl.DeleteVolume(ctx(t), deleteRequest(v)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// writeTenantVG does what a tenant's pod can do to its Block volume: make it
+// a PV of a VG named vg. It runs LVM as the pod would, with a /dev of its
+// own (LVM refuses a VG name that exists under its dev dir, as the node's
+// pool does in the node's /dev).
+func writeTenantVG(t *testing.T, e env, dev, vg string) {
+	t.Helper()
+	podDev := filepath.Join(e.work, "tenant-dev")
+	node := filepath.Join(podDev, "volume")
+	sh(t, "mkdir -p %[1]s && rm -f %[2]s && mknod %[2]s b $(dmsetup info -c --noheadings -o major %[3]s) $(dmsetup info -c --noheadings -o minor %[3]s)",
+		podDev, node, filepath.Base(dev))
+	cfg := fmt.Sprintf(`devices { dir="%[1]s" scan=["%[1]s"] obtain_device_list_from_udev=0 }`, podDev)
+	sh(t, "lvm pvcreate -q -y --config '%[1]s' --devices %[2]s %[2]s && lvm vgcreate -q --config '%[1]s' --devices %[2]s %[3]s %[2]s", cfg, node, vg)
 }
