@@ -279,16 +279,22 @@ func (e *Engine) Inspect(ctx context.Context, volumeID string) (State, error) {
 	if _, isCache := obs.table.Target.(dm.CacheTarget); !isCache {
 		return st, nil
 	}
+	st.Status, err = e.cacheStatus(ctx, volumeID)
+	return st, err
+}
+
+// cacheStatus reads a cached volume's dm-cache status without committing
+// its metadata.
+func (e *Engine) cacheStatus(ctx context.Context, volumeID string) (*dm.CacheStatus, error) {
 	line, err := e.dm.Status(ctx, DeviceName(volumeID))
 	if err != nil {
-		return st, err
+		return nil, err
 	}
 	status, err := dm.ParseCacheStatus(line)
 	if err != nil {
-		return st, err
+		return nil, err
 	}
-	st.Status = &status
-	return st, nil
+	return &status, nil
 }
 
 // Health reports a volume's kernel state only, its table and dm-cache
@@ -309,16 +315,8 @@ func (e *Engine) Health(ctx context.Context, volumeID string) (State, error) {
 	if _, st.Cached = table.Target.(dm.CacheTarget); !st.Cached {
 		return st, nil
 	}
-	line, err := e.dm.Status(ctx, DeviceName(volumeID))
-	if err != nil {
-		return st, err
-	}
-	status, err := dm.ParseCacheStatus(line)
-	if err != nil {
-		return st, err
-	}
-	st.Status = &status
-	return st, nil
+	st.Status, err = e.cacheStatus(ctx, volumeID)
+	return st, err
 }
 
 // ProbeCacheDevices reads from each device of a cached volume's cache. dm-cache
