@@ -37,8 +37,14 @@ func NewCapacityReporter(reader client.Reader, writer client.Client, pools *Pool
 	return &CapacityReporter{reader: reader, writer: writer, pools: pools, nodeName: nodeName, interval: interval}
 }
 
-// Start reports until ctx ends.
+// Start reports until ctx ends, the first time as soon as the pools have
+// been read.
 func (c *CapacityReporter) Start(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-c.pools.Scanned():
+	}
 	ticker := time.NewTicker(c.interval)
 	defer ticker.Stop()
 	for {

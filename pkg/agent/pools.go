@@ -43,6 +43,8 @@ type PoolWatch struct {
 	lastErr error
 	// scanningSince is when the scan in progress started; zero when idle.
 	scanningSince time.Time
+	// firstScan is closed by the first successful scan.
+	firstScan chan struct{}
 }
 
 // poolScan is what one successful scan found.
@@ -61,7 +63,7 @@ type PoolWatchOptions struct {
 // NewPoolWatch watches originVG and cacheVGs (the cache pools that came up).
 func NewPoolWatch(l lvm.Interface, originVG string, cacheVGs []string, m *Metrics, o PoolWatchOptions) *PoolWatch {
 	w := &PoolWatch{lvm: l, originVG: originVG, cacheVGs: cacheVGs, metrics: m, clock: o.Clock,
-		interval: o.Interval, staleAfter: o.StaleAfter}
+		interval: o.Interval, staleAfter: o.StaleAfter, firstScan: make(chan struct{})}
 	if w.clock == nil {
 		w.clock = clock.RealClock{}
 	}
@@ -104,6 +106,9 @@ func (w *PoolWatch) Scan(ctx context.Context) error {
 	w.scanningSince = time.Time{}
 	w.lastErr = err
 	if err == nil {
+		if w.ok.at.IsZero() {
+			close(w.firstScan)
+		}
 		w.ok = scan
 		if w.metrics != nil {
 			w.metrics.SetPoolUp(len(scan.caches) > 0)
@@ -171,6 +176,10 @@ func (w *PoolWatch) progress(now time.Time) string {
 	}
 	return s
 }
+
+// Scanned is closed once a scan has succeeded, for readers that have nothing
+// to say before (the capacity report).
+func (w *PoolWatch) Scanned() <-chan struct{} { return w.firstScan }
 
 // CacheBytes is the size of the cache pools at the last successful scan.
 func (w *PoolWatch) CacheBytes() (uint64, error) {

@@ -146,3 +146,23 @@ func answerNow(t *testing.T, check func() error) error {
 		return nil
 	}
 }
+
+func TestPoolWatchSignalsTheFirstScan(t *testing.T) {
+	l, clk, m := poolWorld(t)
+	w := NewPoolWatch(l, "ssdcache-hdd", []string{"ssdcache-nvme"}, m, PoolWatchOptions{Clock: clk})
+	select {
+	case <-w.Scanned():
+		t.Fatal("Scanned() closed before any scan")
+	default:
+	}
+	for range 2 {
+		if err := w.Scan(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-w.Scanned():
+	default:
+		t.Fatal("Scanned() still open after a successful scan")
+	}
+}
