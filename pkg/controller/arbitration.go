@@ -33,19 +33,27 @@ type nodeLoad struct {
 // stale cache that does not show an older binding's admission yet changes nothing.
 // It returns the bytes still free for the candidate.
 func (l nodeLoad) fits(candidate claim) (bool, int64) {
-	free := l.capacity - l.admittedBytes
+	// capacity and admittedBytes are both in [0, MaxInt64] (loadOf saturates the sum),
+	// so this cannot wrap; it is negative on an overcommitted node.
+	free := max(l.capacity, 0) - max(l.admittedBytes, 0)
 	older := slices.Clone(l.olderPending)
 	slices.SortFunc(older, compareAge)
 	for _, c := range older {
-		if c.sizeBytes <= free {
+		// A claim that is not positive cannot be a real cache and must not add room.
+		if c.sizeBytes > 0 && c.sizeBytes <= free {
 			free -= c.sizeBytes
 		}
 	}
-	return candidate.sizeBytes <= free, max(free, 0)
+	return candidate.sizeBytes > 0 && candidate.sizeBytes <= free, max(free, 0)
 }
 
 // resizeFits decides whether an admitted binding may grow or shrink to newBytes.
-// Shrinking always fits; growing must fit beside the other admitted bindings.
+// Shrinking always fits; growing must fit beside the other admitted bindings. The sum
+// is checked: a wrapped one would let a cache of nearly 2^63 bytes in.
 func (l nodeLoad) resizeFits(oldBytes, newBytes int64) bool {
-	return newBytes <= oldBytes || l.admittedBytes+newBytes <= l.capacity
+	if newBytes <= oldBytes {
+		return true
+	}
+	total, ok := addBytes(max(l.admittedBytes, 0), newBytes)
+	return ok && total <= l.capacity
 }

@@ -19,6 +19,9 @@ type decision struct {
 	// resizeBlocked is set when an admitted binding asked to grow beyond free capacity;
 	// it keeps its old size and message says why.
 	resizeBlocked string
+	// sizeNote says that spec.size was capped at the volume's size; it is added to the
+	// Pending condition's message whatever the verdict.
+	sizeNote string
 }
 
 func admitted(t target, size int64) decision {
@@ -38,22 +41,48 @@ func (r *BindingReconciler) decide(ctx context.Context, b *ssdv1.CacheBinding) (
 		p, err := asPending(err)
 		return waiting(p, 0), err
 	}
-	size, err := resolveSize(b.Spec.Size, t.volumeBytes)
+	sz, err := sizeFor(b.Spec.Size, t.volumeBytes)
 	if err != nil {
-		return waiting(pending(ssdv1.ReasonInvalidSize, "%v", err), 0), nil
+		return waiting(pending(ssdv1.ReasonInvalidSize, "spec.size: %v", err), 0), nil
 	}
+	var d decision
 	if b.Status.NodeName == t.nodeName {
-		return r.decideAdmitted(ctx, b, t, size)
+		d, err = r.decideAdmitted(ctx, b, t, sz.bytes)
+	} else {
+		d, err = r.decideCandidate(ctx, b, t, sz.bytes)
 	}
-	return r.decideCandidate(ctx, b, t, size)
+	d.sizeNote = sz.note
+	return d, err
 }
 
-func resolveSize(spec string, volumeBytes int64) (int64, error) {
+// sized is a binding's resolved cache size and, when it was capped, a note saying so.
+type sized struct {
+	bytes int64
+	note  string
+}
+
+// sizeFor resolves spec.size for a volume of volumeBytes and caps it at the volume's
+// size: a cache larger than the volume it fronts can hold nothing more, while the node
+// would be charged the whole request, and spec.size may ask for up to 2^63-2 bytes.
+// The cap is what 100% resolves to, so that a too-large quantity and "100%" give the
+// same cache. With the volume's size unknown (0) nothing is capped; decideCandidate
+// then still refuses a size above the node's whole capacity.
+func sizeFor(spec string, volumeBytes int64) (sized, error) {
 	s, err := ssdv1.ParseCacheSize(spec)
 	if err != nil {
-		return 0, err
+		return sized{}, err
 	}
-	return s.Resolve(volumeBytes)
+	b, err := s.Resolve(volumeBytes)
+	if err != nil || volumeBytes <= 0 || b <= volumeBytes {
+		return sized{bytes: b}, err
+	}
+	limit, err := ssdv1.CacheSize{Percent: 100}.Resolve(volumeBytes)
+	if err != nil {
+		return sized{}, fmt.Errorf("%q is %d bytes, more than the volume's %d bytes, and the volume is too small to cache: %w",
+			spec, b, volumeBytes, err)
+	}
+	return sized{bytes: limit, note: fmt.Sprintf(
+		"spec.size %q (%d bytes) is more than the volume's %d bytes, so the cache is capped at %d bytes", spec, b, volumeBytes, limit)}, nil
 }
 
 // decideAdmitted keeps an admitted binding where it is unless its node is gone; a
@@ -79,7 +108,7 @@ func (r *BindingReconciler) decideAdmitted(ctx context.Context, b *ssdv1.CacheBi
 	}
 	d := admitted(t, b.Status.ResolvedSizeBytes)
 	d.resizeBlocked = fmt.Sprintf("cannot grow the cache to %d bytes: node %s has %d of %d bytes free; keeping %d bytes",
-		size, t.nodeName, capacity-load.admittedBytes-b.Status.ResolvedSizeBytes, capacity, b.Status.ResolvedSizeBytes)
+		size, t.nodeName, freeBytes(capacity, load.admittedBytes, b.Status.ResolvedSizeBytes), capacity, b.Status.ResolvedSizeBytes)
 	return d, nil
 }
 
@@ -89,6 +118,14 @@ func (r *BindingReconciler) decideCandidate(ctx context.Context, b *ssdv1.CacheB
 	if err != nil {
 		p, err := asPending(err)
 		return waiting(p, size), err
+	}
+	if size > capacity {
+		// No amount of waiting admits it; say what would, rather than InsufficientCache's
+		// usual "needs N bytes" that reads like a queue position.
+		return waiting(pending(ssdv1.ReasonInsufficientCache,
+			"spec.size %q needs %d bytes of cache, more than the %d bytes node %s has in all, so it can never be admitted there; "+
+				"set spec.size to at most %d bytes (or a smaller percentage of the volume)",
+			b.Spec.Size, size, capacity, t.nodeName, capacity), size), nil
 	}
 	load, err := r.loadOf(ctx, b, t.nodeName, capacity, true)
 	if err != nil {
@@ -121,8 +158,9 @@ func (r *BindingReconciler) loadOf(ctx context.Context, b *ssdv1.CacheBinding, n
 		switch {
 		case o.UID == b.UID:
 		case o.Status.NodeName == nodeName:
-			// Deleting bindings still hold their cache until the agent detaches it.
-			load.admittedBytes += o.Status.ResolvedSizeBytes
+			// Deleting bindings still hold their cache until the agent detaches it. The
+			// sum saturates: sizes admitted by an older controller may pass 2^63 together.
+			load.admittedBytes, _ = addBytes(load.admittedBytes, max(o.Status.ResolvedSizeBytes, 0))
 		case withPending && o.Status.NodeName == "" && o.DeletionTimestamp.IsZero() && compareAge(claimOf(o, 0), self) < 0:
 			c, err := r.pendingClaim(ctx, o, nodeName)
 			if err != nil {
@@ -150,11 +188,12 @@ func (r *BindingReconciler) pendingClaim(ctx context.Context, o *ssdv1.CacheBind
 	if t.nodeName != nodeName {
 		return nil, nil
 	}
-	size, err := resolveSize(o.Spec.Size, t.volumeBytes)
+	// The same capped size its own decision uses, or the order would not be shared.
+	sz, err := sizeFor(o.Spec.Size, t.volumeBytes)
 	if err != nil {
 		return nil, nil
 	}
-	c := claimOf(o, size)
+	c := claimOf(o, sz.bytes)
 	return &c, nil
 }
 

@@ -43,16 +43,15 @@ func setControllerStatus(b *ssdv1.CacheBinding, d decision) {
 			st.Cache = nil // figures of a cache this binding no longer has
 		}
 		st.NodeName, st.VolumeHandle, st.Phase = "", "", ssdv1.PhasePending
-		setCondition(b, ssdv1.ConditionPending, metav1.ConditionTrue, d.pending.reason, d.pending.message)
+		msg := withNote(d.pending.message, d.sizeNote)
+		setCondition(b, ssdv1.ConditionPending, metav1.ConditionTrue, d.pending.reason, msg)
 		setCondition(b, ssdv1.ConditionReady, metav1.ConditionFalse, ssdv1.ReasonNotAdmitted,
-			"the binding is not admitted to a node: "+d.pending.message)
+			"the binding is not admitted to a node: "+msg)
 		return
 	}
 	st.NodeName, st.VolumeHandle = d.target.nodeName, d.target.volumeHandle
 	msg := fmt.Sprintf("admitted to node %s with %d bytes of cache", d.target.nodeName, d.sizeBytes)
-	if d.resizeBlocked != "" {
-		msg += "; " + d.resizeBlocked
-	}
+	msg = withNote(withNote(msg, d.resizeBlocked), d.sizeNote)
 	setCondition(b, ssdv1.ConditionPending, metav1.ConditionFalse, ssdv1.ReasonAdmitted, msg)
 	if !wasAdmitted {
 		// Hand-over: from here on the node agent owns Ready and the phase.
@@ -60,6 +59,13 @@ func setControllerStatus(b *ssdv1.CacheBinding, d decision) {
 		setCondition(b, ssdv1.ConditionReady, metav1.ConditionFalse, ssdv1.ReasonAttaching,
 			"waiting for the node agent on "+d.target.nodeName+" to attach the cache")
 	}
+}
+
+func withNote(msg, note string) string {
+	if note == "" {
+		return msg
+	}
+	return msg + "; " + note
 }
 
 func setCondition(b *ssdv1.CacheBinding, typ string, status metav1.ConditionStatus, reason, message string) {

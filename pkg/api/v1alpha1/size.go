@@ -16,6 +16,17 @@ import (
 // CEL rule on spec.size says the same.
 const MinCacheSizeBytes int64 = 16 << 20
 
+// MaxCacheSizeLength is the longest spec.size the CRD accepts (its MaxLength). The
+// StorageClass parameter has no such limit of its own, so ParseCacheSize applies it.
+const MaxCacheSizeLength = 32
+
+// maxSizeExponent bounds the exponent of a quantity such as "1e9". A whole number of
+// bytes from 16Mi to 2^63 written in MaxCacheSizeLength characters needs an exponent
+// between -23 and 47, so nothing sane is refused. Beyond it resource.ParseQuantity
+// goes wrong: it truncates the exponent to int32 ("16777216e4294967296" reads as 16Mi)
+// and the exact decimal of "1e2147483647" takes minutes and gigabytes to build.
+const maxSizeExponent = 64
+
 // CacheSize is a parsed CacheBindingSpec.Size: either a fixed number of bytes or a
 // percentage of the volume. Exactly one of Bytes and Percent is non-zero.
 type CacheSize struct {
@@ -26,11 +37,17 @@ type CacheSize struct {
 // ParseCacheSize parses a cache size as CacheBindingSpec.Size and the
 // ssdcache.io/cache-size StorageClass parameter accept it: a quantity of whole bytes
 // of at least 16Mi ("10Gi", "500M") or a whole percentage from 1% to 100% ("10%").
-// It accepts exactly what the CRD's validation accepts, so that a StorageClass
-// parameter is refused before a binding is created from it.
+// It accepts what the CRD's validation accepts, so that a StorageClass parameter is
+// refused before a binding is created from it, except quantities the CRD's CEL rules
+// misread or cannot bound: more than 2^63-2 bytes, or exponents beyond ±64.
 func ParseCacheSize(s string) (CacheSize, error) {
 	if s == "" {
 		return CacheSize{}, fmt.Errorf("cache size is empty: want a quantity such as 10Gi or a percentage such as 10%%")
+	}
+	if len(s) > MaxCacheSizeLength {
+		// Quote only the start: the value may be a StorageClass parameter of any length.
+		return CacheSize{}, fmt.Errorf("cache size %q... is %d characters long; at most %d are allowed",
+			s[:MaxCacheSizeLength], len(s), MaxCacheSizeLength)
 	}
 	if num, ok := strings.CutSuffix(s, "%"); ok {
 		return parsePercent(s, num)
@@ -48,6 +65,9 @@ func parsePercent(s, num string) (CacheSize, error) {
 }
 
 func parseQuantity(s string) (CacheSize, error) {
+	if err := checkExponent(s); err != nil {
+		return CacheSize{}, err
+	}
 	q, err := resource.ParseQuantity(s)
 	if err != nil {
 		return CacheSize{}, fmt.Errorf("cache size %q: want a quantity such as 10Gi or a percentage such as 10%%", s)
@@ -67,6 +87,30 @@ func parseQuantity(s string) (CacheSize, error) {
 		return CacheSize{}, fmt.Errorf("cache size %q is larger than %d bytes", s, int64(math.MaxInt64-1))
 	}
 	return CacheSize{Bytes: n.Int64()}, nil
+}
+
+// checkExponent refuses a decimal exponent ("e9", "E-3") beyond ±maxSizeExponent
+// before resource.ParseQuantity sees it; see maxSizeExponent for why.
+func checkExponent(s string) error {
+	i := strings.IndexAny(s, "eE")
+	if i < 0 || i == len(s)-1 {
+		return nil // no exponent, or the suffix E (exa)
+	}
+	exp := s[i+1:]
+	digits := exp
+	if digits[0] == '+' || digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if digits == "" || strings.Trim(digits, "0123456789") != "" {
+		return nil // not an exponent ("Ei"); ParseQuantity judges the rest
+	}
+	// The shape is an integer's, so ParseInt can only fail on range.
+	e, err := strconv.ParseInt(exp, 10, 64)
+	if err == nil && e >= -maxSizeExponent && e <= maxSizeExponent {
+		return nil
+	}
+	return fmt.Errorf("cache size %q: exponent %s is out of range; a size of 16Mi to %d bytes needs one from -%d to %d",
+		s, exp, int64(math.MaxInt64-1), maxSizeExponent, maxSizeExponent)
 }
 
 // String returns the size in the syntax ParseCacheSize accepts.
