@@ -72,17 +72,15 @@ func sizeFor(spec string, volumeBytes int64) (sized, error) {
 	if err != nil {
 		return sized{}, err
 	}
-	b, err := s.Resolve(volumeBytes)
-	if err != nil || volumeBytes <= 0 || b <= volumeBytes {
-		return sized{bytes: b}, err
-	}
-	limit, err := ssdv1.CacheSize{Percent: 100}.Resolve(volumeBytes)
+	b, capped, err := s.ResolveCapped(volumeBytes)
 	if err != nil {
-		return sized{}, fmt.Errorf("%q is %d bytes, more than the volume's %d bytes, and the volume is too small to cache: %w",
-			spec, b, volumeBytes, err)
+		return sized{}, fmt.Errorf("%q: %w", spec, err)
 	}
-	return sized{bytes: limit, note: fmt.Sprintf(
-		"spec.size %q (%d bytes) is more than the volume's %d bytes, so the cache is capped at %d bytes", spec, b, volumeBytes, limit)}, nil
+	if !capped {
+		return sized{bytes: b}, nil
+	}
+	return sized{bytes: b, note: fmt.Sprintf(
+		"spec.size %q is more than the volume's %d bytes, so the cache is capped at %d bytes", spec, volumeBytes, b)}, nil
 }
 
 // decideAdmitted keeps an admitted binding where it is unless its node is gone; a

@@ -125,7 +125,7 @@ func (p volumeParams) cacheSpec(volumeBytes int64) (*cache.Spec, error) {
 	if !p.cached {
 		return nil, nil
 	}
-	size, err := p.size.Resolve(volumeBytes)
+	size, _, err := p.size.ResolveCapped(volumeBytes)
 	if err != nil {
 		return nil, fmt.Errorf("parameter %s=%q: %w: %w", v1alpha1.ParamCacheSize, p.size, err, cache.ErrInvalid)
 	}

@@ -52,3 +52,20 @@ func FuzzParseParams(f *testing.F) {
 		}
 	})
 }
+
+// A StorageClass's fixed cache size larger than the volume is capped at the
+// volume's size, as the controller caps a binding's: never a cache (and a
+// charge) bigger than what it fronts.
+func TestCacheSizeCappedAtVolumeSize(t *testing.T) {
+	p, err := parseParams(map[string]string{"ssdcache.io/cache-mode": "readcache", "ssdcache.io/cache-size": "7Ei"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := p.cacheSpec(10 << 30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spec.SizeBytes != 10<<30 {
+		t.Fatalf("7Ei on a 10Gi volume resolved to %d bytes, want 10Gi", spec.SizeBytes)
+	}
+}

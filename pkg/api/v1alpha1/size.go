@@ -139,6 +139,22 @@ func (c CacheSize) Resolve(volumeBytes int64) (int64, error) {
 	return b, nil
 }
 
+// ResolveCapped is Resolve capped at the volume's size (what 100% resolves
+// to): a cache larger than the volume it fronts holds nothing more, while the
+// node would be charged the whole request. capped says that it was. With the
+// volume's size unknown (0) nothing is capped.
+func (c CacheSize) ResolveCapped(volumeBytes int64) (bytes int64, capped bool, err error) {
+	b, err := c.Resolve(volumeBytes)
+	if err != nil || volumeBytes <= 0 || b <= volumeBytes {
+		return b, false, err
+	}
+	limit, err := CacheSize{Percent: 100}.Resolve(volumeBytes)
+	if err != nil {
+		return 0, false, fmt.Errorf("%d bytes is more than the volume's %d bytes, and the volume is too small to cache: %w", b, volumeBytes, err)
+	}
+	return limit, true, nil
+}
+
 // FormatHitRatio formats hits/(hits+misses) as CacheFigures.HitRatio wants it:
 // a percentage with one decimal, rounded down ("87.5%"), and "0.0%" before any read.
 func FormatHitRatio(hits, misses int64) string {
