@@ -48,8 +48,12 @@ func runStandalone(ctx context.Context, n *node, cfg agent.Config, metrics *metr
 	g, ctx := errgroup.WithContext(ctx)
 	mon := agent.NewMonitor(n.engine, n.dev, n.locks, agent.NewSamples(), cfg.Metrics, agent.MonitorOptions{
 		HealthInterval: cfg.HealthInterval, SampleInterval: cfg.SampleInterval})
-	for _, r := range []interface{ Start(context.Context) error }{n.driver, n.pools, mon, metrics} {
-		g.Go(func() error { return r.Start(ctx) })
+	for name, r := range map[string]interface{ Start(context.Context) error }{"csi": n.driver, "pools": n.pools, "monitor": mon, "metrics": metrics} {
+		g.Go(func() error {
+			err := r.Start(ctx)
+			klog.V(2).InfoS("Stopped", "component", name, "err", err)
+			return err
+		})
 	}
 	return g.Wait()
 }

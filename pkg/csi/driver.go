@@ -87,7 +87,7 @@ func (d *Driver) Start(ctx context.Context) error {
 	csi.RegisterNodeServer(srv, d.Node)
 	go func() {
 		<-ctx.Done()
-		srv.GracefulStop()
+		stopGracefully(srv, gracefulStopTimeout)
 	}()
 	klog.InfoS("Serving CSI", "endpoint", d.cfg.Endpoint, "driver", d.cfg.DriverName, "node", d.cfg.NodeID)
 	d.serving.Store(true)
@@ -102,6 +102,26 @@ func (d *Driver) Serving() error {
 		return errors.New("the CSI gRPC server is not serving")
 	}
 	return nil
+}
+
+// gracefulStopTimeout bounds waiting for in-flight calls at shutdown: a
+// client that keeps its connection open must not keep the plugin running
+// until kubelet kills it.
+const gracefulStopTimeout = 10 * time.Second
+
+// stopGracefully lets in-flight calls finish, then stops the server anyway.
+func stopGracefully(srv *grpc.Server, timeout time.Duration) {
+	stopped := make(chan struct{})
+	go func() {
+		srv.GracefulStop()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(timeout):
+		klog.InfoS("CSI calls still open at shutdown; stopping the server", "waited", timeout)
+		srv.Stop()
+	}
 }
 
 // listen opens the unix socket, replacing one a previous process left.

@@ -206,10 +206,12 @@ func lastLines(s string, n int) string {
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
-// stopGrace is how long stop waits between SIGTERM and SIGKILL: generous,
-// as killing the plugin in the middle of an LVM command is what the tests
-// must not do by accident (the crash tests do it at chosen fault points).
-const stopGrace = 2 * time.Minute
+// stopGrace is how long stop waits between SIGTERM and SIGKILL: more than
+// the plugin's own bound on draining CSI calls (10 s) plus a slow LVM
+// command's exit, as killing the plugin in the middle of an LVM command is
+// what the tests must not do by accident (the crash tests do it at chosen
+// fault points).
+const stopGrace = 45 * time.Second
 
 // stop ends the plugin gracefully (SIGTERM), as a pod deletion would.
 func (p *plugin) stop() {
