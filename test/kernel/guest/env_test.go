@@ -95,6 +95,9 @@ func (p *plugin) start() {
 	p.log = &lockedBuffer{}
 	p.cmd = exec.Command(p.env.nodeBin, p.args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+	// A tool the plugin started may outlive it holding the log pipe (a
+	// daemon LVM spawns); Wait must report the plugin's own exit all the same.
+	p.cmd.WaitDelay = 5 * time.Second
 	if err := p.cmd.Start(); err != nil {
 		p.t.Fatal(err)
 	}
@@ -189,7 +192,7 @@ func (p *plugin) diagnose() string {
 // dmState is `dmsetup info -c` and `dmsetup table`, for failure reports.
 func dmState() string {
 	var b strings.Builder
-	for _, cmd := range []string{"dmsetup info -c", "dmsetup table"} {
+	for _, cmd := range []string{"dmsetup info -c", "dmsetup table", "ps -eo pid,ppid,stat,etime,args"} {
 		// Neither flushes nor waits on a suspended device; the timeout
 		// keeps a report from hanging all the same.
 		out, err := trySh("timeout 60 %s", cmd)
