@@ -230,7 +230,12 @@ func (p *plugin) stop() {
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-p.exited:
+	case err := <-p.exited:
+		p.exited <- err
+		if errors.Is(err, exec.ErrWaitDelay) {
+			ps, _ := trySh("ps -eo pid,ppid,stat,etime,args")
+			p.t.Logf("ssdcache-node exited, but a process it started still holds its output:\n%s", ps)
+		}
 	case <-time.After(stopGrace):
 		p.t.Logf("ssdcache-node still running %v after SIGTERM: killing it\n%s", stopGrace, p.diagnose())
 		_ = p.cmd.Process.Kill()
