@@ -117,8 +117,9 @@ func TestSafetyRule4_NeedsCheckAndReadOnlyDropped(t *testing.T) {
 }
 
 // A device left suspended by a change cut short (its process killed between
-// suspend and resume) holds the application's I/O: the next tick rolls it
-// back, unless a change holds the volume's lock.
+// suspend and resume) holds the application's I/O: once it has stayed
+// suspended for LeftSuspendedAfter with its lock free, the monitor rolls it
+// back; a change that holds the lock, or a short suspend, is left alone.
 func TestMonitorResumesDeviceLeftSuspended(t *testing.T) {
 	n := newNode(t)
 	n.stage(t, nil)
@@ -130,12 +131,20 @@ func TestMonitorResumesDeviceLeftSuspended(t *testing.T) {
 	if err := n.dm.Load(context.Background(), name, dm.Table{Length: live.Length, Target: dm.LinearTarget{Device: dm.DevNum{Major: 9, Minor: 9}}}); err != nil {
 		t.Fatal(err)
 	}
+	n.monitor.Tick(context.Background())
+	n.clock.Step(LeftSuspendedAfter / 2)
+	n.monitor.Tick(context.Background())
+	if !n.dm.Suspended(name) {
+		t.Fatal("the monitor resumed a device suspended for less than LeftSuspendedAfter (another process's change)")
+	}
 	n.locks.TryAcquire(vol)
+	n.clock.Step(LeftSuspendedAfter)
 	n.monitor.Tick(context.Background())
 	if !n.dm.Suspended(name) {
 		t.Fatal("the monitor resumed a device whose change holds the lock")
 	}
 	n.locks.Release(vol)
+	n.clock.Step(time.Second)
 	n.monitor.Tick(context.Background())
 	if tbl, _ := n.dm.Table(context.Background(), name); n.dm.Suspended(name) || n.dm.HasInactive(name) || !tbl.Equal(live) {
 		t.Fatalf("after a tick: table %q suspended=%v inactive=%v, want %q resumed", tbl, n.dm.Suspended(name), n.dm.HasInactive(name), live)

@@ -39,6 +39,8 @@ type Monitor struct {
 	// cacheDevices are the LVs behind each cached volume's live table, read
 	// from LVM once per table: LVM is asked again only when the table changes.
 	cacheDevices map[string]tableDevices
+	// suspendedSince is when each device was first seen suspended.
+	suspendedSince map[string]time.Time
 }
 
 // tableDevices are the cache LV paths found for one live table.
@@ -58,7 +60,7 @@ type MonitorOptions struct {
 func NewMonitor(e *cache.Engine, dev blockdev.Interface, locks *cache.VolumeLocks, samples *Samples, m *Metrics, o MonitorOptions) *Monitor {
 	mon := &Monitor{engine: e, dev: dev, locks: locks, samples: samples, metrics: m, clock: o.Clock,
 		healthInterval: o.HealthInterval, sampleInterval: o.SampleInterval, onDrop: o.OnDrop,
-		prev: map[string]*dm.CacheStatus{}, prevIO: map[string]blockdev.IOStats{}, cacheDevices: map[string]tableDevices{}}
+		prev: map[string]*dm.CacheStatus{}, prevIO: map[string]blockdev.IOStats{}, cacheDevices: map[string]tableDevices{}, suspendedSince: map[string]time.Time{}}
 	if mon.clock == nil {
 		mon.clock = clock.RealClock{}
 	}
@@ -103,9 +105,7 @@ func (m *Monitor) Tick(ctx context.Context) {
 	cached, staged := map[string]bool{}, map[string]bool{}
 	for _, v := range vols {
 		staged[v.ID] = true
-		if v.Suspended {
-			m.resumeLeftSuspended(ctx, v.ID)
-		}
+		m.watchSuspended(ctx, v, now)
 		if sample {
 			m.sampleIO(v)
 		}
@@ -116,6 +116,11 @@ func (m *Monitor) Tick(ctx context.Context) {
 	for id := range m.prev {
 		if !cached[id] {
 			m.forget(id)
+		}
+	}
+	for id := range m.suspendedSince {
+		if !staged[id] {
+			delete(m.suspendedSince, id)
 		}
 	}
 	for id := range m.prevIO {
@@ -179,21 +184,47 @@ func (m *Monitor) probeCache(ctx context.Context, st cache.State) error {
 	return m.engine.ProbeCacheDevices(st)
 }
 
+// LeftSuspendedAfter is how long a device must stay suspended, with its
+// volume lock free, before the monitor takes it as left behind. A reload
+// keeps a device suspended for well under a second; the wait spares a
+// change made by another process (an operator's dmsetup, a test's engine),
+// which the lock does not cover.
+const LeftSuspendedAfter = time.Minute
+
+// watchSuspended tracks how long each device has been suspended and rolls
+// back one left so for LeftSuspendedAfter.
+func (m *Monitor) watchSuspended(ctx context.Context, v cache.StagedVolume, now time.Time) {
+	if !v.Suspended {
+		delete(m.suspendedSince, v.ID)
+		return
+	}
+	since, seen := m.suspendedSince[v.ID]
+	if !seen {
+		m.suspendedSince[v.ID] = now
+		return
+	}
+	if now.Sub(since) >= LeftSuspendedAfter && m.resumeLeftSuspended(ctx, v.ID) {
+		delete(m.suspendedSince, v.ID)
+	}
+}
+
 // resumeLeftSuspended rolls back a reload that no one is doing any more: a
 // suspended device whose volume lock is free was left so by a change cut
 // short (a process killed between suspend and resume, a rollback that
 // failed), and would hold the application's I/O until a CSI call or binding
 // touched the volume again.
-func (m *Monitor) resumeLeftSuspended(ctx context.Context, id string) {
+// It reports whether the device was resumed.
+func (m *Monitor) resumeLeftSuspended(ctx context.Context, id string) bool {
 	if !m.locks.TryAcquire(id) {
-		return // a change is in flight: its suspend is expected
+		return false // a change is in flight: its suspend is expected
 	}
 	defer m.locks.Release(id)
 	if err := m.engine.RecoverInterruptedReload(ctx, id); err != nil {
 		klog.ErrorS(err, "Resuming a device left suspended", "volumeID", id)
-		return
+		return false
 	}
 	klog.InfoS("Resumed a device left suspended by an interrupted change", "volumeID", id)
+	return true
 }
 
 // drop replaces a failing cache with a linear table (safety rule 4).
