@@ -231,6 +231,12 @@ func TestNodeSidecars(t *testing.T) {
 		}
 	}
 	expectBusyNodeProbes(t, container(t, spec, "ssdcache-node"))
+	reg = container(t, spec, "node-driver-registrar")
+	for name, p := range map[string]*corev1.Probe{"startup": reg.StartupProbe, "liveness": reg.LivenessProbe} {
+		if p == nil || p.TimeoutSeconds < 10 || p.PeriodSeconds*p.FailureThreshold < 60 {
+			t.Errorf("node-driver-registrar %s probe = %+v: want a timeout of 10s or more and at least a minute before giving up", name, p)
+		}
+	}
 }
 
 // expectBusyNodeProbes checks the plugin's own probes: startup and liveness
