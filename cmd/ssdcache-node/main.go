@@ -36,6 +36,9 @@ type options struct {
 	poolStaleAfter                 time.Duration
 	commandTimeout                 time.Duration
 	faultPoint                     string
+	// awaitCSI, when set, makes the process only wait for the CSI endpoint
+	// of another one to answer (the chart's postStart hook).
+	awaitCSI time.Duration
 }
 
 // list is a comma-separated, repeatable flag.
@@ -74,6 +77,7 @@ func parseFlags() options {
 	flag.DurationVar(&o.poolScanInterval, "pool-scan-interval", agent.DefaultPoolScanInterval, "how often the volume groups are read for readiness, the CSI Probe and the capacity report")
 	flag.DurationVar(&o.poolStaleAfter, "pool-stale-after", agent.DefaultPoolStaleAfter, "readiness turns false when no LVM scan has succeeded for this long; a scan running longer is abandoned")
 	flag.DurationVar(&o.commandTimeout, "command-timeout", command.DefaultTimeout, "a dmsetup, lvm, wipefs or blockdev command still running after this long is killed (a hung tool must not hold a volume forever); 0 leaves only the caller's deadline")
+	flag.DurationVar(&o.awaitCSI, "await-csi", 0, "do not run the plugin: wait up to this long for the plugin at --csi-endpoint to answer, then exit (0 once it answers); for a postStart hook that holds the sidecars back until the plugin serves")
 	flag.StringVar(&o.faultPoint, "fault-point", "", "TESTING ONLY: kill the process with SIGKILL at this fault point, e.g. attach/zero-metadata")
 	flag.Parse()
 	return o
@@ -82,7 +86,16 @@ func parseFlags() options {
 func main() {
 	o := parseFlags()
 	ctrl.SetLogger(klog.NewKlogr())
-	if err := run(ctrl.SetupSignalHandler(), o); err != nil {
+	ctx := ctrl.SetupSignalHandler()
+	if o.awaitCSI > 0 {
+		if err := awaitCSI(ctx, o.endpoint, o.awaitCSI); err != nil {
+			klog.ErrorS(err, "ssdcache-node --await-csi failed")
+			klog.Flush()
+			os.Exit(1)
+		}
+		return
+	}
+	if err := run(ctx, o); err != nil {
 		klog.ErrorS(err, "ssdcache-node failed")
 		klog.Flush()
 		os.Exit(1)

@@ -231,6 +231,9 @@ func TestNodeSidecars(t *testing.T) {
 		}
 	}
 	expectBusyNodeProbes(t, container(t, spec, "ssdcache-node"))
+	if spec.Containers[0].Name != "ssdcache-node" {
+		t.Errorf("first container is %s: ssdcache-node must start first, its postStart hook holds the sidecars back", spec.Containers[0].Name)
+	}
 	reg = container(t, spec, "node-driver-registrar")
 	for name, p := range map[string]*corev1.Probe{"startup": reg.StartupProbe, "liveness": reg.LivenessProbe} {
 		if p == nil || p.TimeoutSeconds < 10 || p.PeriodSeconds*p.FailureThreshold < 60 {
@@ -270,6 +273,12 @@ func expectBusyNodeProbes(t *testing.T, node corev1.Container) {
 		t.Errorf("ssdcache-node has no port named health: %+v", node.Ports)
 	}
 	mustHaveArgs(t, node, "--pool-stale-after=5m")
+	// The sidecars start only once the plugin serves, within the startup window.
+	hook := node.Lifecycle
+	if hook == nil || hook.PostStart == nil || hook.PostStart.Exec == nil ||
+		!slices.Contains(hook.PostStart.Exec.Command, "--await-csi=900s") {
+		t.Errorf("ssdcache-node postStart = %+v, want ssdcache-node --await-csi=900s", hook)
+	}
 }
 
 func TestNodeGroupsRenderOneDaemonSetEach(t *testing.T) {
