@@ -12,7 +12,9 @@ import (
 	"google.golang.org/grpc"
 )
 
-type identityOnly struct{ csi.UnimplementedIdentityServer }
+type identityOnly struct {
+	csi.UnimplementedIdentityServer
+}
 
 func (identityOnly) GetPluginInfo(context.Context, *csi.GetPluginInfoRequest) (*csi.GetPluginInfoResponse, error) {
 	return &csi.GetPluginInfoResponse{Name: "ssdcache.io", VendorVersion: "test"}, nil
