@@ -129,7 +129,7 @@ func (r *BindingReconciler) apply(ctx context.Context, b *ssdv1.CacheBinding) ou
 	if out, degraded := r.degraded(b); degraded {
 		return out
 	}
-	spec := cache.Spec{SizeBytes: uint64(b.Status.ResolvedSizeBytes), Mode: cache.ModeReadCache}
+	spec := cache.Spec{SizeBytes: uint64(b.Status.ResolvedSizeBytes), Mode: cache.ModeReadCache, Class: b.Spec.DeviceClass}
 	if b.Spec.Mode == ssdv1.ModePaused {
 		spec.Mode = cache.ModePaused
 	}

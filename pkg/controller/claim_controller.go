@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -154,39 +153,15 @@ func (r *ClaimReconciler) claimsOfClass(ctx context.Context, o client.Object) []
 }
 
 // bindingSpecFromClass returns the binding a PVC of this class should get, nil when
-// the class does not ask for a cache, or an error naming the bad parameter.
+// the class does not ask for a cache, or an error naming the bad parameter. It
+// reads the class with the same parser as CreateVolume.
 func bindingSpecFromClass(pvcName string, sc *storagev1.StorageClass) (*ssdv1.CacheBindingSpec, error) {
 	if sc.Provisioner != ssdv1.DriverName {
 		return nil, nil
 	}
-	switch mode := sc.Parameters[ssdv1.ParamCacheMode]; mode {
-	case "", ssdv1.CacheModeNone:
-		return nil, nil
-	case ssdv1.CacheModeReadCache:
-	default:
-		return nil, fmt.Errorf("StorageClass %s: parameter %s=%q is not allowed; use %q or %q",
-			sc.Name, ssdv1.ParamCacheMode, mode, ssdv1.CacheModeReadCache, ssdv1.CacheModeNone)
-	}
-	size := sc.Parameters[ssdv1.ParamCacheSize]
-	if size == "" {
-		size = ssdv1.DefaultCacheSize
-	}
-	if _, err := ssdv1.ParseCacheSize(size); err != nil {
-		return nil, fmt.Errorf("StorageClass %s: parameter %s: %w", sc.Name, ssdv1.ParamCacheSize, err)
-	}
-	warmup, err := warmupFromParam(sc)
+	params, err := ssdv1.ParseCacheParameters(sc.Parameters)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("StorageClass %s: %w", sc.Name, err)
 	}
-	return &ssdv1.CacheBindingSpec{PVCName: pvcName, Size: size, Mode: ssdv1.ModeReadCache, Warmup: warmup}, nil
-}
-
-func warmupFromParam(sc *storagev1.StorageClass) (ssdv1.WarmupPolicy, error) {
-	switch v := sc.Parameters[ssdv1.ParamWarmup]; strings.ToLower(v) {
-	case "", "none":
-		return ssdv1.WarmupNone, nil
-	default:
-		return "", fmt.Errorf("StorageClass %s: parameter %s=%q is not allowed; only %q exists for now",
-			sc.Name, ssdv1.ParamWarmup, v, "none")
-	}
+	return params.BindingSpec(pvcName), nil
 }

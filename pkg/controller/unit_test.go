@@ -120,6 +120,10 @@ func TestBindingSpecFromClass(t *testing.T) {
 	if err != nil || spec.Size != ssdv1.DefaultCacheSize {
 		t.Errorf("class without size: spec %+v, err %v; want size %s", spec, err, ssdv1.DefaultCacheSize)
 	}
+	spec, err = bindingSpecFromClass("data", class(ssdv1.DriverName, map[string]string{ssdv1.ParamCacheMode: "readcache", ssdv1.ParamDeviceClass: "optane", ssdv1.ParamWarmup: "None"}))
+	if err != nil || spec.DeviceClass != "optane" || spec.Warmup != ssdv1.WarmupNone {
+		t.Errorf("class with a device class: spec %+v, err %v; want deviceClass optane, warmup None", spec, err)
+	}
 	for _, sc := range []*storagev1.StorageClass{
 		class(ssdv1.DriverName, nil),
 		class(ssdv1.DriverName, map[string]string{ssdv1.ParamCacheMode: "none"}),
@@ -130,9 +134,13 @@ func TestBindingSpecFromClass(t *testing.T) {
 		}
 	}
 	bad := map[string]map[string]string{
-		`ssdcache.io/cache-mode="writeback" is not allowed`: {ssdv1.ParamCacheMode: "writeback"},
-		`ssdcache.io/cache-size: cache size "10"`:           {ssdv1.ParamCacheMode: "readcache", ssdv1.ParamCacheSize: "10"},
-		`ssdcache.io/warmup="eager" is not allowed`:         {ssdv1.ParamCacheMode: "readcache", ssdv1.ParamWarmup: "eager"},
+		`StorageClass sc: parameter ssdcache.io/cache-mode: "writeback" is not allowed`: {ssdv1.ParamCacheMode: "writeback"},
+		`ssdcache.io/cache-size: cache size "10"`:                                       {ssdv1.ParamCacheMode: "readcache", ssdv1.ParamCacheSize: "10"},
+		`ssdcache.io/warmup: "eager" is not allowed`:                                    {ssdv1.ParamCacheMode: "readcache", ssdv1.ParamWarmup: "eager"},
+		// The CRD refuses it, so the class must too: no binding retried forever.
+		`ssdcache.io/cache-size: cache size "0.5Gi"`: {ssdv1.ParamCacheMode: "readcache", ssdv1.ParamCacheSize: "0.5Gi"},
+		`ssdcache.io/device-class: "NVMe" is not`:    {ssdv1.ParamCacheMode: "readcache", ssdv1.ParamDeviceClass: "NVMe"},
+		`ssdcache.io/device-class="fast" needs`:      {ssdv1.ParamDeviceClass: "fast"},
 	}
 	for want, params := range bad {
 		_, err := bindingSpecFromClass("data", class(ssdv1.DriverName, params))

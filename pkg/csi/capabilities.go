@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+
+	"github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
 )
 
 // Volumes are node-local: every single-node access mode works, no
@@ -48,8 +50,8 @@ func checkCapability(c *csi.VolumeCapability) (volumeKind, error) {
 		if kind.fsType == "" {
 			kind.fsType = defaultFSType
 		}
-		if !slices.Contains(fsTypes, kind.fsType) {
-			return volumeKind{}, fmt.Errorf("filesystem %q: allowed are %s", kind.fsType, strings.Join(fsTypes, ", "))
+		if !slices.Contains(v1alpha1.FSTypes, kind.fsType) {
+			return volumeKind{}, fmt.Errorf("filesystem %q: allowed are %s", kind.fsType, strings.Join(v1alpha1.FSTypes, ", "))
 		}
 		kind.flags = t.Mount.GetMountFlags()
 	default:

@@ -70,7 +70,7 @@ func (s *ControllerServer) CreateVolume(ctx context.Context, req *csi.CreateVolu
 	return &csi.CreateVolumeResponse{Volume: &csi.Volume{
 		VolumeId:           p.id,
 		CapacityBytes:      int64(lv.Size),
-		VolumeContext:      p.params.volumeContext(),
+		VolumeContext:      p.params.VolumeContext(),
 		AccessibleTopology: []*csi.Topology{{Segments: map[string]string{v1alpha1.TopologyKeyNode: s.nodeID}}},
 	}}, nil
 }

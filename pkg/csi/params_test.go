@@ -15,9 +15,9 @@ func TestParseParamsRoundTripsThroughVolumeContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := parseParams(p.volumeContext(), true)
+	again, err := parseParams(p.VolumeContext(), true)
 	if err != nil || again != p {
-		t.Fatalf("volume context %v parses to %+v (%v), want %+v", p.volumeContext(), again, err, p)
+		t.Fatalf("volume context %v parses to %+v (%v), want %+v", p.VolumeContext(), again, err, p)
 	}
 	spec, err := again.cacheSpec(10 << 30)
 	if err != nil || spec.SizeBytes != 1<<30 || spec.Class != "nvme" {
@@ -27,7 +27,7 @@ func TestParseParamsRoundTripsThroughVolumeContext(t *testing.T) {
 
 func TestUncachedByDefault(t *testing.T) {
 	p, err := parseParams(nil, false)
-	if err != nil || p.cached {
+	if err != nil || p.Cached {
 		t.Fatalf("%+v %v", p, err)
 	}
 	if spec, err := p.cacheSpec(1 << 30); spec != nil || err != nil {
@@ -47,8 +47,8 @@ func FuzzParseParams(f *testing.F) {
 			return
 		}
 		// Whatever is accepted must survive the trip through the PV.
-		if again, err := parseParams(p.volumeContext(), true); err != nil || again.cached != p.cached || again.size != p.size {
-			t.Fatalf("%v: volume context %v reparses to %+v, %v", p, p.volumeContext(), again, err)
+		if again, err := parseParams(p.VolumeContext(), true); err != nil || again.Cached != p.Cached || again.Size != p.Size {
+			t.Fatalf("%v: volume context %v reparses to %+v, %v", p, p.VolumeContext(), again, err)
 		}
 	})
 }
@@ -57,7 +57,7 @@ func FuzzParseParams(f *testing.F) {
 // volume's size, as the controller caps a binding's: never a cache (and a
 // charge) bigger than what it fronts.
 func TestCacheSizeCappedAtVolumeSize(t *testing.T) {
-	p, err := parseParams(map[string]string{"ssdcache.io/cache-mode": "readcache", "ssdcache.io/cache-size": "7Ei"}, false)
+	p, err := parseParams(map[string]string{"ssdcache.io/cache-mode": "readcache", "ssdcache.io/cache-size": "9223372036854775k"}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,6 +66,6 @@ func TestCacheSizeCappedAtVolumeSize(t *testing.T) {
 		t.Fatal(err)
 	}
 	if spec.SizeBytes != 10<<30 {
-		t.Fatalf("7Ei on a 10Gi volume resolved to %d bytes, want 10Gi", spec.SizeBytes)
+		t.Fatalf("9223372036854775k on a 10Gi volume resolved to %d bytes, want 10Gi", spec.SizeBytes)
 	}
 }

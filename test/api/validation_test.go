@@ -112,6 +112,9 @@ func malformedBindings() []refusedCreate {
 		{"mode writeback", valid(map[string]any{"mode": "WriteBack"}), `spec.mode: Unsupported value: "WriteBack": supported values: "ReadCache", "Paused"`},
 		{"mode lowercase", valid(map[string]any{"mode": "readcache"}), `spec.mode: Unsupported value: "readcache"`},
 		{"warmup unknown", valid(map[string]any{"warmup": "Eager"}), `spec.warmup: Unsupported value: "Eager": supported values: "None"`},
+		{"deviceClass with capitals", valid(map[string]any{"deviceClass": "NVMe"}), `spec.deviceClass in body should match`},
+		{"deviceClass too long", valid(map[string]any{"deviceClass": strings.Repeat("a", 64)}), `spec.deviceClass: Too long: may not be more than 63 bytes`},
+		{"size exponent of three digits", valid(map[string]any{"size": "16777216e4294967296"}), `size: an exponent may have at most two digits`},
 		{"unknown spec field", valid(map[string]any{"sizee": "10Gi"}), `unknown field "spec.sizee"`},
 	}
 }

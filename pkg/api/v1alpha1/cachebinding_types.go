@@ -59,16 +59,20 @@ type CacheBindingSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="pvcName is immutable; delete this binding and create another to cache a different PVC"
 	PVCName string `json:"pvcName"`
 
-	// size of the cache: a quantity of bytes of at least 16Mi (such as 10Gi), or a
-	// whole percentage of the volume's size from 1% to 100% (such as 10%). It may be
+	// size of the cache: a quantity of bytes of at least 16Mi (such as 10Gi; written
+	// without a fraction, so 1536Mi rather than 1.5Gi), or a whole percentage of the
+	// volume's size from 1% to 100% (such as 10%). It may be
 	// changed while the cache is attached; the node agent resizes it online.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:XValidation:rule="self.endsWith('%') || isQuantity(self)",message="size must be a quantity such as 10Gi or a percentage of the volume such as 10%"
+	// Each rule skips an exponent of three or more digits, which the first refuses:
+	// the API server would misread or take minutes to build such a quantity.
+	// +kubebuilder:validation:XValidation:rule="self.endsWith('%') || !self.matches('[eE][-+]?[0-9]{3,}$')",message="size: an exponent may have at most two digits"
+	// +kubebuilder:validation:XValidation:rule="self.endsWith('%') || self.matches('[eE][-+]?[0-9]{3,}$') || isQuantity(self)",message="size must be a quantity such as 10Gi or a percentage of the volume such as 10%"
 	// +kubebuilder:validation:XValidation:rule="!self.endsWith('%') || self.matches('^([1-9][0-9]?|100)%$')",message="size as a percentage must be a whole number from 1% to 100%"
-	// +kubebuilder:validation:XValidation:rule="self.endsWith('%') || !isQuantity(self) || quantity(self).isInteger()",message="size must be a whole number of bytes"
-	// +kubebuilder:validation:XValidation:rule="self.endsWith('%') || !isQuantity(self) || quantity(self).compareTo(quantity('16Mi')) >= 0",message="size must be at least 16Mi, room for dm-cache metadata and data blocks"
+	// +kubebuilder:validation:XValidation:rule="self.endsWith('%') || self.matches('[eE][-+]?[0-9]{3,}$') || !isQuantity(self) || quantity(self).isInteger()",message="size must be a whole number of bytes below 2^63, written without a fraction (1536Mi, not 1.5Gi)"
+	// +kubebuilder:validation:XValidation:rule="self.endsWith('%') || self.matches('[eE][-+]?[0-9]{3,}$') || !isQuantity(self) || !quantity(self).isInteger() || quantity(self).compareTo(quantity('16Mi')) >= 0",message="size must be at least 16Mi, room for dm-cache metadata and data blocks"
 	Size string `json:"size"`
 
 	// mode is ReadCache (reads are cached, writes go through to the origin) or Paused
@@ -76,6 +80,14 @@ type CacheBindingSpec struct {
 	// +optional
 	// +kubebuilder:default=ReadCache
 	Mode CacheMode `json:"mode,omitempty"`
+
+	// deviceClass names the class of cache devices the cache is carved from (a
+	// node's --cache-class, the StorageClass parameter ssdcache.io/device-class);
+	// empty means the node's default class.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	DeviceClass string `json:"deviceClass,omitempty"`
 
 	// warmup is how the cache is filled; only None (fill on read misses) exists now.
 	// +optional

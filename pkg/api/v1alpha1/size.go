@@ -2,12 +2,11 @@ package v1alpha1
 
 import (
 	"fmt"
-	"math"
 	"math/big"
+	"regexp"
 	"strconv"
 	"strings"
 
-	"gopkg.in/inf.v0"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
@@ -20,12 +19,15 @@ const MinCacheSizeBytes int64 = 16 << 20
 // StorageClass parameter has no such limit of its own, so ParseCacheSize applies it.
 const MaxCacheSizeLength = 32
 
-// maxSizeExponent bounds the exponent of a quantity such as "1e9". A whole number of
-// bytes from 16Mi to 2^63 written in MaxCacheSizeLength characters needs an exponent
-// between -23 and 47, so nothing sane is refused. Beyond it resource.ParseQuantity
-// goes wrong: it truncates the exponent to int32 ("16777216e4294967296" reads as 16Mi)
-// and the exact decimal of "1e2147483647" takes minutes and gigabytes to build.
-const maxSizeExponent = 64
+// percentSize and longExponent are the CRD's own patterns for spec.size. An
+// exponent of three or more digits is refused before resource.ParseQuantity sees
+// it: ParseQuantity truncates exponents to int32 ("16777216e4294967296" reads as
+// 16Mi) and builds the exact decimal of "1e2147483647" in minutes and gigabytes.
+// Two digits cover every size from 16Mi to 2^63 bytes.
+var (
+	percentSize  = regexp.MustCompile(`^([1-9][0-9]?|100)%$`)
+	longExponent = regexp.MustCompile(`[eE][-+]?[0-9]{3,}$`)
+)
 
 // CacheSize is a parsed CacheBindingSpec.Size: either a fixed number of bytes or a
 // percentage of the volume. Exactly one of Bytes and Percent is non-zero.
@@ -34,83 +36,43 @@ type CacheSize struct {
 	Percent int64
 }
 
-// ParseCacheSize parses a cache size as CacheBindingSpec.Size and the
-// ssdcache.io/cache-size StorageClass parameter accept it: a quantity of whole bytes
-// of at least 16Mi ("10Gi", "500M") or a whole percentage from 1% to 100% ("10%").
-// It accepts what the CRD's validation accepts, so that a StorageClass parameter is
-// refused before a binding is created from it, except quantities the CRD's CEL rules
-// misread or cannot bound: more than 2^63-2 bytes, or exponents beyond ±64.
+// ParseCacheSize parses a cache size with exactly the grammar of the CRD's
+// validation of CacheBindingSpec.Size, so that a StorageClass parameter that
+// parses here also makes a binding the API server accepts:
+//   - a whole percentage from 1% to 100% ("10%");
+//   - or a quantity ("10Gi", "500M") of at least 16Mi that Kubernetes can read as
+//     a 64-bit integer: resource.Quantity.AsInt64, which CEL's isInteger() uses,
+//     refuses fractions even when they come out whole ("1.5Gi"; write "1536Mi"),
+//     milli-units ("16777216000m") and some large binary sizes ("7Ei").
 func ParseCacheSize(s string) (CacheSize, error) {
-	if s == "" {
+	switch {
+	case s == "":
 		return CacheSize{}, fmt.Errorf("cache size is empty: want a quantity such as 10Gi or a percentage such as 10%%")
-	}
-	if len(s) > MaxCacheSizeLength {
+	case len(s) > MaxCacheSizeLength:
 		// Quote only the start: the value may be a StorageClass parameter of any length.
 		return CacheSize{}, fmt.Errorf("cache size %q... is %d characters long; at most %d are allowed",
 			s[:MaxCacheSizeLength], len(s), MaxCacheSizeLength)
-	}
-	if num, ok := strings.CutSuffix(s, "%"); ok {
-		return parsePercent(s, num)
-	}
-	return parseQuantity(s)
-}
-
-func parsePercent(s, num string) (CacheSize, error) {
-	p, err := strconv.ParseInt(num, 10, 64)
-	// ParseInt accepts "+5" and "05"; the CRD pattern does not, so neither do we.
-	if err != nil || p < 1 || p > 100 || strconv.FormatInt(p, 10) != num {
-		return CacheSize{}, fmt.Errorf("cache size %q: a percentage must be a whole number from 1%% to 100%%", s)
-	}
-	return CacheSize{Percent: p}, nil
-}
-
-func parseQuantity(s string) (CacheSize, error) {
-	if err := checkExponent(s); err != nil {
-		return CacheSize{}, err
+	case strings.HasSuffix(s, "%"):
+		if !percentSize.MatchString(s) {
+			return CacheSize{}, fmt.Errorf("cache size %q: a percentage must be a whole number from 1%% to 100%%", s)
+		}
+		p, _ := strconv.ParseInt(strings.TrimSuffix(s, "%"), 10, 64)
+		return CacheSize{Percent: p}, nil
+	case longExponent.MatchString(s):
+		return CacheSize{}, fmt.Errorf("cache size %q: an exponent may have at most two digits", s)
 	}
 	q, err := resource.ParseQuantity(s)
 	if err != nil {
 		return CacheSize{}, fmt.Errorf("cache size %q: want a quantity such as 10Gi or a percentage such as 10%%", s)
 	}
-	// Work on the exact decimal: Value() would round fractions up and saturate.
-	exact := q.AsDec()
-	whole := new(inf.Dec).Round(exact, 0, inf.RoundDown)
-	if whole.Cmp(exact) != 0 {
-		return CacheSize{}, fmt.Errorf("cache size %q must be a whole number of bytes", s)
+	n, ok := q.AsInt64()
+	if !ok {
+		return CacheSize{}, fmt.Errorf("cache size %q must be a whole number of bytes below 2^63, written without a fraction (1536Mi, not 1.5Gi)", s)
 	}
-	n := whole.UnscaledBig()
-	if n.Cmp(big.NewInt(MinCacheSizeBytes)) < 0 {
+	if n < MinCacheSizeBytes {
 		return CacheSize{}, fmt.Errorf("cache size %q must be at least 16Mi", s)
 	}
-	// ParseQuantity saturates values beyond int64 at MaxInt64.
-	if !n.IsInt64() || n.Int64() == math.MaxInt64 {
-		return CacheSize{}, fmt.Errorf("cache size %q is larger than %d bytes", s, int64(math.MaxInt64-1))
-	}
-	return CacheSize{Bytes: n.Int64()}, nil
-}
-
-// checkExponent refuses a decimal exponent ("e9", "E-3") beyond ±maxSizeExponent
-// before resource.ParseQuantity sees it; see maxSizeExponent for why.
-func checkExponent(s string) error {
-	i := strings.IndexAny(s, "eE")
-	if i < 0 || i == len(s)-1 {
-		return nil // no exponent, or the suffix E (exa)
-	}
-	exp := s[i+1:]
-	digits := exp
-	if digits[0] == '+' || digits[0] == '-' {
-		digits = digits[1:]
-	}
-	if digits == "" || strings.Trim(digits, "0123456789") != "" {
-		return nil // not an exponent ("Ei"); ParseQuantity judges the rest
-	}
-	// The shape is an integer's, so ParseInt can only fail on range.
-	e, err := strconv.ParseInt(exp, 10, 64)
-	if err == nil && e >= -maxSizeExponent && e <= maxSizeExponent {
-		return nil
-	}
-	return fmt.Errorf("cache size %q: exponent %s is out of range; a size of 16Mi to %d bytes needs one from -%d to %d",
-		s, exp, int64(math.MaxInt64-1), maxSizeExponent, maxSizeExponent)
+	return CacheSize{Bytes: n}, nil
 }
 
 // String returns the size in the syntax ParseCacheSize accepts.

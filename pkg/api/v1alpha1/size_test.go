@@ -3,58 +3,28 @@ package v1alpha1
 import (
 	"strings"
 	"testing"
+
+	"github.com/ssdcache/ssdcache/pkg/api/v1alpha1/sizecases"
 )
 
-func TestParseCacheSizeAccepts(t *testing.T) {
-	cases := map[string]CacheSize{
-		"10Gi":        {Bytes: 10 << 30},
-		"16Mi":        {Bytes: 16 << 20},
-		"500M":        {Bytes: 500_000_000},
-		"0.5Gi":       {Bytes: 512 << 20},
-		"1e9":         {Bytes: 1_000_000_000},
-		"1%":          {Percent: 1},
-		"10%":         {Percent: 10},
-		"100%":        {Percent: 100},
-		"17179869184": {Bytes: 16 << 30},
+// TestParseCacheSizeTable: every size of the shared table parses to its value
+// or is refused with its reason, naming the value (test/api holds the CRD to
+// the same table).
+func TestParseCacheSizeTable(t *testing.T) {
+	cases, err := sizecases.All()
+	if err != nil {
+		t.Fatal(err)
 	}
-	for in, want := range cases {
-		got, err := ParseCacheSize(in)
-		if err != nil {
-			t.Errorf("ParseCacheSize(%q): unexpected error %v", in, err)
+	for _, c := range cases {
+		got, err := ParseCacheSize(c.Size)
+		if c.Refused != "" {
+			if err == nil || !strings.Contains(err.Error(), c.Refused) || !strings.Contains(err.Error(), c.Size[:min(len(c.Size), MaxCacheSizeLength)]) {
+				t.Errorf("ParseCacheSize(%q) = %+v, %v; want an error naming the value and containing %q", c.Size, got, err, c.Refused)
+			}
 			continue
 		}
-		if got != want {
-			t.Errorf("ParseCacheSize(%q) = %+v, want %+v", in, got, want)
-		}
-	}
-}
-
-func TestParseCacheSizeRefuses(t *testing.T) {
-	cases := map[string]string{
-		"":          "empty",
-		"0%":        "from 1% to 100%",
-		"101%":      "from 1% to 100%",
-		"10.5%":     "from 1% to 100%",
-		"+5%":       "from 1% to 100%",
-		"05%":       "from 1% to 100%",
-		"%":         "from 1% to 100%",
-		"ten":       "want a quantity",
-		"10 Gi":     "want a quantity",
-		"10GB":      "want a quantity",
-		"1.5":       "whole number of bytes",
-		"15Mi":      "at least 16Mi",
-		"0":         "at least 16Mi",
-		"-1Gi":      "at least 16Mi",
-		"9000000Ei": "larger than",
-	}
-	for in, wantMsg := range cases {
-		_, err := ParseCacheSize(in)
-		if err == nil {
-			t.Errorf("ParseCacheSize(%q): no error, want one containing %q", in, wantMsg)
-			continue
-		}
-		if !strings.Contains(err.Error(), wantMsg) {
-			t.Errorf("ParseCacheSize(%q) error %q does not contain %q", in, err, wantMsg)
+		if want := (CacheSize{Bytes: c.Bytes, Percent: c.Percent}); err != nil || got != want {
+			t.Errorf("ParseCacheSize(%q) = %+v, %v; want %+v", c.Size, got, err, want)
 		}
 	}
 }

@@ -1,0 +1,85 @@
+package api
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	ssdv1 "github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
+	"github.com/ssdcache/ssdcache/pkg/api/v1alpha1/sizecases"
+)
+
+// TestSizeGrammarMatchesTheCRD feeds every string of the shared size table to
+// the real API server (a dry-run create of a binding) and to ParseCacheSize:
+// both must accept or both refuse. A StorageClass size the parser accepts but
+// the CRD refuses would provision volumes whose bindings are refused forever.
+func TestSizeGrammarMatchesTheCRD(t *testing.T) {
+	ctx, c := needAPIServer(t)
+	ns := newNamespace(t, ctx, c)
+	cases, err := sizecases.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table strings.Builder
+	fmt.Fprintf(&table, "%-36s %-8s %-8s %s\n", "size", "CRD", "parser", "parser's reason")
+	for i, tc := range cases {
+		obj := bindingObject(ns, fmt.Sprintf("size-%d", i), map[string]any{"pvcName": "data", "size": tc.Size})
+		crdErr := c.Create(ctx, obj, client.DryRunAll, client.FieldValidation("Strict"))
+		_, parseErr := ssdv1.ParseCacheSize(tc.Size)
+		fmt.Fprintf(&table, "%-36q %-8s %-8s %s\n", tc.Size, verdict(crdErr), verdict(parseErr), errText(parseErr))
+		if (crdErr == nil) != (parseErr == nil) {
+			t.Errorf("size %q: the CRD says %v, ParseCacheSize says %v", tc.Size, orAccepted(crdErr), orAccepted(parseErr))
+		}
+	}
+	t.Logf("verdicts:\n%s", table.String())
+}
+
+func verdict(err error) string {
+	if err != nil {
+		return "refused"
+	}
+	return "accepted"
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func orAccepted(err error) any {
+	if err == nil {
+		return "accepted"
+	}
+	return err
+}
+
+// TestExampleStorageClassesParse reads every ssdcache StorageClass of
+// deploy/examples with the parser CreateVolume and the controller use.
+func TestExampleStorageClassesParse(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "..", "deploy", "examples", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no examples found: %v", err)
+	}
+	classes := 0
+	for _, f := range files {
+		for _, obj := range readObjects(t, f) {
+			if obj.GetKind() != "StorageClass" {
+				continue
+			}
+			classes++
+			params, _, _ := unstructured.NestedStringMap(obj.Object, "parameters")
+			if _, err := ssdv1.ParseCacheParameters(params); err != nil {
+				t.Errorf("%s: StorageClass %s: %v", filepath.Base(f), obj.GetName(), err)
+			}
+		}
+	}
+	if classes == 0 {
+		t.Fatal("no StorageClass among the examples")
+	}
+}
