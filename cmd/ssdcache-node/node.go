@@ -32,6 +32,8 @@ type node struct {
 	// pools reads the volume groups in the background for readiness, Probe
 	// and the capacity report.
 	pools *agent.PoolWatch
+	// volumeEvents tells the agent of staged volumes (nil without the agent).
+	volumeEvents *agent.VolumeEvents
 }
 
 func newNode(ctx context.Context, o options, m *agent.Metrics) (*node, error) {
@@ -52,8 +54,19 @@ func newNode(ctx context.Context, o options, m *agent.Metrics) (*node, error) {
 	n.driver, err = csi.NewDriver(csi.Config{
 		DriverName: o.driverName, Version: version, NodeID: o.nodeName, Endpoint: o.endpoint, MaxVolumesPerNode: o.maxVolumes,
 	}, csi.Deps{Engine: n.engine, LVM: l, Mounter: mounter.NewHost(e), Locks: n.locks, Metrics: n.csiMetrics,
-		Ready: n.pools.Ready})
+		Ready: n.pools.Ready, Staged: n.onStaged(o.agent)})
 	return n, err
+}
+
+// onStaged decides who gives a staged volume its cache: the node agent, for
+// the volume's CacheBinding (the only owner of a cache), or without the
+// agent the volume context itself.
+func (n *node) onStaged(withAgent bool) func(context.Context, csi.StagedVolume) {
+	if !withAgent {
+		return attachFromVolumeContext(n.engine, n.locks)
+	}
+	n.volumeEvents = agent.NewVolumeEvents()
+	return func(_ context.Context, v csi.StagedVolume) { n.volumeEvents.Notify(v.ID) }
 }
 
 // setUpPools creates or checks both volume groups. The origin pool must come

@@ -72,7 +72,13 @@ func (n *fakeNode) stage(t *testing.T, spec *cache.Spec) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n.engine.Stage(context.Background(), cache.StageSpec{VolumeID: vol, Origin: origin, Cache: spec}); err != nil {
+	if _, err := n.engine.Stage(context.Background(), cache.StageSpec{VolumeID: vol, Origin: origin}); err != nil {
+		t.Fatal(err)
+	}
+	if spec == nil {
+		return
+	}
+	if err := n.engine.Attach(context.Background(), vol, *spec); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -35,20 +35,20 @@ type Config struct {
 	// FiguresInterval is the least time between two writes of a binding's
 	// cache figures to its status (DefaultFiguresInterval).
 	FiguresInterval time.Duration
+	// VolumeEvents carries NodeStage's news of staged volumes; nil makes one
+	// for the monitor's drops alone.
+	VolumeEvents *VolumeEvents
 }
 
 // Setup adds the monitor, the binding reconciler and the capacity reporter to mgr.
 func Setup(mgr ctrl.Manager, cfg Config) error {
 	samples := NewSamples()
-	drops := make(chan event.TypedGenericEvent[string], 64)
+	volumes := cfg.VolumeEvents
+	if volumes == nil {
+		volumes = NewVolumeEvents()
+	}
 	monitor := NewMonitor(cfg.Engine, cfg.Dev, cfg.Locks, samples, cfg.Metrics, MonitorOptions{
-		HealthInterval: cfg.HealthInterval, SampleInterval: cfg.SampleInterval,
-		OnDrop: func(id string) {
-			select {
-			case drops <- event.TypedGenericEvent[string]{Object: id}:
-			default: // the periodic resync catches up
-			}
-		},
+		HealthInterval: cfg.HealthInterval, SampleInterval: cfg.SampleInterval, OnDrop: volumes.Notify,
 	})
 	if err := mgr.Add(monitor); err != nil {
 		return err
@@ -57,7 +57,7 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("cachebinding-agent").
 		For(&ssdv1.CacheBinding{}, builder.WithPredicates(onNode(cfg.NodeName), relevantChange())).
-		WatchesRawSource(source.Channel(drops, handler.TypedEnqueueRequestsFromMapFunc(r.bindingsOfVolume))).
+		WatchesRawSource(source.Channel(volumes.ch, handler.TypedEnqueueRequestsFromMapFunc(r.bindingsOfVolume))).
 		Complete(r)
 	if err != nil {
 		return err
@@ -98,7 +98,7 @@ func relevantChange() predicate.Predicate {
 	}}
 }
 
-// bindingsOfVolume maps a dropped cache to the bindings that name its volume.
+// bindingsOfVolume maps a volume event to the bindings admitted here that name the volume.
 func (r *BindingReconciler) bindingsOfVolume(ctx context.Context, volumeID string) []reconcile.Request {
 	var list ssdv1.CacheBindingList
 	if err := r.client.List(ctx, &list); err != nil {

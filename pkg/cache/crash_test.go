@@ -53,8 +53,10 @@ func TestSafetyRule5_CrashAtEveryStepConverges(t *testing.T) {
 		check  func(t *testing.T, w *world)
 	}{
 		{"stage cached", func(*world) {}, func(w *world) error {
-			_, err := w.engine.Stage(ctx, StageSpec{VolumeID: vol, Origin: w.origin(t), Cache: readCache(gib)})
-			return err
+			if _, err := w.engine.Stage(ctx, StageSpec{VolumeID: vol, Origin: w.origin(t)}); err != nil {
+				return err
+			}
+			return w.engine.Attach(ctx, vol, *readCache(gib))
 		}, expectCache(dm.Writethrough, 2)},
 		{"attach", func(w *world) { w.stage(t, nil) }, func(w *world) error {
 			return w.engine.Attach(ctx, vol, *readCache(gib))

@@ -82,13 +82,19 @@ func (w *world) cacheLVs(t *testing.T) []string {
 	return names
 }
 
-func (w *world) stage(t *testing.T, spec *Spec) StageResult {
+// stage brings the volume up and gives it spec's cache (none for nil), as
+// NodeStage and then the node agent do.
+func (w *world) stage(t *testing.T, spec *Spec) {
 	t.Helper()
-	res, err := w.engine.Stage(context.Background(), StageSpec{VolumeID: vol, Origin: w.origin(t), Cache: spec})
-	if err != nil {
+	if _, err := w.engine.Stage(context.Background(), StageSpec{VolumeID: vol, Origin: w.origin(t)}); err != nil {
 		t.Fatal(err)
 	}
-	return res
+	if spec == nil {
+		return
+	}
+	if err := w.engine.Attach(context.Background(), vol, *spec); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func (w *world) origin(t *testing.T) Origin {
@@ -112,11 +118,11 @@ func indexOf(events []string, parts ...string) int {
 	})
 }
 
-func TestStageUncachedIsLinearOverOrigin(t *testing.T) {
+func TestStageIsLinearOverOrigin(t *testing.T) {
 	w := newWorld(t)
-	res := w.stage(t, nil)
-	if res.DevicePath != "/dev/mapper/ssdcache-pvc-1" {
-		t.Fatalf("device path %s", res.DevicePath)
+	path, err := w.engine.Stage(context.Background(), StageSpec{VolumeID: vol, Origin: w.origin(t)})
+	if err != nil || path != "/dev/mapper/ssdcache-pvc-1" {
+		t.Fatalf("device path %s, %v", path, err)
 	}
 	want := "0 20971520 linear 254:1 0"
 	if got := w.table(t).String(); got != want {
@@ -279,18 +285,6 @@ func TestFailedSuspendIsResumed(t *testing.T) {
 	}
 }
 
-func TestStageSurvivesBrokenCachePool(t *testing.T) {
-	w := newWorld(t)
-	w.lvm.FailOn["createlv"] = errors.New("I/O error on /dev/nvme0n1")
-	res := w.stage(t, readCache(gib))
-	if res.CacheError == nil {
-		t.Fatal("cache error not reported")
-	}
-	if _, ok := w.table(t).Target.(dm.LinearTarget); !ok {
-		t.Fatalf("volume not serving linear: %q", w.table(t))
-	}
-}
-
 func TestStageRefusesOtherOrigin(t *testing.T) {
 	w := newWorld(t)
 	w.stage(t, nil)
@@ -407,7 +401,10 @@ func TestOriginDisk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.engine.Stage(context.Background(), StageSpec{VolumeID: "data", Origin: disk, Cache: readCache(gib)}); err != nil {
+	if _, err := w.engine.Stage(context.Background(), StageSpec{VolumeID: "data", Origin: disk}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.engine.Attach(context.Background(), "data", *readCache(gib)); err != nil {
 		t.Fatal(err)
 	}
 	if indexOf(w.events, "zero /dev/disk") >= 0 || indexOf(w.events, "wipe") >= 0 {

@@ -18,33 +18,20 @@ type StageSpec struct {
 	// Origin is the HDD-backed device (see OriginLV and OriginDisk). It is
 	// never written to by ssdcache itself.
 	Origin Origin
-	// Cache is the cache to start with; nil for none.
-	Cache *Spec
 }
 
-// StageResult tells how staging went beyond success or failure.
-type StageResult struct {
-	DevicePath string
-	// CacheError is set when the volume came up without its cache because
-	// the cache could not be attached; the volume itself is fine.
-	CacheError error
-}
-
-// Stage makes the volume's dm device exist. A new device starts linear and
-// then gets spec.Cache, and so does an existing linear one (a crash may have
-// cut staging short); a device that already has a cache keeps it, because
-// once staged the cache belongs to the node agent and its CacheBinding.
-// A failing cache never fails staging: the HDD holds every byte, the SSD
-// only accelerates.
-func (e *Engine) Stage(ctx context.Context, spec StageSpec) (StageResult, error) {
-	res := StageResult{DevicePath: DevicePath(spec.VolumeID)}
-	want, err := e.stageTarget(ctx, spec)
+// Stage makes the volume's dm device exist, linear, and returns its path. A
+// device that already exists is checked and kept as it is, cache included:
+// the cache belongs to whoever attached it (the node agent, for the
+// volume's CacheBinding), never to staging.
+func (e *Engine) Stage(ctx context.Context, spec StageSpec) (string, error) {
+	want, err := e.stageTarget(spec)
 	if err != nil {
-		return res, err
+		return "", err
 	}
 	obs, err := e.observe(ctx, spec.VolumeID)
 	if err != nil {
-		return res, err
+		return "", err
 	}
 	if obs.staged {
 		err = e.checkStaged(ctx, spec.VolumeID, obs, want)
@@ -53,26 +40,14 @@ func (e *Engine) Stage(ctx context.Context, spec StageSpec) (StageResult, error)
 		err = e.dm.Create(ctx, DeviceName(spec.VolumeID), linearTable(want))
 	}
 	if err != nil {
-		return res, fmt.Errorf("stage volume %s: %w", spec.VolumeID, err)
+		return "", fmt.Errorf("stage volume %s: %w", spec.VolumeID, err)
 	}
-	if _, cached := obs.table.Target.(dm.CacheTarget); cached || spec.Cache == nil {
-		return res, nil
-	}
-	if _, err := e.SetCache(ctx, spec.VolumeID, spec.Cache); err != nil {
-		klog.ErrorS(err, "Volume staged without its cache", "volumeID", spec.VolumeID)
-		res.CacheError = err
-	}
-	return res, nil
+	return DevicePath(spec.VolumeID), nil
 }
 
-func (e *Engine) stageTarget(ctx context.Context, spec StageSpec) (desired, error) {
+func (e *Engine) stageTarget(spec StageSpec) (desired, error) {
 	if err := ValidateVolumeID(spec.VolumeID); err != nil {
 		return desired{}, err
-	}
-	if spec.Cache != nil {
-		if err := spec.Cache.Validate(); err != nil {
-			return desired{}, err
-		}
 	}
 	if spec.Origin.DevNum.IsZero() || spec.Origin.Bytes < dm.SectorSize {
 		return desired{}, fmt.Errorf("origin %+v of volume %s is unknown or empty: %w", spec.Origin, spec.VolumeID, ErrInvalid)

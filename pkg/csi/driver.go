@@ -43,6 +43,10 @@ type Deps struct {
 	// Ready is the Probe check; nil means always ready. It must answer from
 	// memory: Probe must never wait for LVM or the kernel.
 	Ready func() error
+	// Staged is told of every volume NodeStageVolume brought up, after its
+	// lock is released: the node agent then attaches the cache its binding
+	// asks for. NodeStage itself never attaches one. nil ignores it.
+	Staged func(context.Context, StagedVolume)
 }
 
 // Driver is the CSI plugin: three services on one gRPC server.
@@ -64,6 +68,10 @@ func NewDriver(cfg Config, deps Deps) (*Driver, error) {
 	if deps.Engine == nil || deps.LVM == nil || deps.Mounter == nil || deps.Locks == nil {
 		return nil, errors.New("driver dependencies engine, lvm, mounter and locks are all required")
 	}
+	staged := deps.Staged
+	if staged == nil {
+		staged = func(context.Context, StagedVolume) {}
+	}
 	return &Driver{
 		cfg:      cfg,
 		metrics:  deps.Metrics,
@@ -71,7 +79,7 @@ func NewDriver(cfg Config, deps Deps) (*Driver, error) {
 		Controller: &ControllerServer{nodeID: cfg.NodeID, originVG: deps.Engine.Pools().OriginVG,
 			lvm: deps.LVM, engine: deps.Engine, locks: deps.Locks},
 		Node: &NodeServer{nodeID: cfg.NodeID, maxVolumesPerNode: cfg.MaxVolumesPerNode, engine: deps.Engine,
-			mounter: deps.Mounter, locks: deps.Locks},
+			mounter: deps.Mounter, locks: deps.Locks, staged: staged},
 	}, nil
 }
 

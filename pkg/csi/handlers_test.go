@@ -95,7 +95,9 @@ func TestCreateVolumeContextAndTopology(t *testing.T) {
 	expectCode(t, err, codes.AlreadyExists)
 }
 
-func TestStageCachedVolumeMountsDMDevice(t *testing.T) {
+// NodeStage brings a cached class's volume up linear and tells Deps.Staged,
+// with its lock free: the cache is the node agent's to attach.
+func TestStageBringsVolumeUpLinearAndTellsTheAgent(t *testing.T) {
 	n := newFakeNode(t)
 	vol := n.create(t, "pvc-1", map[string]string{"ssdcache.io/cache-mode": "readcache", "ssdcache.io/cache-size": "10%"})
 	staging := filepath.Join(t.TempDir(), "staging")
@@ -109,16 +111,15 @@ func TestStageCachedVolumeMountsDMDevice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, ok := tbl.Target.(dm.CacheTarget)
-	if !ok || c.Mode != dm.Writethrough {
-		t.Fatalf("table %q", tbl)
+	if _, ok := tbl.Target.(dm.LinearTarget); !ok {
+		t.Fatalf("table %q, want linear", tbl)
 	}
 	if fs := n.mounter.Formatted["/dev/mapper/ssdcache-pvc-1"]; fs != "xfs" {
 		t.Fatalf("formatted %v", n.mounter.Formatted)
 	}
-	st, _ := n.engine.Inspect(context.Background(), "pvc-1")
-	if st.Spec.SizeBytes != 1<<30 {
-		t.Fatalf("10%% of 10Gi resolved to %d", st.Spec.SizeBytes)
+	if len(n.staged) != 1 || n.staged[0].ID != "pvc-1" || n.staged[0].OriginBytes != 10<<30 ||
+		n.staged[0].Context["ssdcache.io/cache-size"] != "10%" || !n.staged[0].LockFree {
+		t.Fatalf("told %+v, want pvc-1 of 10Gi with its volume context, told with its lock free", n.staged)
 	}
 }
 
@@ -150,11 +151,11 @@ func TestStageExistingDiskThroughSameDMPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	tbl, _ := n.dm.Table(context.Background(), "ssdcache-media-disk")
-	if c, ok := tbl.Target.(dm.CacheTarget); !ok || c.Origin != (dm.DevNum{Major: 8, Minor: 32}) {
+	if l, ok := tbl.Target.(dm.LinearTarget); !ok || l.Device != (dm.DevNum{Major: 8, Minor: 32}) {
 		t.Fatalf("table %q", tbl)
 	}
-	if len(n.dev.Zeroed) != 1 || !strings.Contains(n.dev.Zeroed[0], "cache-meta") {
-		t.Fatalf("writes outside the cache metadata: %v", n.dev.Zeroed)
+	if len(n.dev.Zeroed) != 0 {
+		t.Fatalf("staging wrote to %v", n.dev.Zeroed)
 	}
 	_, err = n.driver.Node.NodeStageVolume(context.Background(), &csi.NodeStageVolumeRequest{
 		VolumeId: "bad", StagingTargetPath: t.TempDir(), VolumeCapability: mountCap("ext4"),

@@ -24,6 +24,17 @@ type NodeServer struct {
 	engine            *cache.Engine
 	mounter           mounter.Interface
 	locks             *cache.VolumeLocks
+	staged            func(context.Context, StagedVolume)
+}
+
+// StagedVolume is what NodeStageVolume tells Deps.Staged about a volume it
+// brought up (linear, or as it was if it was staged already).
+type StagedVolume struct {
+	ID string
+	// Context is the volume context of the request.
+	Context map[string]string
+	// OriginBytes is the size of the volume's origin device.
+	OriginBytes uint64
 }
 
 // stageRequest is a validated NodeStageVolume.
@@ -38,18 +49,30 @@ func (s *NodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolu
 	if err != nil {
 		return nil, err
 	}
+	origin, err := s.stageLocked(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	// Told after the volume's lock is free, so that the node agent can
+	// attach the cache at once instead of finding the volume busy.
+	s.staged(ctx, StagedVolume{ID: r.id, Context: req.GetVolumeContext(), OriginBytes: origin.Bytes})
+	return &csi.NodeStageVolumeResponse{}, nil
+}
+
+// stageLocked brings the volume up and mounts it, holding its lock.
+func (s *NodeServer) stageLocked(ctx context.Context, r stageRequest) (cache.Origin, error) {
 	if !s.locks.TryAcquire(r.id) {
-		return nil, busy(r.id)
+		return cache.Origin{}, busy(r.id)
 	}
 	defer s.locks.Release(r.id)
 	spec, err := s.planStage(ctx, r)
 	if err != nil {
-		return nil, toStatus(err)
+		return cache.Origin{}, toStatus(err)
 	}
 	if err := s.applyStage(ctx, r, spec); err != nil {
-		return nil, toStatus(err)
+		return cache.Origin{}, toStatus(err)
 	}
-	return &csi.NodeStageVolumeResponse{}, nil
+	return spec.Origin, nil
 }
 
 func validateStage(req *csi.NodeStageVolumeRequest) (stageRequest, error) {
@@ -73,7 +96,7 @@ func validateStage(req *csi.NodeStageVolumeRequest) (stageRequest, error) {
 	return r, nil
 }
 
-// planStage finds the origin and resolves the initial cache.
+// planStage finds the origin.
 func (s *NodeServer) planStage(ctx context.Context, r stageRequest) (cache.StageSpec, error) {
 	spec := cache.StageSpec{VolumeID: r.id}
 	var err error
@@ -82,22 +105,13 @@ func (s *NodeServer) planStage(ctx context.Context, r stageRequest) (cache.Stage
 	} else {
 		spec.Origin, err = s.engine.OriginLV(ctx, r.id)
 	}
-	if err != nil {
-		return spec, err
-	}
-	if spec.Cache, err = r.params.cacheSpec(int64(spec.Origin.Bytes)); err != nil {
-		return spec, err
-	}
-	return spec, nil
+	return spec, err
 }
 
 func (s *NodeServer) applyStage(ctx context.Context, r stageRequest, spec cache.StageSpec) error {
-	res, err := s.engine.Stage(ctx, spec)
+	device, err := s.engine.Stage(ctx, spec)
 	if err != nil {
 		return err
-	}
-	if res.CacheError != nil {
-		klog.ErrorS(res.CacheError, "Staged without cache; the node agent will retry", "volumeID", r.id)
 	}
 	if r.kind.block {
 		return nil // the dm device itself is published
@@ -110,19 +124,19 @@ func (s *NodeServer) applyStage(ctx context.Context, r stageRequest, spec cache.
 		return err
 	}
 	if mounted {
-		return s.checkStagedMount(r, res.DevicePath)
+		return s.checkStagedMount(r, device)
 	}
-	klog.InfoS("Mounting staged volume", "volumeID", r.id, "device", res.DevicePath, "path", r.stagingPath, "fsType", r.kind.fsType)
+	klog.InfoS("Mounting staged volume", "volumeID", r.id, "device", device, "path", r.stagingPath, "fsType", r.kind.fsType)
 	if r.params.device != "" && !r.params.format {
 		// An existing disk is never formatted unless its PV asks for it.
-		err := s.mounter.MountExisting(res.DevicePath, r.stagingPath, r.kind.fsType, r.kind.flags)
+		err := s.mounter.MountExisting(device, r.stagingPath, r.kind.fsType, r.kind.flags)
 		if errors.Is(err, mounter.ErrNoFilesystem) {
 			return fmt.Errorf("static volume %s: disk %s: %w; it may hold data blkid does not recognise (a raw database, dm-crypt), so it is not formatted; set volumeAttributes %s: \"true\" on the PersistentVolume to create %s on it",
 				r.id, r.params.device, err, ContextFormat, r.kind.fsType)
 		}
 		return err
 	}
-	return s.mounter.FormatAndMount(res.DevicePath, r.stagingPath, r.kind.fsType, r.kind.flags)
+	return s.mounter.FormatAndMount(device, r.stagingPath, r.kind.fsType, r.kind.flags)
 }
 
 // checkStagedMount accepts a staging path already mounted from the volume's

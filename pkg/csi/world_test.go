@@ -27,6 +27,14 @@ type fakeNode struct {
 	driver  *csi.Driver
 	// endpoint is where serve listens.
 	endpoint string
+	// staged records what NodeStage told Deps.Staged.
+	staged []stagedCall
+}
+
+type stagedCall struct {
+	csi.StagedVolume
+	// LockFree is whether the volume's lock was free when told.
+	LockFree bool
 }
 
 func newFakeNode(t *testing.T) *fakeNode {
@@ -40,7 +48,13 @@ func newFakeNode(t *testing.T) *fakeNode {
 	var err error
 	n.driver, err = csi.NewDriver(csi.Config{
 		DriverName: "ssdcache.io", Version: "test", NodeID: nodeID, Endpoint: n.endpoint,
-	}, csi.Deps{Engine: n.engine, LVM: n.lvm, Mounter: n.mounter, Locks: n.locks})
+	}, csi.Deps{Engine: n.engine, LVM: n.lvm, Mounter: n.mounter, Locks: n.locks, Staged: func(_ context.Context, v csi.StagedVolume) {
+		free := n.locks.TryAcquire(v.ID)
+		if free {
+			n.locks.Release(v.ID)
+		}
+		n.staged = append(n.staged, stagedCall{StagedVolume: v, LockFree: free})
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -69,17 +69,19 @@ func (s *suite) helmInstall(ctx context.Context, t *testing.T) {
 }
 
 // cachedStorageClass: a PVC of the chart's readcache class and a pod writing
-// a checksummed data set; on the node the volume is a writethrough dm-cache.
+// a checksummed data set; once its binding is Ready the volume is a
+// writethrough dm-cache on the node.
 func (s *suite) cachedStorageClass(ctx context.Context, t *testing.T) {
 	s.apply(ctx, t, pvcAndPod("cached-data", cachedClass, volumeSize, s.images.project, writeDataSet+"sleep infinity"))
 	s.waitReady(ctx, t, object{ns: "default", name: "pod/cached-data"})
+	// The controller made a binding for the PVC of the caching class; NodeStage
+	// brought the volume up linear and the node agent attached the binding's cache.
+	s.waitReady(ctx, t, object{ns: "default", name: "cachebinding/cached-data"})
 	table := s.dmTable(ctx, t, s.volumeHandle(ctx, t, "cached-data"))
 	if !strings.Contains(table, " cache ") || !strings.Contains(table, " writethrough ") {
 		t.Fatalf("dm table of the cached volume is not a writethrough cache: %s", table)
 	}
 	t.Logf("dm table: %s", table)
-	// The controller made a binding for the PVC of the caching class.
-	s.waitReady(ctx, t, object{ns: "default", name: "cachebinding/cached-data"})
 }
 
 // benchJob: the chart's bench Job on its own PVC of the cached class, tiny
