@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -48,12 +46,6 @@ type BindingReconciler struct {
 	clock           clock.Clock
 	figuresInterval time.Duration
 	resync          time.Duration
-
-	// attached remembers which volume each binding's cache was put in
-	// front of, to detach it when the controller revokes the admission
-	// (status.nodeName and volumeHandle are then already cleared).
-	mu       sync.Mutex
-	attached map[types.NamespacedName]string
 }
 
 // BindingOptions tune a BindingReconciler; zero values take the defaults.
@@ -66,7 +58,7 @@ type BindingOptions struct {
 func NewBindingReconciler(c client.Client, rec events.EventRecorder, e *cache.Engine, locks *cache.VolumeLocks,
 	samples *Samples, nodeName string, o BindingOptions) *BindingReconciler {
 	r := &BindingReconciler{client: c, recorder: rec, engine: e, locks: locks, samples: samples, nodeName: nodeName,
-		clock: o.Clock, figuresInterval: o.FiguresInterval, resync: o.Resync, attached: map[types.NamespacedName]string{}}
+		clock: o.Clock, figuresInterval: o.FiguresInterval, resync: o.Resync}
 	if r.clock == nil {
 		r.clock = clock.RealClock{}
 	}
@@ -86,7 +78,9 @@ func (r *BindingReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if b.Status.NodeName != r.nodeName || b.Status.VolumeHandle == "" {
-		return r.revoked(ctx, b) // not admitted here (yet, or any more)
+		// Not admitted here (yet, or any more): a cache it had on this node
+		// is now claimed by no binding.
+		return ctrl.Result{}, r.DetachUnclaimed(ctx)
 	}
 	if !r.locks.TryAcquire(b.Status.VolumeHandle) {
 		return ctrl.Result{RequeueAfter: busyRetry}, nil
@@ -129,7 +123,7 @@ func (r *BindingReconciler) apply(ctx context.Context, b *ssdv1.CacheBinding) ou
 	if out, degraded := r.degraded(b); degraded {
 		return out
 	}
-	spec := cache.Spec{SizeBytes: uint64(b.Status.ResolvedSizeBytes), Mode: cache.ModeReadCache, Class: b.Spec.DeviceClass}
+	spec := cache.Spec{SizeBytes: uint64(b.Status.ResolvedSizeBytes), Mode: cache.ModeReadCache, Class: b.Spec.DeviceClass, Owner: ownerOf(b)}
 	if b.Spec.Mode == ssdv1.ModePaused {
 		spec.Mode = cache.ModePaused
 	}
@@ -137,27 +131,40 @@ func (r *BindingReconciler) apply(ctx context.Context, b *ssdv1.CacheBinding) ou
 	if err != nil {
 		return failed(err, "Attach")
 	}
-	r.remember(client.ObjectKeyFromObject(b), vol)
 	return attached(b, spec, changed, st.Cached)
 }
 
 // degraded keeps a cache that was dropped for failing detached until the
-// binding's spec changes, which is how a user asks for another try.
+// binding's spec changes, which is how a user asks for another try. The drop
+// is known from the monitor until it is in the binding's Degraded condition,
+// and from the condition alone after a restart.
 func (r *BindingReconciler) degraded(b *ssdv1.CacheBinding) (outcome, bool) {
-	why, dropped := r.samples.Dropped(b.Status.VolumeHandle)
-	if !dropped {
+	vol := b.Status.VolumeHandle
+	why, dropped := r.samples.Dropped(vol)
+	c := meta.FindStatusCondition(b.Status.Conditions, ssdv1.ConditionDegraded)
+	recorded := c != nil && c.Status == metav1.ConditionTrue && c.Reason == ssdv1.ReasonCacheDeviceFailed
+	if recorded && c.ObservedGeneration < b.Generation {
+		r.samples.ClearDropped(vol)
 		return outcome{}, false
 	}
-	if c := meta.FindStatusCondition(b.Status.Conditions, ssdv1.ConditionDegraded); c != nil &&
-		c.Status == metav1.ConditionTrue && c.ObservedGeneration < b.Generation {
-		r.samples.ClearDropped(b.Status.VolumeHandle)
+	if !dropped && !recorded {
 		return outcome{}, false
 	}
 	msg := fmt.Sprintf("the cache device failed (%s) and the cache was dropped; the volume serves every read from its origin; edit the binding's spec to try again", why)
+	var event *note
+	if recorded {
+		msg = c.Message // already told; a restarted agent keeps it dropped
+	} else {
+		event = &note{corev1.EventTypeWarning, ssdv1.ReasonCacheDeviceFailed, "DropCache", msg}
+	}
 	d := cond(ssdv1.ConditionDegraded, true, ssdv1.ReasonCacheDeviceFailed, msg)
 	return outcome{phase: ssdv1.PhaseDegraded, degraded: &d,
-		ready: cond(ssdv1.ConditionReady, false, ssdv1.ReasonCacheDeviceFailed, msg),
-		event: &note{corev1.EventTypeWarning, ssdv1.ReasonCacheDeviceFailed, "DropCache", msg}}, true
+		ready: cond(ssdv1.ConditionReady, false, ssdv1.ReasonCacheDeviceFailed, msg), event: event}, true
+}
+
+// ownerOf is the owner tag of a binding's cache LVs.
+func ownerOf(b *ssdv1.CacheBinding) string {
+	return b.Namespace + "/" + b.Name + "/" + string(b.UID)
 }
 
 func attached(b *ssdv1.CacheBinding, spec cache.Spec, changed, wasCached bool) outcome {
@@ -193,40 +200,6 @@ func cond(t string, status bool, reason, msg string) metav1.Condition {
 	return metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg}
 }
 
-// revoked detaches the cache of a binding whose admission to this node was
-// withdrawn (its PVC or Node went away), if this agent attached it.
-func (r *BindingReconciler) revoked(ctx context.Context, b *ssdv1.CacheBinding) (ctrl.Result, error) {
-	key := client.ObjectKeyFromObject(b)
-	r.mu.Lock()
-	vol, ok := r.attached[key]
-	r.mu.Unlock()
-	if !ok {
-		return ctrl.Result{}, nil
-	}
-	if !r.locks.TryAcquire(vol) {
-		return ctrl.Result{RequeueAfter: busyRetry}, nil
-	}
-	defer r.locks.Release(vol)
-	if err := r.engine.Detach(ctx, vol); err != nil && !errors.Is(err, cache.ErrNotStaged) {
-		return ctrl.Result{}, err
-	}
-	r.forget(key)
-	r.recorder.Eventf(b, nil, corev1.EventTypeNormal, "CacheDetached", "Detach", "admission to node %s was revoked; cache detached from volume %s", r.nodeName, vol)
-	return ctrl.Result{}, nil
-}
-
-func (r *BindingReconciler) remember(key types.NamespacedName, vol string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.attached[key] = vol
-}
-
-func (r *BindingReconciler) forget(key types.NamespacedName) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.attached, key)
-}
-
 // detach removes the cache of a binding being deleted, then its finalizer.
 func (r *BindingReconciler) detach(ctx context.Context, b *ssdv1.CacheBinding) error {
 	if !controllerutil.ContainsFinalizer(b, ssdv1.Finalizer) {
@@ -237,7 +210,6 @@ func (r *BindingReconciler) detach(ctx context.Context, b *ssdv1.CacheBinding) e
 		r.recorder.Eventf(b, nil, corev1.EventTypeWarning, "DetachFailed", "Detach", "%v", err)
 		return err
 	}
-	r.forget(client.ObjectKeyFromObject(b))
 	r.recorder.Eventf(b, nil, corev1.EventTypeNormal, "CacheDetached", "Detach", "cache detached from volume %s; the volume keeps serving from its origin", b.Status.VolumeHandle)
 	before := b.DeepCopy()
 	controllerutil.RemoveFinalizer(b, ssdv1.Finalizer)

@@ -62,6 +62,9 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	if err := mgr.Add(unclaimedSweep{r: r, interval: r.resync, waitSynced: mgr.GetCache().WaitForCacheSync}); err != nil {
+		return err
+	}
 	if len(cfg.CacheVGs) == 0 {
 		return nil
 	}

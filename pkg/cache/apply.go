@@ -68,17 +68,26 @@ func (a *applier) removeCacheLVs(ctx context.Context) error {
 func (a *applier) createCacheLVs(ctx context.Context) error {
 	size := a.want.cache.SizeBytes
 	meta, err := a.lvm.CreateLV(ctx, a.want.vg, metadataLVName(a.volumeID), metadataBytes(size),
-		lvm.Tags(a.volumeID, lvm.RoleCacheMetadata))
+		a.tags(lvm.RoleCacheMetadata))
 	if err != nil {
 		return err
 	}
 	a.lvs = append(a.lvs, meta)
 	a.faults.Reached(ctx, a.op+"/metadata-lv-created")
 	data, err := a.lvm.CreateLV(ctx, a.want.vg, dataLVName(a.volumeID), size,
-		append(lvm.Tags(a.volumeID, lvm.RoleCacheData), cacheBytesTag(size)))
+		append(a.tags(lvm.RoleCacheData), cacheBytesTag(size)))
 	if err != nil {
 		return err
 	}
 	a.lvs = append(a.lvs, data)
 	return nil
+}
+
+// tags are those of a new cache LV of role: its volume, role and owner.
+func (a *applier) tags(role lvm.Role) []string {
+	tags := lvm.Tags(a.volumeID, role)
+	if owner := a.want.cache.Owner; owner != "" {
+		tags = append(tags, lvm.OwnerTagPrefix+owner)
+	}
+	return tags
 }

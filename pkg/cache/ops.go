@@ -164,7 +164,7 @@ func (e *Engine) specOf(obs observed) (Spec, bool) {
 			if c.Mode == dm.Passthrough {
 				mode = ModePaused
 			}
-			return Spec{SizeBytes: requestedBytes(lv), Mode: mode, Class: e.classOf(lv.VG)}, true
+			return Spec{SizeBytes: requestedBytes(lv), Mode: mode, Class: e.classOf(lv.VG), Owner: lv.Owner()}, true
 		}
 	}
 	return Spec{}, false

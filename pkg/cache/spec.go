@@ -49,6 +49,10 @@ type Spec struct {
 	Mode      Mode
 	// Class names the NVMe pool to carve the cache from; "" means the default.
 	Class string
+	// Owner names what asked for the cache (a CacheBinding, as
+	// <namespace>/<name>/<uid>); it is tagged on the cache LVs when they are
+	// created and read back, and never causes a cache to be recreated.
+	Owner string
 }
 
 // MinCacheBytes is the smallest cache worth having: a cache below one LVM

@@ -24,6 +24,10 @@ const (
 	VolumeTagPrefix = "ssdcache.io/volume="
 	RoleTagPrefix   = "ssdcache.io/role="
 	PoolTagPrefix   = "ssdcache.io/pool="
+	// OwnerTagPrefix marks a cache LV with what asked for it: a CacheBinding
+	// as <namespace>/<name>/<uid>, so that the node can name the binding of a
+	// cache it finds unclaimed, after a restart too.
+	OwnerTagPrefix = "ssdcache.io/owner="
 )
 
 // Role says what an LV is for.
@@ -52,6 +56,9 @@ type LV struct {
 
 // Volume returns the volume ID from the LV's tags, or "" if it has none.
 func (lv LV) Volume() string { return lv.tagValue(VolumeTagPrefix) }
+
+// Owner returns what the LV was made for (OwnerTagPrefix), or "".
+func (lv LV) Owner() string { return lv.tagValue(OwnerTagPrefix) }
 
 // Role returns the LV's role from its tags.
 func (lv LV) Role() Role { return Role(lv.tagValue(RoleTagPrefix)) }
