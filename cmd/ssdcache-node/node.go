@@ -28,7 +28,8 @@ type node struct {
 	locks      *cache.VolumeLocks
 	driver     *csi.Driver
 	csiMetrics metrics.CSIMetricsManager
-	cacheVGs   []string
+	// cacheClass is the device class of the cache pool; "" when it did not come up.
+	cacheClass string
 	// pools reads the volume groups in the background for readiness, Probe
 	// and the capacity report.
 	pools *agent.PoolWatch
@@ -48,8 +49,11 @@ func newNode(ctx context.Context, o options, m *agent.Metrics) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &node{dev: dev, locks: cache.NewVolumeLocks(), cacheVGs: cacheVGs, csiMetrics: newCSIMetrics(o.driverName),
+	n := &node{dev: dev, locks: cache.NewVolumeLocks(), csiMetrics: newCSIMetrics(o.driverName),
 		pools: agent.NewPoolWatch(l, o.originVG, cacheVGs, m, agent.PoolWatchOptions{Interval: o.poolScanInterval, StaleAfter: o.poolStaleAfter})}
+	if len(cacheVGs) > 0 {
+		n.cacheClass = o.cacheClass
+	}
 	n.engine = cache.NewEngine(dm.NewDmsetup(run), l, dev, pools, faultPoints(o.faultPoint))
 	n.driver, err = csi.NewDriver(csi.Config{
 		DriverName: o.driverName, Version: version, NodeID: o.nodeName, Endpoint: o.endpoint, MaxVolumesPerNode: o.maxVolumes,

@@ -18,23 +18,26 @@ const metadataReservePercent = 2
 
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;patch
 
-// CapacityReporter publishes the node's cache capacity as a Node annotation,
-// which the controller's arbitration reads.
+// CapacityReporter publishes the node's cache capacity and the device class
+// of its cache pool as Node annotations, which the controller's admission
+// reads. A node without a cache pool reports 0 bytes and no class, so that
+// bindings for its volumes say so instead of waiting for a report.
 type CapacityReporter struct {
 	reader   client.Reader
 	writer   client.Client
 	pools    *PoolWatch
 	nodeName string
+	class    string
 	interval time.Duration
 }
 
 // NewCapacityReporter reports the cache pools' size, as the pool watch last
-// read it, for nodeName every interval.
-func NewCapacityReporter(reader client.Reader, writer client.Client, pools *PoolWatch, nodeName string, interval time.Duration) *CapacityReporter {
+// read it, and class ("" for none) for nodeName every interval.
+func NewCapacityReporter(reader client.Reader, writer client.Client, pools *PoolWatch, nodeName, class string, interval time.Duration) *CapacityReporter {
 	if interval <= 0 {
 		interval = time.Minute
 	}
-	return &CapacityReporter{reader: reader, writer: writer, pools: pools, nodeName: nodeName, interval: interval}
+	return &CapacityReporter{reader: reader, writer: writer, pools: pools, nodeName: nodeName, class: class, interval: interval}
 }
 
 // Start reports until ctx ends, the first time as soon as the pools have
@@ -70,7 +73,7 @@ func (c *CapacityReporter) Report(ctx context.Context) error {
 		return err
 	}
 	value := strconv.FormatUint(capacity, 10)
-	if node.Annotations[ssdv1.AnnotationCacheCapacityBytes] == value {
+	if node.Annotations[ssdv1.AnnotationCacheCapacityBytes] == value && node.Annotations[ssdv1.AnnotationCacheDeviceClass] == c.class {
 		return nil
 	}
 	before := node.DeepCopy()
@@ -78,7 +81,8 @@ func (c *CapacityReporter) Report(ctx context.Context) error {
 		node.Annotations = map[string]string{}
 	}
 	node.Annotations[ssdv1.AnnotationCacheCapacityBytes] = value
-	klog.InfoS("Reporting cache capacity", "node", c.nodeName, "bytes", capacity)
+	node.Annotations[ssdv1.AnnotationCacheDeviceClass] = c.class
+	klog.InfoS("Reporting cache capacity", "node", c.nodeName, "bytes", capacity, "deviceClass", c.class)
 	return c.writer.Patch(ctx, node, client.MergeFrom(before))
 }
 

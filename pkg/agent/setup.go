@@ -28,8 +28,9 @@ type Config struct {
 	Metrics  *Metrics
 	// Pools is the node's background LVM scan, which the capacity report reads.
 	Pools *PoolWatch
-	// CacheVGs are the cache pools that came up; empty when the node runs without cache.
-	CacheVGs                       []string
+	// CacheClass is the device class of the node's cache pool; "" when the
+	// node runs without cache.
+	CacheClass                     string
 	HealthInterval, SampleInterval time.Duration
 	CapacityInterval               time.Duration
 	// FiguresInterval is the least time between two writes of a binding's
@@ -65,10 +66,7 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 	if err := mgr.Add(unclaimedSweep{r: r, interval: r.resync, waitSynced: mgr.GetCache().WaitForCacheSync}); err != nil {
 		return err
 	}
-	if len(cfg.CacheVGs) == 0 {
-		return nil
-	}
-	return mgr.Add(NewCapacityReporter(mgr.GetAPIReader(), mgr.GetClient(), cfg.Pools, cfg.NodeName, cfg.CapacityInterval))
+	return mgr.Add(NewCapacityReporter(mgr.GetAPIReader(), mgr.GetClient(), cfg.Pools, cfg.NodeName, cfg.CacheClass, cfg.CapacityInterval))
 }
 
 // onNode keeps the bindings admitted to this node, and those that just

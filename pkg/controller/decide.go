@@ -86,7 +86,7 @@ func sizeFor(spec string, volumeBytes int64) (sized, error) {
 // decideAdmitted keeps an admitted binding where it is unless its node is gone; a
 // node that stops reporting capacity does not evict caches that are attached.
 func (r *BindingReconciler) decideAdmitted(ctx context.Context, b *ssdv1.CacheBinding, t target, size int64) (decision, error) {
-	capacity, err := nodeCapacity(ctx, r.client, t.nodeName)
+	capacity, err := nodeCapacity(ctx, r.client, t.nodeName, "")
 	if err != nil {
 		p, err := asPending(err)
 		if p != nil && p.reason == ssdv1.ReasonNodeUnknown {
@@ -112,7 +112,7 @@ func (r *BindingReconciler) decideAdmitted(ctx context.Context, b *ssdv1.CacheBi
 
 // decideCandidate admits a pending binding if it fits after the older pending ones.
 func (r *BindingReconciler) decideCandidate(ctx context.Context, b *ssdv1.CacheBinding, t target, size int64) (decision, error) {
-	capacity, err := nodeCapacity(ctx, r.client, t.nodeName)
+	capacity, err := nodeCapacity(ctx, r.client, t.nodeName, b.Spec.DeviceClass)
 	if err != nil {
 		p, err := asPending(err)
 		return waiting(p, size), err

@@ -124,8 +124,10 @@ func allEqual(s []string) bool {
 	return true
 }
 
-// nodeCapacity returns the cache bytes a node reported through its annotation.
-func nodeCapacity(ctx context.Context, c client.Reader, nodeName string) (int64, error) {
+// nodeCapacity returns the cache bytes a node reported through its annotation,
+// or a pending reason when its cache pool is not of deviceClass ("" takes the
+// node's default class, whatever it is).
+func nodeCapacity(ctx context.Context, c client.Reader, nodeName, deviceClass string) (int64, error) {
 	node := &corev1.Node{}
 	if err := c.Get(ctx, types.NamespacedName{Name: nodeName}, node); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -143,6 +145,11 @@ func nodeCapacity(ctx context.Context, c client.Reader, nodeName string) (int64,
 	if err != nil || capacity < 0 {
 		return 0, pending(ssdv1.ReasonCacheCapacityUnknown,
 			"node %s has annotation %s=%q; want a whole number of bytes", nodeName, ssdv1.AnnotationCacheCapacityBytes, raw)
+	}
+	if class := node.Annotations[ssdv1.AnnotationCacheDeviceClass]; deviceClass != "" && class != deviceClass {
+		return 0, pending(ssdv1.ReasonDeviceClassUnavailable,
+			"spec.deviceClass is %q, but the cache pool of node %s (where the volume is) is of class %q (annotation %s)",
+			deviceClass, nodeName, class, ssdv1.AnnotationCacheDeviceClass)
 	}
 	return capacity, nil
 }

@@ -92,7 +92,20 @@ func (r *BindingReconciler) recordTransition(before, after *ssdv1.CacheBinding, 
 		r.recorder.Eventf(after, nil, corev1.EventTypeWarning, ssdv1.ReasonInsufficientCache, "Resize", "%s", d.resizeBlocked)
 	case !isAdmitted && conditionChanged(oldC, newC):
 		r.recorder.Eventf(after, nil, pendingEventType(newC.Reason), newC.Reason, "Admit", "%s", newC.Message)
+		r.tellClaim(after, newC)
 	}
+}
+
+// tellClaim repeats a Warning about a binding its StorageClass made on the
+// PVC, where the user of a cached class looks: the volume works, uncached.
+func (r *BindingReconciler) tellClaim(b *ssdv1.CacheBinding, c *metav1.Condition) {
+	owner := metav1.GetControllerOf(b)
+	if owner == nil || owner.Kind != "PersistentVolumeClaim" || pendingEventType(c.Reason) != corev1.EventTypeWarning {
+		return
+	}
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: b.Namespace, Name: owner.Name, UID: owner.UID}}
+	r.recorder.Eventf(pvc, b, corev1.EventTypeWarning, c.Reason, "Admit",
+		"the volume has no cache yet, it serves from its HDD: CacheBinding %s: %s", b.Name, c.Message)
 }
 
 func conditionChanged(a, b *metav1.Condition) bool {

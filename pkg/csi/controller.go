@@ -246,6 +246,16 @@ func (s *ControllerServer) GetCapacity(ctx context.Context, req *csi.GetCapacity
 	if seg := req.GetAccessibleTopology().GetSegments(); seg != nil && seg[v1alpha1.TopologyKeyNode] != s.nodeID {
 		return &csi.GetCapacityResponse{AvailableCapacity: 0}, nil
 	}
+	params, err := parseParams(req.GetParameters(), false)
+	if err != nil {
+		return nil, invalid("%v", err)
+	}
+	// A cached class's volume can only be created where its cache can be
+	// carved (CreateVolume refuses it elsewhere): no capacity on other nodes
+	// keeps the scheduler from choosing them.
+	if _, err := s.engine.Pools().CacheVG(params.DeviceClass); params.Cached && err != nil {
+		return &csi.GetCapacityResponse{AvailableCapacity: 0}, nil
+	}
 	vg, err := s.lvm.GetVG(ctx, s.originVG)
 	if err != nil {
 		return nil, toStatus(err)

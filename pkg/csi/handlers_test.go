@@ -239,3 +239,27 @@ func TestGetCapacityIsPerNode(t *testing.T) {
 		t.Fatalf("this node: %v %v", resp, err)
 	}
 }
+
+// A cached class has no capacity on a node without a cache pool of its
+// device class, so the scheduler places its volumes where a cache can be.
+func TestGetCapacityHonoursTheDeviceClass(t *testing.T) {
+	n := newFakeNode(t)
+	here := &csi.Topology{Segments: map[string]string{"topology.ssdcache.io/node": nodeID}}
+	for _, c := range []struct {
+		params map[string]string
+		want   int64
+	}{
+		{map[string]string{"ssdcache.io/cache-mode": "readcache"}, 1 << 40},
+		{map[string]string{"ssdcache.io/cache-mode": "readcache", "ssdcache.io/device-class": "nvme"}, 1 << 40},
+		{map[string]string{"ssdcache.io/cache-mode": "readcache", "ssdcache.io/device-class": "optane"}, 0},
+		{map[string]string{"ssdcache.io/cache-mode": "none"}, 1 << 40},
+	} {
+		resp, err := n.driver.Controller.GetCapacity(context.Background(), &csi.GetCapacityRequest{AccessibleTopology: here, Parameters: c.params})
+		if err != nil || resp.AvailableCapacity != c.want {
+			t.Errorf("parameters %v: capacity %v, %v; want %d", c.params, resp, err, c.want)
+		}
+	}
+	_, err := n.driver.Controller.GetCapacity(context.Background(), &csi.GetCapacityRequest{AccessibleTopology: here,
+		Parameters: map[string]string{"ssdcache.io/cache-mode": "writeback"}})
+	expectCode(t, err, codes.InvalidArgument, "ssdcache.io/cache-mode", "writeback")
+}

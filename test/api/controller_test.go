@@ -304,3 +304,23 @@ func patchSpec(t *testing.T, ctx context.Context, c client.Client, b *ssdv1.Cach
 		t.Fatal(err)
 	}
 }
+
+// TestDeviceClassMustMatchTheNode: a class asking for a device class the
+// volume's node has no pool of gets a binding that says so, and the PVC gets
+// the same Warning.
+func TestDeviceClassMustMatchTheNode(t *testing.T) {
+	ctx, c := needAPIServer(t)
+	ns := newNamespace(t, ctx, c)
+	node := createNode(t, ctx, c, "1000000000000")
+	patchNodeAnnotation(t, ctx, c, node, ssdv1.AnnotationCacheDeviceClass, "nvme")
+	optane := createStorageClass(t, ctx, c, map[string]string{ssdv1.ParamCacheMode: "readcache", ssdv1.ParamDeviceClass: "optane"})
+	nvme := createStorageClass(t, ctx, c, map[string]string{ssdv1.ParamCacheMode: "readcache", ssdv1.ParamDeviceClass: "nvme"})
+	createVolume(t, ctx, c, ns, volume{pvc: "fast", storageClass: optane, node: node, size: "50Gi"})
+	createVolume(t, ctx, c, ns, volume{pvc: "ok", storageClass: nvme, node: node, size: "50Gi"})
+	waitPending(t, c, ns, "fast", ssdv1.ReasonDeviceClassUnavailable, `spec.deviceClass is "optane", but the cache pool of node `+node+` (where the volume is) is of class "nvme"`)
+	waitEventOn(t, c, ns, "PersistentVolumeClaim", "fast", ssdv1.ReasonDeviceClassUnavailable, "the volume has no cache yet")
+	b := waitAdmitted(t, c, ns, "ok", node, 5<<30)
+	if b.Spec.DeviceClass != "nvme" {
+		t.Errorf("binding of the nvme class has deviceClass %q", b.Spec.DeviceClass)
+	}
+}

@@ -65,6 +65,23 @@ func createNode(t *testing.T, ctx context.Context, c client.Client, capacity str
 	return node.Name
 }
 
+// patchNodeAnnotation sets one annotation of a Node, as its agent does.
+func patchNodeAnnotation(t *testing.T, ctx context.Context, c client.Client, name, key, value string) {
+	t.Helper()
+	node := &corev1.Node{}
+	if err := c.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
+		t.Fatal(err)
+	}
+	before := node.DeepCopy()
+	if node.Annotations == nil {
+		node.Annotations = map[string]string{}
+	}
+	node.Annotations[key] = value
+	if err := c.Patch(ctx, node, client.MergeFrom(before)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // volume describes a PV/PVC pair to create; the PV controller does not run under
 // envtest, so the test binds them itself as it would.
 type volume struct {
@@ -222,14 +239,20 @@ func waitPending(t *testing.T, c client.Client, ns, name, reason, msg string) *s
 // containing note.
 func waitEvent(t *testing.T, c client.Client, ns, objName, reason, note string) {
 	t.Helper()
-	eventually(t, "event "+reason+" on "+objName, func(ctx context.Context) error {
+	waitEventOn(t, c, ns, "", objName, reason, note)
+}
+
+// waitEventOn is waitEvent for an object of kind ("" for any).
+func waitEventOn(t *testing.T, c client.Client, ns, kind, objName, reason, note string) {
+	t.Helper()
+	eventually(t, "event "+reason+" on "+kind+" "+objName, func(ctx context.Context) error {
 		list := &eventsv1.EventList{}
 		if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
 			return err
 		}
 		var seen []string
 		for _, e := range list.Items {
-			if e.Regarding.Name == objName && e.Reason == reason && strings.Contains(e.Note, note) {
+			if e.Regarding.Name == objName && (kind == "" || e.Regarding.Kind == kind) && e.Reason == reason && strings.Contains(e.Note, note) {
 				if e.ReportingController != "ssdcache-controller" {
 					return fmt.Errorf("event from %q, want ssdcache-controller", e.ReportingController)
 				}

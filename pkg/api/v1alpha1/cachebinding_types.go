@@ -83,9 +83,10 @@ type CacheBindingSpec struct {
 
 	// deviceClass names the class of cache devices the cache is carved from (a
 	// node's --cache-class, the StorageClass parameter ssdcache.io/device-class);
-	// empty means the node's default class.
+	// empty means the node's default class. It cannot be changed.
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="deviceClass is immutable; delete this binding and create another to use a different class"
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	DeviceClass string `json:"deviceClass,omitempty"`
 

@@ -19,6 +19,11 @@ const (
 	// cache (NVMe) space the node can hand out, as a decimal integer.
 	AnnotationCacheCapacityBytes = "ssdcache.io/cache-capacity-bytes"
 
+	// AnnotationCacheDeviceClass is set on each Node by its node agent beside the
+	// capacity: the device class of its cache pool ("" when it has none). The
+	// controller admits a binding only to a node of the binding's class.
+	AnnotationCacheDeviceClass = "ssdcache.io/cache-device-class"
+
 	// LabelManagedBy marks CacheBindings the controller created from a StorageClass.
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 	// ManagedByController is the LabelManagedBy value of auto-created bindings.
@@ -72,6 +77,8 @@ const (
 	ReasonInsufficientCache    = "InsufficientCache"
 	ReasonInvalidSize          = "InvalidSize"
 	ReasonDuplicateBinding     = "DuplicateBinding"
+	// ReasonDeviceClassUnavailable: the volume's node has no cache pool of spec.deviceClass.
+	ReasonDeviceClassUnavailable = "DeviceClassUnavailable"
 	// ReasonAdmitted is the reason of Pending=False once a node was chosen.
 	ReasonAdmitted = "Admitted"
 	// ReasonNotAdmitted is the reason of Ready=False while the binding is Pending.
