@@ -107,7 +107,7 @@ func (s *suite) cacheBindingOnline(ctx context.Context, t *testing.T) {
 		return strings.Contains(reasons, "CacheAttached") && strings.Contains(reasons, "CacheDetached"), "reasons: " + reasons + errOrEmpty(err), nil
 	})
 	// One last check of every byte, through the page cache-free path the loop uses.
-	s.kubectl(ctx, t, "-n", "default", "exec", reader, "--", "bash", "-c", "cd /data && sha256sum -c --quiet SUMS")
+	s.exec(ctx, t, reader, "cd /data && sha256sum -c --quiet SUMS")
 }
 
 // readHits is the binding's status.cache.readHits (0 before the first
@@ -132,8 +132,7 @@ func (s *suite) nodePluginRestart(ctx context.Context, t *testing.T) {
 		return err == nil && !strings.Contains(out, old) && strings.Contains(out, "=True"), "pods: " + out + errOrEmpty(err), nil
 	})
 	s.waitMorePasses(ctx, t, passes, "after the plugin restart")
-	s.kubectl(ctx, t, "-n", "default", "exec", "cached-data", "--", "bash", "-c",
-		"head -c 4M /dev/urandom > /data/after-restart && sync && cd /data && sha256sum -c --quiet SUMS")
+	s.exec(ctx, t, "cached-data", "head -c 4M /dev/urandom > /data/after-restart && sync && cd /data && sha256sum -c --quiet SUMS")
 	cached := s.dmTable(ctx, t, s.volumeHandle(ctx, t, "cached-data"))
 	if !strings.Contains(cached, " writethrough ") {
 		t.Fatalf("the cached volume lost its cache across the restart: %s", cached)
