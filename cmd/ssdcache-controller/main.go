@@ -25,6 +25,8 @@ type flags struct {
 	leaderElect             bool
 	leaderElectionNamespace string
 	pendingResync           time.Duration
+	agentLeaseNamespace     string
+	agentGoneAfter          time.Duration
 }
 
 func parseFlags() flags {
@@ -35,6 +37,8 @@ func parseFlags() flags {
 	flag.BoolVar(&f.leaderElect, "leader-elect", true, "elect a leader so that only one replica reconciles at a time")
 	flag.StringVar(&f.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease; empty means the pod's namespace")
 	flag.DurationVar(&f.pendingResync, "pending-resync", controller.DefaultPendingResync, "re-examine pending CacheBindings this often without an event")
+	flag.StringVar(&f.agentLeaseNamespace, "agent-lease-namespace", os.Getenv("POD_NAMESPACE"), "namespace where the node agents renew their Leases (the node DaemonSet's); defaults to $POD_NAMESPACE; empty never takes an agent as gone while its Node exists")
+	flag.DurationVar(&f.agentGoneAfter, "agent-gone-after", controller.DefaultAgentGoneAfter, "a node agent whose Lease expired this long ago is gone: the finalizers of its node's CacheBindings are released")
 	flag.Parse()
 	return f
 }
@@ -74,7 +78,8 @@ func run(f flags) error {
 		return fmt.Errorf("creating manager: %w", err)
 	}
 	ctx := ctrl.SetupSignalHandler()
-	if err := controller.Setup(ctx, mgr, controller.Options{PendingResync: f.pendingResync}); err != nil {
+	if err := controller.Setup(ctx, mgr, controller.Options{PendingResync: f.pendingResync,
+		AgentLeaseNamespace: f.agentLeaseNamespace, AgentGoneAfter: f.agentGoneAfter}); err != nil {
 		return fmt.Errorf("setting up reconcilers: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

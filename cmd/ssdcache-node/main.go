@@ -36,6 +36,7 @@ type options struct {
 	poolStaleAfter                 time.Duration
 	commandTimeout                 time.Duration
 	faultPoint                     string
+	leaseNamespace                 string
 	// awaitCSI, when set, makes the process only wait for the CSI endpoint
 	// of another one to answer (the chart's postStart hook).
 	awaitCSI time.Duration
@@ -71,6 +72,7 @@ func parseFlags() options {
 	flag.StringVar(&o.probeAddr, "health-probe-address", ":9811", "address of /healthz and /readyz (with the agent)")
 	flag.Int64Var(&o.maxVolumes, "max-volumes-per-node", 0, "volumes this node accepts; 0 means no limit")
 	flag.BoolVar(&o.agent, "agent", true, "run the CacheBinding node agent (needs the Kubernetes API)")
+	flag.StringVar(&o.leaseNamespace, "lease-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the Lease the agent renews, by which the controller tells a gone agent from a busy one; defaults to $POD_NAMESPACE; empty renews none")
 	flag.DurationVar(&o.healthInterval, "health-interval", agent.DefaultHealthInterval, "how often caches are checked for failure")
 	flag.DurationVar(&o.sampleInterval, "sample-interval", agent.DefaultSampleInterval, "how often cache counters are exported")
 	flag.DurationVar(&o.statusInterval, "status-interval", agent.DefaultFiguresInterval, "least time between two writes of a CacheBinding's cache figures (hits, fill) to its status")

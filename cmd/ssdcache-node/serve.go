@@ -34,7 +34,7 @@ func run(ctx context.Context, o options) error {
 	metricsServer := &metricsEndpoint{addr: o.metricsAddr, gatherer: nodeGatherer(n.csiMetrics)}
 	cfg := agent.Config{NodeName: o.nodeName, Engine: n.engine, Dev: n.dev, Locks: n.locks, Metrics: m, Pools: n.pools,
 		CacheClass: n.cacheClass, HealthInterval: o.healthInterval, SampleInterval: o.sampleInterval,
-		FiguresInterval: o.statusInterval, VolumeEvents: n.volumeEvents}
+		FiguresInterval: o.statusInterval, VolumeEvents: n.volumeEvents, LeaseNamespace: o.leaseNamespace}
 	if !o.agent {
 		return runStandalone(ctx, n, cfg, metricsServer)
 	}

@@ -36,6 +36,8 @@ type Config struct {
 	// FiguresInterval is the least time between two writes of a binding's
 	// cache figures to its status (DefaultFiguresInterval).
 	FiguresInterval time.Duration
+	// LeaseNamespace is where the agent renews its Lease; "" renews none.
+	LeaseNamespace string
 	// VolumeEvents carries NodeStage's news of staged volumes; nil makes one
 	// for the monitor's drops alone.
 	VolumeEvents *VolumeEvents
@@ -62,6 +64,11 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 		Complete(r)
 	if err != nil {
 		return err
+	}
+	if cfg.LeaseNamespace != "" {
+		if err := mgr.Add(NewLeaseRenewer(mgr.GetClient(), cfg.LeaseNamespace, cfg.NodeName, 0, nil)); err != nil {
+			return err
+		}
 	}
 	if err := mgr.Add(unclaimedSweep{r: r, interval: r.resync, waitSynced: mgr.GetCache().WaitForCacheSync}); err != nil {
 		return err

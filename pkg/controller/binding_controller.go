@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
@@ -33,14 +34,18 @@ import (
 // takes over from status.nodeName on (attach, Ready, Degraded, figures, detach).
 type BindingReconciler struct {
 	client        client.Client
+	reader        client.Reader // uncached, for the agents' Leases
 	recorder      events.EventRecorder
 	pendingResync time.Duration
+	agents        agentLeases
 }
 
 // NewBindingReconciler returns a reconciler that reads through c (normally the
-// manager's cached client) and reports state changes as Events through recorder.
-func NewBindingReconciler(c client.Client, recorder events.EventRecorder, opts Options) *BindingReconciler {
-	return &BindingReconciler{client: c, recorder: recorder, pendingResync: opts.pendingResync()}
+// manager's cached client), reads the node agents' Leases through reader
+// (uncached) and reports state changes as Events through recorder.
+func NewBindingReconciler(c client.Client, reader client.Reader, recorder events.EventRecorder, opts Options) *BindingReconciler {
+	return &BindingReconciler{client: c, reader: reader, recorder: recorder, pendingResync: opts.pendingResync(),
+		agents: newAgentLeases(reader, opts)}
 }
 
 // conflictRetry is the delay before retrying a write that lost an optimistic-lock race.
@@ -66,7 +71,8 @@ func (r *BindingReconciler) reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !b.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, r.reconcileDelete(ctx, b)
+		// The agent's Lease is not watched: look again until it releases the binding.
+		return ctrl.Result{RequeueAfter: r.agents.recheck()}, r.reconcileDelete(ctx, b)
 	}
 	if err := r.ensureFinalizer(ctx, b); err != nil {
 		return ctrl.Result{}, err
@@ -97,8 +103,9 @@ func (r *BindingReconciler) ensureFinalizer(ctx context.Context, b *ssdv1.CacheB
 }
 
 // reconcileDelete removes the finalizer when no node agent can do it: the binding
-// was never admitted (there is no cache to detach) or its Node object is gone.
-// Otherwise the agent on status.nodeName detaches and removes it.
+// was never admitted (there is no cache to detach), its Node object is gone, or
+// the node's agent has not renewed its Lease for long. Otherwise the agent on
+// status.nodeName detaches and removes it.
 func (r *BindingReconciler) reconcileDelete(ctx context.Context, b *ssdv1.CacheBinding) error {
 	if !controllerutil.ContainsFinalizer(b, ssdv1.Finalizer) {
 		return nil
@@ -114,7 +121,7 @@ func (r *BindingReconciler) reconcileDelete(ctx context.Context, b *ssdv1.CacheB
 		return client.IgnoreNotFound(err)
 	}
 	klog.FromContext(ctx).Info("Removed finalizer", "binding", klog.KObj(b), "why", why)
-	r.recorder.Eventf(b, nil, "Normal", "FinalizerRemoved", "Release", "%s", why)
+	r.recorder.Eventf(b, nil, corev1.EventTypeWarning, "FinalizerRemoved", "Release", "%s", why)
 	return nil
 }
 
@@ -125,10 +132,13 @@ func (r *BindingReconciler) releaseReason(ctx context.Context, b *ssdv1.CacheBin
 		return "binding was not admitted to a node, so no cache needs detaching", nil
 	}
 	exists, err := nodeExists(ctx, r.client, b.Status.NodeName)
-	if err != nil || exists {
+	if err != nil {
 		return "", err
 	}
-	return "node " + b.Status.NodeName + " no longer exists, so no node agent can detach the cache", nil
+	if !exists {
+		return "node " + b.Status.NodeName + " no longer exists, so no node agent can detach the cache", nil
+	}
+	return r.agents.goneReason(ctx, b.Status.NodeName)
 }
 
 // asPending splits a resolution error into a user-facing pending reason and an API

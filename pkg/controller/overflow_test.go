@@ -58,7 +58,7 @@ func newWorld(t *testing.T, capacity int64) *world {
 			return []string{o.(*ssdv1.CacheBinding).Spec.PVCName}
 		}).
 		Build()
-	return &world{t: t, ctx: context.Background(), c: c, r: NewBindingReconciler(c, &events.FakeRecorder{}, Options{})}
+	return &world{t: t, ctx: context.Background(), c: c, r: NewBindingReconciler(c, c, &events.FakeRecorder{}, Options{})}
 }
 
 // volume adds a bound PVC and its PV of the given size on testNode.

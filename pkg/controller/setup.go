@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -26,11 +27,22 @@ const EventSource = "ssdcache-controller"
 // DefaultPendingResync is how often a pending binding is re-examined without an event.
 const DefaultPendingResync = 2 * time.Minute
 
+// DefaultAgentGoneAfter is how long a node agent's Lease may be expired before
+// the controller takes the agent as gone and releases its node's bindings.
+const DefaultAgentGoneAfter = 10 * time.Minute
+
 // Options tune the reconcilers.
 type Options struct {
 	// PendingResync re-examines pending bindings this often even without a watch
 	// event; zero means DefaultPendingResync.
 	PendingResync time.Duration
+	// AgentLeaseNamespace is where the node agents renew their Leases; "" never
+	// takes an agent as gone while its Node exists.
+	AgentLeaseNamespace string
+	// AgentGoneAfter is DefaultAgentGoneAfter when zero.
+	AgentGoneAfter time.Duration
+	// Clock is the real clock when nil.
+	Clock clock.Clock
 }
 
 func (o Options) pendingResync() time.Duration {
@@ -46,7 +58,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		return err
 	}
 	recorder := mgr.GetEventRecorder(EventSource)
-	if err := NewBindingReconciler(mgr.GetClient(), recorder, opts).SetupWithManager(mgr); err != nil {
+	// Leases are read uncached: a cache would watch every Lease of the cluster.
+	if err := NewBindingReconciler(mgr.GetClient(), mgr.GetAPIReader(), recorder, opts).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	return NewClaimReconciler(mgr.GetClient(), mgr.GetScheme(), recorder).SetupWithManager(mgr)

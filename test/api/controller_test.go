@@ -4,14 +4,18 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	"github.com/ssdcache/ssdcache/pkg/agent"
 	ssdv1 "github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
 )
 
@@ -323,4 +327,51 @@ func TestDeviceClassMustMatchTheNode(t *testing.T) {
 	if b.Spec.DeviceClass != "nvme" {
 		t.Errorf("binding of the nvme class has deviceClass %q", b.Spec.DeviceClass)
 	}
+}
+
+// The controller under test reads node agents' Leases here and takes an agent
+// whose Lease expired more than agentGoneAfter ago as gone.
+const (
+	agentLeaseNamespace = "ssdcache-agents"
+	agentGoneAfter      = 20 * time.Second
+)
+
+// TestGoneAgentReleasesItsBindings: a binding being deleted on a node whose
+// agent renews its Lease (the agent's own renewer) waits for the agent; on a
+// node whose agent's Lease expired long ago the controller releases it, with
+// a Warning that says why.
+func TestGoneAgentReleasesItsBindings(t *testing.T) {
+	ctx, c := needAPIServer(t)
+	ns := newNamespace(t, ctx, c)
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: agentLeaseNamespace}}); client.IgnoreAlreadyExists(err) != nil {
+		t.Fatal(err)
+	}
+	live, gone := createNode(t, ctx, c, "1000000000000"), createNode(t, ctx, c, "1000000000000")
+	if err := agent.NewLeaseRenewer(c, agentLeaseNamespace, live, 0, nil).Renew(ctx); err != nil {
+		t.Fatal(err)
+	}
+	old := metav1.NewMicroTime(time.Now().Add(-time.Hour))
+	expired := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: agentLeaseNamespace, Name: ssdv1.AgentLeaseName(gone)},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(gone), RenewTime: &old, LeaseDurationSeconds: ptr.To(int32(40))}}
+	if err := c.Create(ctx, expired); err != nil {
+		t.Fatal(err)
+	}
+	createVolume(t, ctx, c, ns, volume{pvc: "on-live", node: live})
+	createVolume(t, ctx, c, ns, volume{pvc: "on-gone", node: gone})
+	waiting := createBinding(t, ctx, c, ns, "waiting", "on-live", "1Gi")
+	released := createBinding(t, ctx, c, ns, "released", "on-gone", "1Gi")
+	waitAdmitted(t, c, ns, "waiting", live, 1<<30)
+	waitAdmitted(t, c, ns, "released", gone, 1<<30)
+	for _, b := range []client.Object{waiting, released} {
+		if err := c.Delete(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitGone(t, c, released)
+	waitEvent(t, c, ns, "released", "FinalizerRemoved", "the node agent of node "+gone+" has not renewed its Lease")
+	if err := c.Get(ctx, client.ObjectKeyFromObject(waiting), waiting); err != nil || !controllerutil.ContainsFinalizer(waiting, ssdv1.Finalizer) {
+		t.Fatalf("binding on the node of a live agent: %v, finalizers %v; want it waiting for the agent", err, waiting.Finalizers)
+	}
+	removeFinalizer(t, ctx, c, waiting, ssdv1.Finalizer) // what the live agent does after detaching
+	waitGone(t, c, waiting)
 }

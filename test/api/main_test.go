@@ -117,7 +117,8 @@ func startController(ctx context.Context, cfg *rest.Config) (<-chan struct{}, er
 		return nil, err
 	}
 	// A resync far beyond the tests' timeouts, so that they prove the watches work.
-	if err := controller.Setup(ctx, mgr, controller.Options{PendingResync: time.Hour}); err != nil {
+	if err := controller.Setup(ctx, mgr, controller.Options{PendingResync: time.Hour,
+		AgentLeaseNamespace: agentLeaseNamespace, AgentGoneAfter: agentGoneAfter}); err != nil {
 		return nil, err
 	}
 	done := make(chan struct{})

@@ -115,6 +115,7 @@ var components = []component{
 		namespaced: map[string]string{
 			"storage.k8s.io/csistoragecapacities": "external-provisioner writes them into its own namespace ($NAMESPACE)",
 			"/pods":                               "external-provisioner reads its own pod to find the DaemonSet that owns the capacity objects",
+			"coordination.k8s.io/leases":          "each node agent renews its Lease in the release namespace",
 		},
 	},
 }

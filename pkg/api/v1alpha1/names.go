@@ -1,5 +1,7 @@
 package v1alpha1
 
+import "strings"
+
 // Names shared by the controller, the node agent and the CSI driver. They live here
 // because this is the only package the others share as data.
 const (
@@ -23,6 +25,10 @@ const (
 	// capacity: the device class of its cache pool ("" when it has none). The
 	// controller admits a binding only to a node of the binding's class.
 	AnnotationCacheDeviceClass = "ssdcache.io/cache-device-class"
+
+	// AgentLeasePrefix starts the name of the coordination.k8s.io Lease each node
+	// agent renews in its namespace (see AgentLeaseName).
+	AgentLeasePrefix = "ssdcache-node."
 
 	// LabelManagedBy marks CacheBindings the controller created from a StorageClass.
 	LabelManagedBy = "app.kubernetes.io/managed-by"
@@ -95,3 +101,12 @@ const (
 	ReasonCacheDeviceFailed  = "CacheDeviceFailed"
 	ReasonCacheDeviceHealthy = "CacheDeviceHealthy"
 )
+
+// AgentLeaseName is the name of the Lease the node agent of nodeName renews. A
+// node name is a DNS subdomain of at most 253 characters, like a Lease name, so
+// one too long for the prefix is cut (node names that long do not occur in
+// practice; two nodes sharing their first 239 characters would share a Lease).
+func AgentLeaseName(nodeName string) string {
+	name := AgentLeasePrefix + nodeName
+	return strings.TrimRight(name[:min(253, len(name))], ".-")
+}

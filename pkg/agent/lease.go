@@ -1,0 +1,77 @@
+package agent
+
+import (
+	"context"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	ssdv1 "github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
+)
+
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update
+
+// DefaultLeaseRenewInterval is how often the agent renews its Lease; the
+// Lease says it holds for four intervals.
+const DefaultLeaseRenewInterval = 10 * time.Second
+
+// LeaseRenewer keeps the node agent's Lease (ssdv1.AgentLeaseName) renewed,
+// so that the controller can tell an agent that is gone for good (helm
+// uninstall, a node that no longer runs the DaemonSet) from a busy one, and
+// release the finalizers of the bindings admitted to its node.
+type LeaseRenewer struct {
+	client    client.Client
+	namespace string
+	nodeName  string
+	interval  time.Duration
+	clock     clock.Clock
+}
+
+// NewLeaseRenewer renews nodeName's Lease in namespace every interval.
+func NewLeaseRenewer(c client.Client, namespace, nodeName string, interval time.Duration, clk clock.Clock) *LeaseRenewer {
+	if interval <= 0 {
+		interval = DefaultLeaseRenewInterval
+	}
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	return &LeaseRenewer{client: c, namespace: namespace, nodeName: nodeName, interval: interval, clock: clk}
+}
+
+// Start renews until ctx ends; it is a controller-runtime Runnable.
+func (l *LeaseRenewer) Start(ctx context.Context) error {
+	for {
+		if err := l.Renew(ctx); err != nil {
+			klog.ErrorS(err, "Renewing the node agent's Lease", "namespace", l.namespace, "node", l.nodeName)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-l.clock.After(l.interval):
+		}
+	}
+}
+
+// Renew creates the Lease or moves its renew time to now.
+func (l *LeaseRenewer) Renew(ctx context.Context) error {
+	now := metav1.NewMicroTime(l.clock.Now())
+	spec := coordinationv1.LeaseSpec{HolderIdentity: ptr.To(l.nodeName), RenewTime: &now,
+		LeaseDurationSeconds: ptr.To(int32(4 * l.interval / time.Second))}
+	lease := &coordinationv1.Lease{}
+	err := l.client.Get(ctx, client.ObjectKey{Namespace: l.namespace, Name: ssdv1.AgentLeaseName(l.nodeName)}, lease)
+	if apierrors.IsNotFound(err) {
+		lease = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: l.namespace, Name: ssdv1.AgentLeaseName(l.nodeName)}, Spec: spec}
+		return l.client.Create(ctx, lease)
+	}
+	if err != nil {
+		return err
+	}
+	lease.Spec = spec
+	return l.client.Update(ctx, lease)
+}
