@@ -32,9 +32,12 @@ func (s *suite) metrics(ctx context.Context, t *testing.T) {
 	}
 }
 
-// uninstall: workloads and PVCs deleted, then `helm uninstall`; the node is
-// left with its two volume groups and no LV or dm device of ssdcache.
+// uninstall: workloads and PVCs deleted, the CacheBindings left (one whose
+// PVC never existed) deleted as the chart README says, then `helm uninstall`;
+// the node is left with its two volume groups and no LV or dm device of ssdcache.
 func (s *suite) uninstall(ctx context.Context, t *testing.T) {
+	// A binding whose PVC does not exist: still there at uninstall time.
+	s.apply(ctx, t, cacheBinding("leftover", cacheSize))
 	s.deleteAndWait(ctx, t, "default", "pod/cached-data", "pod/"+reader)
 	s.deleteAndWait(ctx, t, "default", "pvc/cached-data", "pvc/"+reader)
 	// The bench PVC belongs to the release; its volume must go while the
@@ -48,6 +51,11 @@ func (s *suite) uninstall(ctx context.Context, t *testing.T) {
 		out, err := s.c.Kubectl(ctx, "get", "pv", "-o", "wide")
 		return err == nil && strings.TrimSpace(out) == "", out + errOrEmpty(err), nil
 	})
+	// The chart README's uninstall order: the bindings go while the controller
+	// and the node agents still run to release them.
+	if _, err := s.c.Kubectl(ctx, "delete", "cachebindings", "--all", "--all-namespaces", "--wait", timeoutFlag(ctx)); err != nil {
+		t.Fatalf("deleting the CacheBindings before uninstall: %v\n%s", err, s.explain(ctx, object{ns: "default"}))
+	}
 	// The plugin's last work was deleting those volumes; after this it goes.
 	s.expectPluginHealthy(ctx, t)
 	s.pluginInstalled = false
