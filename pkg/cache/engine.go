@@ -111,6 +111,7 @@ func (e *Engine) converge(ctx context.Context, volumeID, op string, obs observed
 		return false, nil
 	}
 	klog.InfoS("Changing volume", "volumeID", volumeID, "operation", op, "steps", steps)
+	start := time.Now()
 	run := &applier{Engine: e, op: op, volumeID: volumeID, want: want, lvs: obs.cacheLVs}
 	for _, s := range steps {
 		e.faults.Reached(ctx, op+"/"+string(s))
@@ -118,6 +119,7 @@ func (e *Engine) converge(ctx context.Context, volumeID, op string, obs observed
 			return true, fmt.Errorf("%s volume %s: step %s: %w", op, volumeID, s, err)
 		}
 	}
+	klog.InfoS("Changed volume", "volumeID", volumeID, "operation", op, "duration", time.Since(start))
 	return true, nil
 }
 

@@ -152,10 +152,14 @@ func (d *Driver) observe(ctx context.Context, req any, info *grpc.UnaryServerInf
 	if d.metrics != nil {
 		d.metrics.RecordMetrics(info.FullMethod, err, time.Since(start))
 	}
+	kv := []any{"method", info.FullMethod, "duration", time.Since(start)}
+	if v, ok := req.(interface{ GetVolumeId() string }); ok && v.GetVolumeId() != "" {
+		kv = append(kv, "volumeID", v.GetVolumeId())
+	}
 	if err != nil {
-		klog.ErrorS(err, "CSI request failed", "method", info.FullMethod, "duration", time.Since(start))
+		klog.ErrorS(err, "CSI request failed", kv...)
 	} else {
-		klog.V(2).InfoS("CSI request done", "method", info.FullMethod, "duration", time.Since(start))
+		klog.V(2).InfoS("CSI request done", kv...)
 	}
 	return resp, err
 }

@@ -77,11 +77,13 @@ func (s *suite) cachedStorageClass(ctx context.Context, t *testing.T) {
 	// The controller made a binding for the PVC of the caching class; NodeStage
 	// brought the volume up linear and the node agent attached the binding's cache.
 	s.waitReady(ctx, t, object{ns: "default", name: "cachebinding/cached-data"})
-	table := s.dmTable(ctx, t, s.volumeHandle(ctx, t, "cached-data"))
+	handle := s.volumeHandle(ctx, t, "cached-data")
+	table := s.dmTable(ctx, t, handle)
 	if !strings.Contains(table, " cache ") || !strings.Contains(table, " writethrough ") {
 		t.Fatalf("dm table of the cached volume is not a writethrough cache: %s", table)
 	}
 	t.Logf("dm table: %s", table)
+	s.logStageToCacheLive(ctx, t, handle)
 }
 
 // benchJob: the chart's bench Job on its own PVC of the cached class, tiny
