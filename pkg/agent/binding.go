@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
@@ -75,7 +76,12 @@ func NewBindingReconciler(c client.Client, rec events.EventRecorder, e *cache.En
 func (r *BindingReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	b := &ssdv1.CacheBinding{}
 	if err := r.client.Get(ctx, req.NamespacedName, b); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		if apierrors.IsNotFound(err) {
+			// Gone without this agent removing its finalizer: its cache, if
+			// any, is claimed by no binding now.
+			return ctrl.Result{}, r.DetachUnclaimed(ctx)
+		}
+		return ctrl.Result{}, err
 	}
 	if b.Status.NodeName != r.nodeName || b.Status.VolumeHandle == "" {
 		// Not admitted here (yet, or any more): a cache it had on this node

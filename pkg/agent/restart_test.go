@@ -143,3 +143,24 @@ func TestUnclaimedCacheDetachedClaimedKept(t *testing.T) {
 		t.Fatalf("claimed cache detached: table %s", got)
 	}
 }
+
+// A binding deleted without the agent (its finalizer stripped) loses its
+// cache at the reconcile its deletion causes, not only at the next sweep.
+func TestBindingGoneWithoutAgentLosesItsCache(t *testing.T) {
+	n := newNode(t)
+	n.stage(t, nil)
+	r, c, _ := n.reconciler(t, admitted(ssdv1.ModeReadCache, gib))
+	reconcileOnce(t, r)
+	b := get(t, c)
+	b.Finalizers = nil
+	if err := c.Update(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	reconcileOnce(t, r)
+	if got := n.tableType(t); got != "linear" {
+		t.Fatalf("cache of a vanished binding kept: table %s", got)
+	}
+}

@@ -118,19 +118,26 @@ func (s *suite) readHits(ctx context.Context) (int64, string) {
 	return n, fmt.Sprintf("readHits %q%s", v, errOrEmpty(err))
 }
 
-// nodePluginRestart: the node plugin's pod is deleted while both volumes
-// are staged; the DaemonSet's new pod takes over and the volumes keep
-// serving reads and writes.
+// nodePluginRestart: the node plugin is stopped (its DaemonSet moved off the
+// node) while both volumes are staged and serving, and started again. While
+// it is down, a binding vanishes without its agent (an admin strips the
+// finalizer): only the node still shows its cache, and the new agent detaches
+// it, as no binding claims it. The volumes keep serving reads and writes, and
+// the cached volume keeps its cache.
 func (s *suite) nodePluginRestart(ctx context.Context, t *testing.T) {
-	old := s.nodePluginPod(ctx, t)
+	s.apply(ctx, t, cacheBinding(reader, cacheSize))
+	s.waitReady(ctx, t, object{ns: "default", name: "cachebinding/" + reader})
+	orphan := s.volumeHandle(ctx, t, reader)
 	passes := s.readerPasses(ctx, t)
-	s.deleteAndWait(ctx, t, namespace, "pod/"+old)
-	plugin := object{ns: namespace, name: "daemonset/" + release + "-node", pods: nodeSelector}
-	s.eventually(ctx, t, "a new node plugin pod is Ready", plugin, func() (bool, string, error) {
-		out, err := s.c.Kubectl(ctx, "-n", namespace, "get", "pods", "-l", nodeSelector, "-o",
-			`jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status} {end}`)
-		return err == nil && !strings.Contains(out, old) && strings.Contains(out, "=True"), "pods: " + out + errOrEmpty(err), nil
-	})
+
+	s.stopNodePlugin(ctx, t)
+	s.kubectl(ctx, t, "-n", "default", "patch", "cachebinding/"+reader, "--type=merge", "-p", `{"metadata":{"finalizers":null}}`)
+	s.kubectl(ctx, t, "-n", "default", "delete", "cachebinding/"+reader, "--wait", timeoutFlag(ctx))
+	if table := s.dmTable(ctx, t, orphan); !strings.Contains(table, " cache ") {
+		t.Fatalf("with the plugin down, the vanished binding's cache is already gone: %s", table)
+	}
+	s.startNodePlugin(ctx, t)
+
 	s.waitMorePasses(ctx, t, passes, "after the plugin restart")
 	s.exec(ctx, t, "cached-data", "head -c 4M /dev/urandom > /data/after-restart && sync && cd /data && sha256sum -c --quiet SUMS")
 	cached := s.dmTable(ctx, t, s.volumeHandle(ctx, t, "cached-data"))
@@ -138,13 +145,39 @@ func (s *suite) nodePluginRestart(ctx context.Context, t *testing.T) {
 		t.Fatalf("the cached volume lost its cache across the restart: %s", cached)
 	}
 	s.waitReady(ctx, t, object{ns: "default", name: "cachebinding/cached-data"})
+	s.eventually(ctx, t, "the restarted agent detached the cache no binding claims", readerPod, func() (bool, string, error) {
+		table, err := s.c.NodeExec(ctx, "dmsetup table ssdcache-"+orphan)
+		return err == nil && strings.Contains(table, " linear "), "table: " + table + errOrEmpty(err), nil
+	})
 }
 
-func (s *suite) nodePluginPod(ctx context.Context, t *testing.T) string {
+// stoppedLabel is a node label no node has: a DaemonSet that selects it runs nowhere.
+const stoppedLabel = "ssdcache.io/e2e-stopped"
+
+// stopNodePlugin moves the node DaemonSet off the node and waits until its
+// pod is gone; the staged volumes stay up without it.
+func (s *suite) stopNodePlugin(ctx context.Context, t *testing.T) {
 	t.Helper()
-	name := s.jsonpath(ctx, t, "pods", "{.items[0].metadata.name}", "-n", namespace, "-l", nodeSelector)
-	if name == "" {
-		t.Fatal("no node plugin pod")
-	}
-	return name
+	s.pluginInstalled = false // no restarts to watch while it is down
+	s.kubectl(ctx, t, "-n", namespace, "patch", "daemonset/"+release+"-node", "-p",
+		`{"spec":{"template":{"spec":{"nodeSelector":{"`+stoppedLabel+`":"true"}}}}}`)
+	s.eventually(ctx, t, "the node plugin pod is gone", object{ns: namespace, name: "daemonset/" + release + "-node", pods: nodeSelector},
+		func() (bool, string, error) {
+			pods, err := s.getPods(ctx, namespace, "-l", nodeSelector)
+			return err == nil && len(pods) == 0, fmt.Sprintf("%d pods%s", len(pods), errOrEmpty(err)), nil
+		})
+}
+
+// startNodePlugin undoes stopNodePlugin and waits for the new pod to be Ready.
+func (s *suite) startNodePlugin(ctx context.Context, t *testing.T) {
+	t.Helper()
+	s.kubectl(ctx, t, "-n", namespace, "patch", "daemonset/"+release+"-node", "-p",
+		`{"spec":{"template":{"spec":{"nodeSelector":{"`+stoppedLabel+`":null}}}}}`)
+	plugin := object{ns: namespace, name: "daemonset/" + release + "-node", pods: nodeSelector}
+	s.eventually(ctx, t, "a new node plugin pod is Ready", plugin, func() (bool, string, error) {
+		out, err := s.c.Kubectl(ctx, "-n", namespace, "get", "pods", "-l", nodeSelector, "-o",
+			`jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status} {end}`)
+		return err == nil && strings.Contains(out, "=True"), "pods: " + out + errOrEmpty(err), nil
+	})
+	s.pluginInstalled = true
 }
