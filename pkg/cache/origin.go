@@ -49,7 +49,7 @@ func (e *Engine) OriginLV(ctx context.Context, volumeID string) (Origin, error) 
 // on, and an LVM physical volume (one of the node's pools, or someone else's
 // volume group).
 func (e *Engine) OriginDisk(ctx context.Context, path string) (Origin, error) {
-	if !strings.HasPrefix(path, lvm.ByIDDir) || len(path) == len(lvm.ByIDDir) || strings.Contains(path[len(lvm.ByIDDir):], "/") {
+	if !lvm.IsByIDPath(path) {
 		return Origin{}, fmt.Errorf("device %q: only stable %s<id> paths are allowed: %w", path, lvm.ByIDDir, lvm.ErrInvalidDevice)
 	}
 	node, err := e.dev.Resolve(path)

@@ -2,7 +2,6 @@ package csi
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
 	"github.com/ssdcache/ssdcache/pkg/cache"
@@ -56,7 +55,7 @@ func parseParams(params map[string]string, allowDevice bool) (volumeParams, erro
 func (p *volumeParams) setStatic(key, value string) error {
 	switch key {
 	case ContextDevice:
-		if !strings.HasPrefix(value, lvm.ByIDDir) || len(value) == len(lvm.ByIDDir) || strings.Contains(value[len(lvm.ByIDDir):], "/") {
+		if !lvm.IsByIDPath(value) {
 			return fmt.Errorf("volume attribute %s=%q: only stable %s<id> paths are allowed", key, value, lvm.ByIDDir)
 		}
 		p.device = value

@@ -16,6 +16,13 @@ import (
 // like /dev/nvme0n1 change across boots, by-id links do not (safety rule 3).
 const ByIDDir = "/dev/disk/by-id/"
 
+// IsByIDPath says whether path names a device by a stable /dev/disk/by-id/<id>
+// link, the only names ssdcache accepts for a device.
+func IsByIDPath(path string) bool {
+	id, ok := strings.CutPrefix(path, ByIDDir)
+	return ok && id != "" && !strings.Contains(id, "/")
+}
+
 // ErrDeviceInUse is returned for a device that carries data ssdcache did not put there.
 var ErrDeviceInUse = errors.New("device looks in use")
 
@@ -93,7 +100,7 @@ func ValidatePoolConfig(cfg PoolConfig) error {
 	}
 	seen := map[string]bool{}
 	for _, d := range append(slices.Clone(cfg.Devices), cfg.Adopt...) {
-		if !strings.HasPrefix(d, ByIDDir) || len(d) == len(ByIDDir) || strings.Contains(d[len(ByIDDir):], "/") {
+		if !IsByIDPath(d) {
 			return fmt.Errorf("pool %s: device %q: only stable %s<id> paths are allowed (kernel names change across boots): %w", cfg.VG, d, ByIDDir, ErrInvalidDevice)
 		}
 	}

@@ -18,7 +18,7 @@ const (
 )
 
 // WarmupPolicy says how a cache is filled before reads arrive. Only None exists for
-// now; warm start from a saved hot set is planned (DESIGN.md, "Warm start").
+// now; warm start from a saved hot set is planned.
 // +kubebuilder:validation:Enum=None
 type WarmupPolicy string
 

@@ -36,7 +36,7 @@ const (
 	ManagedByController = "ssdcache-controller"
 )
 
-// StorageClass parameters (see DESIGN.md, "Names").
+// StorageClass parameters (README, "StorageClass parameters"); ParseCacheParameters reads them.
 const (
 	// ParamCacheMode is `readcache` (every volume of the class gets a cache) or `none`.
 	ParamCacheMode = "ssdcache.io/cache-mode"

@@ -203,5 +203,5 @@ func (p *Plugin) Delete(ctx context.Context, v *Volume) error {
 	return nil
 }
 
-// DMName is the dm device a staged volume is served from (DESIGN.md).
+// DMName is the dm device a staged volume is served from (README, "How it works").
 func DMName(volumeID string) string { return "ssdcache-" + volumeID }
