@@ -62,9 +62,9 @@ func (c *CapacityReporter) Start(ctx context.Context) error {
 	}
 }
 
-// Report writes the annotation if it changed.
+// Report writes the annotations if they changed.
 func (c *CapacityReporter) Report(ctx context.Context) error {
-	capacity, err := c.capacity()
+	total, free, err := c.pools.CacheBytes()
 	if err != nil {
 		return err
 	}
@@ -72,21 +72,25 @@ func (c *CapacityReporter) Report(ctx context.Context) error {
 	if err := c.reader.Get(ctx, client.ObjectKey{Name: c.nodeName}, node); err != nil {
 		return err
 	}
-	value := strconv.FormatUint(capacity, 10)
-	if node.Annotations[ssdv1.AnnotationCacheCapacityBytes] == value && node.Annotations[ssdv1.AnnotationCacheDeviceClass] == c.class {
-		return nil
+	want := map[string]string{
+		ssdv1.AnnotationCacheCapacityBytes: strconv.FormatUint(total/100*(100-metadataReservePercent), 10),
+		ssdv1.AnnotationCacheFreeBytes:     strconv.FormatUint(free, 10),
+		ssdv1.AnnotationCacheDeviceClass:   c.class,
 	}
 	before := node.DeepCopy()
-	if node.Annotations == nil {
-		node.Annotations = map[string]string{}
+	changed := false
+	for k, v := range want {
+		if old, ok := node.Annotations[k]; !ok || old != v {
+			if node.Annotations == nil {
+				node.Annotations = map[string]string{}
+			}
+			node.Annotations[k], changed = v, true
+		}
 	}
-	node.Annotations[ssdv1.AnnotationCacheCapacityBytes] = value
-	node.Annotations[ssdv1.AnnotationCacheDeviceClass] = c.class
-	klog.InfoS("Reporting cache capacity", "node", c.nodeName, "bytes", capacity, "deviceClass", c.class)
+	if !changed {
+		return nil
+	}
+	klog.InfoS("Reporting cache capacity", "node", c.nodeName, "capacity", want[ssdv1.AnnotationCacheCapacityBytes],
+		"free", free, "deviceClass", c.class)
 	return c.writer.Patch(ctx, node, client.MergeFrom(before))
-}
-
-func (c *CapacityReporter) capacity() (uint64, error) {
-	total, err := c.pools.CacheBytes()
-	return total / 100 * (100 - metadataReservePercent), err
 }

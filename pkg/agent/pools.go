@@ -181,16 +181,17 @@ func (w *PoolWatch) progress(now time.Time) string {
 // to say before (the capacity report).
 func (w *PoolWatch) Scanned() <-chan struct{} { return w.firstScan }
 
-// CacheBytes is the size of the cache pools at the last successful scan.
-func (w *PoolWatch) CacheBytes() (uint64, error) {
+// CacheBytes is the size of the cache pools and their unallocated bytes at
+// the last successful scan.
+func (w *PoolWatch) CacheBytes() (total, free uint64, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.ok.at.IsZero() {
-		return 0, errors.New("the cache volume groups have not been read yet")
+		return 0, 0, errors.New("the cache volume groups have not been read yet")
 	}
-	var total uint64
 	for _, vg := range w.ok.caches {
 		total += vg.Size
+		free += vg.Free
 	}
-	return total, nil
+	return total, free, nil
 }

@@ -57,7 +57,7 @@ func TestPoolWatchReadyAfterAScanFindsTheOrigin(t *testing.T) {
 	if err := w.Ready(); err != nil {
 		t.Fatalf("after a scan: %v", err)
 	}
-	if got, err := w.CacheBytes(); err != nil || got != 10<<30 {
+	if got, _, err := w.CacheBytes(); err != nil || got != 10<<30 {
 		t.Fatalf("CacheBytes() = %d, %v; want 10 GiB", got, err)
 	}
 	if v := testutil.ToFloat64(m.poolUp); v != 1 {
@@ -121,7 +121,7 @@ func TestPoolWatchReportsTheLastFailure(t *testing.T) {
 	if err := w.Ready(); err == nil || !strings.Contains(err.Error(), "exit status 5") {
 		t.Fatalf("Ready() = %v, want the last attempt's error", err)
 	}
-	if _, err := w.CacheBytes(); err == nil {
+	if _, _, err := w.CacheBytes(); err == nil {
 		t.Fatal("CacheBytes() without any successful scan returned no error")
 	}
 }

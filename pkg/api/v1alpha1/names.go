@@ -21,6 +21,12 @@ const (
 	// cache (NVMe) space the node can hand out, as a decimal integer.
 	AnnotationCacheCapacityBytes = "ssdcache.io/cache-capacity-bytes"
 
+	// AnnotationCacheFreeBytes is set on each Node by its node agent beside the
+	// capacity: the bytes its cache pool has not allocated, as LVM last read
+	// them. It is for operators (capacity minus the admitted bindings should
+	// roughly match it); admission uses the capacity.
+	AnnotationCacheFreeBytes = "ssdcache.io/cache-free-bytes"
+
 	// AnnotationCacheDeviceClass is set on each Node by its node agent beside the
 	// capacity: the device class of its cache pool ("" when it has none). The
 	// controller admits a binding only to a node of the binding's class.
