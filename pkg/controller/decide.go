@@ -196,7 +196,9 @@ func (r *BindingReconciler) pendingClaim(ctx context.Context, o *ssdv1.CacheBind
 }
 
 // duplicateOf returns a pending reason when an older binding caches the same PVC: a
-// volume has one cache, and the oldest binding wins.
+// volume has one cache, and the oldest binding wins. An older one being deleted
+// keeps the volume until its agent has detached its cache and released it:
+// admitted beside it, a newer binding's cache would be detached by that detach.
 func (r *BindingReconciler) duplicateOf(ctx context.Context, b *ssdv1.CacheBinding) (*pendingError, error) {
 	list := &ssdv1.CacheBindingList{}
 	if err := r.client.List(ctx, list, client.InNamespace(b.Namespace), client.MatchingFields{indexPVCName: b.Spec.PVCName}); err != nil {
@@ -205,8 +207,15 @@ func (r *BindingReconciler) duplicateOf(ctx context.Context, b *ssdv1.CacheBindi
 	self := claimOf(b, 0)
 	for i := range list.Items {
 		o := &list.Items[i]
-		if o.UID != b.UID && o.DeletionTimestamp.IsZero() && compareAge(claimOf(o, 0), self) < 0 {
+		if o.UID == b.UID || compareAge(claimOf(o, 0), self) >= 0 {
+			continue
+		}
+		if o.DeletionTimestamp.IsZero() {
 			return pending(ssdv1.ReasonDuplicateBinding, "PVC %s already has a cache from the older binding %s", b.Spec.PVCName, o.Name), nil
+		}
+		if o.Status.NodeName != "" {
+			return pending(ssdv1.ReasonDuplicateBinding, "the older binding %s of PVC %s is being deleted; this one is admitted once the node agent has detached its cache",
+				o.Name, b.Spec.PVCName), nil
 		}
 	}
 	return nil, nil

@@ -70,12 +70,13 @@ func (r *BindingReconciler) requests(ctx context.Context, opts ...client.ListOpt
 }
 
 // nodeCapacityChanged passes node creation, deletion and changes of the capacity
-// annotation, not the periodic status updates.
+// and device class annotations, not the periodic status updates.
 func nodeCapacityChanged() predicate.Predicate {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
-			return e.ObjectOld.GetAnnotations()[ssdv1.AnnotationCacheCapacityBytes] !=
-				e.ObjectNew.GetAnnotations()[ssdv1.AnnotationCacheCapacityBytes]
+			o, n := e.ObjectOld.GetAnnotations(), e.ObjectNew.GetAnnotations()
+			return o[ssdv1.AnnotationCacheCapacityBytes] != n[ssdv1.AnnotationCacheCapacityBytes] ||
+				o[ssdv1.AnnotationCacheDeviceClass] != n[ssdv1.AnnotationCacheDeviceClass]
 		},
 		GenericFunc: func(event.GenericEvent) bool { return false },
 	}

@@ -375,3 +375,24 @@ func TestGoneAgentReleasesItsBindings(t *testing.T) {
 	removeFinalizer(t, ctx, c, waiting, ssdv1.Finalizer) // what the live agent does after detaching
 	waitGone(t, c, waiting)
 }
+
+// TestNewerBindingWaitsForTheOlderToDetach: the older of two bindings of one
+// PVC is deleted while admitted; the newer waits until the older's agent has
+// detached its cache and released it, so that detach cannot hit the newer's cache.
+func TestNewerBindingWaitsForTheOlderToDetach(t *testing.T) {
+	ctx, c := needAPIServer(t)
+	ns := newNamespace(t, ctx, c)
+	node := createNode(t, ctx, c, "1000000000000")
+	createVolume(t, ctx, c, ns, volume{pvc: "data", node: node})
+	older := createBinding(t, ctx, c, ns, "a-older", "data", "1Gi")
+	waitAdmitted(t, c, ns, "a-older", node, 1<<30)
+	createBinding(t, ctx, c, ns, "b-newer", "data", "1Gi")
+	waitPending(t, c, ns, "b-newer", ssdv1.ReasonDuplicateBinding, "already has a cache from the older binding a-older")
+	if err := c.Delete(ctx, older); err != nil {
+		t.Fatal(err)
+	}
+	waitPending(t, c, ns, "b-newer", ssdv1.ReasonDuplicateBinding, "the older binding a-older of PVC data is being deleted")
+	removeFinalizer(t, ctx, c, older, ssdv1.Finalizer) // the agent detached the older cache
+	waitGone(t, c, older)
+	waitAdmitted(t, c, ns, "b-newer", node, 1<<30)
+}
