@@ -101,6 +101,15 @@ func (r *BindingReconciler) decideAdmitted(ctx context.Context, b *ssdv1.CacheBi
 	if err != nil {
 		return decision{}, err
 	}
+	if size > b.Status.ResolvedSizeBytes {
+		if p, err := r.namespaceLimit(ctx, b, size); p != nil || err != nil {
+			d := admitted(t, b.Status.ResolvedSizeBytes)
+			if p != nil {
+				d.resizeBlocked = fmt.Sprintf("cannot grow the cache to %d bytes: %s; keeping %d bytes", size, p.message, b.Status.ResolvedSizeBytes)
+			}
+			return d, err
+		}
+	}
 	if load.resizeFits(b.Status.ResolvedSizeBytes, size) {
 		return admitted(t, size), nil
 	}
@@ -134,6 +143,9 @@ func (r *BindingReconciler) decideCandidate(ctx context.Context, b *ssdv1.CacheB
 		return waiting(pending(ssdv1.ReasonInsufficientCache,
 			"needs %d bytes of cache on node %s, which has %d of %d bytes free for it",
 			size, t.nodeName, free, capacity), size), nil
+	}
+	if p, err := r.namespaceLimit(ctx, b, size); p != nil || err != nil {
+		return waiting(p, size), err
 	}
 	return admitted(t, size), nil
 }

@@ -18,8 +18,8 @@ import (
 )
 
 // SetupWithManager registers the reconciler and the watches that wake it: a binding
-// depends on its PVC, the PVC's PV, the node's capacity, and on capacity other
-// bindings release.
+// depends on its PVC, the PVC's PV, the node's capacity, on capacity other
+// bindings release, and on its namespace's cache limit.
 func (r *BindingReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("cachebinding").
@@ -30,7 +30,26 @@ func (r *BindingReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			builder.WithPredicates(nodeCapacityChanged())).
 		Watches(&ssdv1.CacheBinding{}, handler.EnqueueRequestsFromMapFunc(r.pendingBindings),
 			builder.WithPredicates(capacityReleased())).
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.bindingsOfNamespace),
+			builder.WithPredicates(namespaceLimitChanged())).
 		Complete(r)
+}
+
+func (r *BindingReconciler) bindingsOfNamespace(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.requests(ctx, client.InNamespace(o.GetName()))
+}
+
+// namespaceLimitChanged passes changes of a namespace's cache limit only.
+func namespaceLimitChanged() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc: func(event.CreateEvent) bool { return false },
+		DeleteFunc: func(event.DeleteEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return e.ObjectOld.GetAnnotations()[ssdv1.AnnotationNamespaceCacheLimit] !=
+				e.ObjectNew.GetAnnotations()[ssdv1.AnnotationNamespaceCacheLimit]
+		},
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
 }
 
 func (r *BindingReconciler) bindingsOfClaim(ctx context.Context, o client.Object) []reconcile.Request {

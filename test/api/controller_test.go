@@ -396,3 +396,40 @@ func TestNewerBindingWaitsForTheOlderToDetach(t *testing.T) {
 	waitGone(t, c, older)
 	waitAdmitted(t, c, ns, "b-newer", node, 1<<30)
 }
+
+// TestNamespaceCacheLimit: an operator's limit on a namespace keeps its
+// bindings within it, however much the node has; raising it admits the waiting one.
+func TestNamespaceCacheLimit(t *testing.T) {
+	ctx, c := needAPIServer(t)
+	ns := newNamespace(t, ctx, c)
+	setNamespaceLimit(t, ctx, c, ns, "2Gi")
+	node := createNode(t, ctx, c, "1000000000000")
+	createVolume(t, ctx, c, ns, volume{pvc: "a", node: node})
+	createVolume(t, ctx, c, ns, volume{pvc: "b", node: node})
+	createBinding(t, ctx, c, ns, "a", "a", "1Gi")
+	waitAdmitted(t, c, ns, "a", node, 1<<30)
+	createBinding(t, ctx, c, ns, "b", "b", "1536Mi")
+	waitPending(t, c, ns, "b", ssdv1.ReasonNamespaceCacheLimit,
+		"namespace "+ns+" may use 2147483648 bytes of cache (annotation ssdcache.io/cache-bytes-limit); its other bindings have 1073741824, this one needs 1610612736")
+	waitEvent(t, c, ns, "b", ssdv1.ReasonNamespaceCacheLimit, "may use 2147483648 bytes")
+	setNamespaceLimit(t, ctx, c, ns, "3Gi")
+	waitAdmitted(t, c, ns, "b", node, 1536<<20)
+}
+
+func setNamespaceLimit(t *testing.T, ctx context.Context, c client.Client, name, limit string) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		ns := &corev1.Namespace{}
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
+			return err
+		}
+		if ns.Annotations == nil {
+			ns.Annotations = map[string]string{}
+		}
+		ns.Annotations[ssdv1.AnnotationNamespaceCacheLimit] = limit
+		return c.Update(ctx, ns)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -32,6 +32,11 @@ const (
 	// controller admits a binding only to a node of the binding's class.
 	AnnotationCacheDeviceClass = "ssdcache.io/cache-device-class"
 
+	// AnnotationNamespaceCacheLimit, set on a Namespace by an operator, caps the
+	// cache bytes admitted to the namespace's CacheBindings (a quantity such as
+	// 100Gi); a binding beyond it stays Pending with NamespaceCacheLimit.
+	AnnotationNamespaceCacheLimit = "ssdcache.io/cache-bytes-limit"
+
 	// AgentLeasePrefix starts the name of the coordination.k8s.io Lease each node
 	// agent renews in its namespace (see AgentLeaseName).
 	AgentLeasePrefix = "ssdcache-node."
@@ -89,6 +94,8 @@ const (
 	ReasonInsufficientCache    = "InsufficientCache"
 	ReasonInvalidSize          = "InvalidSize"
 	ReasonDuplicateBinding     = "DuplicateBinding"
+	// ReasonNamespaceCacheLimit: the namespace's cache limit would be exceeded.
+	ReasonNamespaceCacheLimit = "NamespaceCacheLimit"
 	// ReasonDeviceClassUnavailable: the volume's node has no cache pool of spec.deviceClass.
 	ReasonDeviceClassUnavailable = "DeviceClassUnavailable"
 	// ReasonAdmitted is the reason of Pending=False once a node was chosen.
