@@ -83,3 +83,33 @@ func TestExampleStorageClassesParse(t *testing.T) {
 		t.Fatal("no StorageClass among the examples")
 	}
 }
+
+// TestAcceptedSizesEndAdmitted: every size the table accepts, on a binding of
+// its own volume, ends admitted with the size capped at the volume's, and an
+// Admitted Event; the ones at the int64 edge included.
+func TestAcceptedSizesEndAdmitted(t *testing.T) {
+	ctx, c := needAPIServer(t)
+	ns := newNamespace(t, ctx, c)
+	node := createNode(t, ctx, c, "1000000000000000")
+	cases, err := sizecases.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{}
+	for i, tc := range cases {
+		if tc.Refused != "" {
+			continue
+		}
+		name := fmt.Sprintf("size-%d", i)
+		createVolume(t, ctx, c, ns, volume{pvc: name, node: node})
+		createBinding(t, ctx, c, ns, name, name, tc.Size)
+		size, _ := ssdv1.ParseCacheSize(tc.Size)
+		if want[name], _, err = size.ResolveCapped(100 << 30); err != nil {
+			t.Fatalf("size %q: %v", tc.Size, err)
+		}
+	}
+	for name, bytes := range want {
+		waitAdmitted(t, c, ns, name, node, bytes)
+		waitEvent(t, c, ns, name, ssdv1.ReasonAdmitted, fmt.Sprintf("with %d bytes", bytes))
+	}
+}
