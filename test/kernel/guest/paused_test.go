@@ -45,12 +45,13 @@ func TestPausedUnderConcurrentWrites(t *testing.T) {
 		sh(t, "dd if=%s of=/dev/null bs=64k count=256 iflag=direct status=none", dev)
 		time.Sleep(time.Second)
 	}
-	t.Logf("promoted blocks before the pause: %d", promoted())
+	t.Logf("promoted blocks before the pause: %d; kernel %s, dm-cache target %s", promoted(),
+		sh(t, "uname -r"), sh(t, "dmsetup targets | awk '$1 == \"cache\" {print $2}'"))
 
 	set(&cache.Spec{SizeBytes: 64 << 20, Mode: cache.ModePaused})
 	expectCacheMode(t, v.id, dm.Passthrough)
 	sh(t, "fio --name=paused --filename=%s --size=16M --rw=randwrite --bs=4k --direct=1 --ioengine=libaio --iodepth=8 "+
-		"--numjobs=4 --time_based --runtime=10 --randrepeat=0 --group_reporting >/dev/null", dev)
+		"--numjobs=4 --time_based --runtime=5 --randrepeat=0 --group_reporting >/dev/null", dev)
 	checksum := func() string {
 		return strings.Fields(sh(t, "dd if=%s bs=1M count=16 iflag=direct status=none | sha256sum", dev))[0]
 	}
