@@ -7,7 +7,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 IMAGE ?= ssdcache/ssdcache:$(VERSION)
 export CACHE_DIR
 
-.PHONY: all build vet generate manifests verify-generated test test-unit test-api test-kernel test-e2e demo bench image
+.PHONY: all build vet generate manifests verify-generated test test-unit test-api test-kernel test-e2e demo bench bench-api image
 
 all: build
 
@@ -54,6 +54,10 @@ demo:
 ## bench: raw HDD, raw SSD, ssdcache, lvmcache and bcache side by side in the VM
 bench:
 	hack/bench.sh
+
+## bench-api: 1,000 CacheBindings over 100 nodes on a real API server: admission latency and steady-state status writes
+bench-api:
+	SSDCACHE_API_SCALE=1 hack/test-api.sh -run '^TestScaleAdmission$$' -v -timeout 30m
 
 ## image: the container image, where a container engine exists
 image:
