@@ -201,14 +201,14 @@ func checkKubectlGet(ns, node string) error {
 	}
 	out, _ := io.ReadAll(stdout)
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	wantHeader := []string{"NAME", "PVC", "NODE", "SIZE", "MODE", "HIT%", "READY", "AGE"}
+	wantHeader := []string{"NAME", "PVC", "NODE", "SIZE", "MODE", "PHASE", "HIT%", "READY", "AGE"}
 	if len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != strings.Join(wantHeader, " ") {
 		return fmt.Errorf("output\n%s\nwant header %v and one row", out, wantHeader)
 	}
-	// READY is False until a node agent attaches the cache (none runs here).
-	want := []string{"shown", "data", node, "20Gi", "ReadCache", "87.5%", "False"}
+	// Admitted, and READY False until a node agent attaches the cache (none runs here).
+	want := []string{"shown", "data", node, "20Gi", "ReadCache", "Admitted", "87.5%", "False"}
 	row := strings.Fields(lines[1])
-	if len(row) != 8 || strings.Join(row[:7], " ") != strings.Join(want, " ") {
+	if len(row) != 9 || strings.Join(row[:8], " ") != strings.Join(want, " ") {
 		return fmt.Errorf("row %q, want %v followed by the age", lines[1], want)
 	}
 	return nil

@@ -179,10 +179,10 @@ type CacheBindingStatus struct {
 // +kubebuilder:printcolumn:name="NODE",type=string,JSONPath=`.status.nodeName`
 // +kubebuilder:printcolumn:name="SIZE",type=string,JSONPath=`.spec.size`
 // +kubebuilder:printcolumn:name="MODE",type=string,JSONPath=`.spec.mode`
+// +kubebuilder:printcolumn:name="PHASE",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="HIT%",type=string,JSONPath=`.status.cache.hitRatio`
 // +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
-// +kubebuilder:printcolumn:name="PHASE",type=string,JSONPath=`.status.phase`,priority=1
 // +kubebuilder:printcolumn:name="BYTES",type=integer,JSONPath=`.status.resolvedSizeBytes`,priority=1
 // +kubebuilder:printcolumn:name="REASON",type=string,JSONPath=`.status.conditions[?(@.type=="Pending")].reason`,priority=1
 type CacheBinding struct {
