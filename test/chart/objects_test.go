@@ -217,7 +217,9 @@ func TestNodeSidecars(t *testing.T) {
 		}
 	}
 	reg := container(t, spec, "node-driver-registrar")
-	mustHaveArgs(t, reg, "--kubelet-registration-path=/var/lib/kubelet/plugins/ssdcache.io/csi.sock")
+	// Its health check asks the registration socket within --timeout: 1s (the
+	// default) failed every liveness probe on a busy node.
+	mustHaveArgs(t, reg, "--kubelet-registration-path=/var/lib/kubelet/plugins/ssdcache.io/csi.sock", "--timeout=9s")
 	if hostPathOf(spec, "registration-dir") != "/var/lib/kubelet/plugins_registry" {
 		t.Errorf("registration dir = %q", hostPathOf(spec, "registration-dir"))
 	}
