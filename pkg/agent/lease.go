@@ -26,22 +26,25 @@ const DefaultLeaseRenewInterval = 10 * time.Second
 // uninstall, a node that no longer runs the DaemonSet) from a busy one, and
 // release the finalizers of the bindings admitted to its node.
 type LeaseRenewer struct {
-	client    client.Client
+	reader    client.Reader
+	writer    client.Client
 	namespace string
 	nodeName  string
 	interval  time.Duration
 	clock     clock.Clock
 }
 
-// NewLeaseRenewer renews nodeName's Lease in namespace every interval.
-func NewLeaseRenewer(c client.Client, namespace, nodeName string, interval time.Duration, clk clock.Clock) *LeaseRenewer {
+// NewLeaseRenewer renews nodeName's Lease in namespace every interval. reader
+// must not be a cached client: a cache would list and watch every Lease of
+// the cluster, which the agent may not (and need not) do.
+func NewLeaseRenewer(reader client.Reader, writer client.Client, namespace, nodeName string, interval time.Duration, clk clock.Clock) *LeaseRenewer {
 	if interval <= 0 {
 		interval = DefaultLeaseRenewInterval
 	}
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &LeaseRenewer{client: c, namespace: namespace, nodeName: nodeName, interval: interval, clock: clk}
+	return &LeaseRenewer{reader: reader, writer: writer, namespace: namespace, nodeName: nodeName, interval: interval, clock: clk}
 }
 
 // Start renews until ctx ends; it is a controller-runtime Runnable.
@@ -64,14 +67,14 @@ func (l *LeaseRenewer) Renew(ctx context.Context) error {
 	spec := coordinationv1.LeaseSpec{HolderIdentity: ptr.To(l.nodeName), RenewTime: &now,
 		LeaseDurationSeconds: ptr.To(int32(4 * l.interval / time.Second))}
 	lease := &coordinationv1.Lease{}
-	err := l.client.Get(ctx, client.ObjectKey{Namespace: l.namespace, Name: ssdv1.AgentLeaseName(l.nodeName)}, lease)
+	err := l.reader.Get(ctx, client.ObjectKey{Namespace: l.namespace, Name: ssdv1.AgentLeaseName(l.nodeName)}, lease)
 	if apierrors.IsNotFound(err) {
 		lease = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: l.namespace, Name: ssdv1.AgentLeaseName(l.nodeName)}, Spec: spec}
-		return l.client.Create(ctx, lease)
+		return l.writer.Create(ctx, lease)
 	}
 	if err != nil {
 		return err
 	}
 	lease.Spec = spec
-	return l.client.Update(ctx, lease)
+	return l.writer.Update(ctx, lease)
 }

@@ -66,7 +66,7 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 		return err
 	}
 	if cfg.LeaseNamespace != "" {
-		if err := mgr.Add(NewLeaseRenewer(mgr.GetClient(), cfg.LeaseNamespace, cfg.NodeName, 0, nil)); err != nil {
+		if err := mgr.Add(NewLeaseRenewer(mgr.GetAPIReader(), mgr.GetClient(), cfg.LeaseNamespace, cfg.NodeName, 0, nil)); err != nil {
 			return err
 		}
 	}

@@ -347,7 +347,7 @@ func TestGoneAgentReleasesItsBindings(t *testing.T) {
 		t.Fatal(err)
 	}
 	live, gone := createNode(t, ctx, c, "1000000000000"), createNode(t, ctx, c, "1000000000000")
-	if err := agent.NewLeaseRenewer(c, agentLeaseNamespace, live, 0, nil).Renew(ctx); err != nil {
+	if err := agent.NewLeaseRenewer(c, c, agentLeaseNamespace, live, 0, nil).Renew(ctx); err != nil {
 		t.Fatal(err)
 	}
 	old := metav1.NewMicroTime(time.Now().Add(-time.Hour))
