@@ -376,11 +376,7 @@ func TestRevokedAdmissionDetaches(t *testing.T) {
 	n.stage(t, nil)
 	r, c, _ := n.reconciler(t, admitted(ssdv1.ModeReadCache, gib))
 	reconcileOnce(t, r)
-	b := get(t, c)
-	b.Status.NodeName, b.Status.VolumeHandle, b.Status.Phase = "", "", ssdv1.PhasePending
-	if err := c.Status().Update(context.Background(), b); err != nil {
-		t.Fatal(err)
-	}
+	revoke(t, c)
 	reconcileOnce(t, r)
 	if tbl, _ := n.dm.Table(context.Background(), "ssdcache-"+vol); tbl.Target.Type() != "linear" {
 		t.Fatalf("cache kept after admission was revoked: %q", tbl)

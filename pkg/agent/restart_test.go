@@ -34,6 +34,31 @@ func (n *fakeNode) tableType(t *testing.T) string {
 	return tbl.Target.Type()
 }
 
+// revoke clears the binding's admission, as the controller does when its PVC
+// or node goes away.
+func revoke(t *testing.T, c client.Client) {
+	t.Helper()
+	b := get(t, c)
+	b.Status.NodeName, b.Status.VolumeHandle, b.Status.Phase = "", "", ssdv1.PhasePending
+	if err := c.Status().Update(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// deleteWithoutAgent deletes the binding with its finalizer stripped, as an
+// admin may while the agent is down: the agent never sees it being deleted.
+func deleteWithoutAgent(t *testing.T, c client.Client) {
+	t.Helper()
+	b := get(t, c)
+	b.Finalizers = nil
+	if err := c.Update(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestRestartedAgentDetachesRevokedCache(t *testing.T) {
 	n := newNode(t)
 	n.stage(t, nil)
@@ -45,11 +70,7 @@ func TestRestartedAgentDetachesRevokedCache(t *testing.T) {
 	if st.Spec.Owner != "ns/b/uid-1" {
 		t.Fatalf("cache LVs owned by %q, want ns/b/uid-1", st.Spec.Owner)
 	}
-	b := get(t, c) // revoked while the plugin was down
-	b.Status.NodeName, b.Status.VolumeHandle, b.Status.Phase = "", "", ssdv1.PhasePending
-	if err := c.Status().Update(context.Background(), b); err != nil {
-		t.Fatal(err)
-	}
+	revoke(t, c) // while the plugin was down
 	r, rec := n.restarted(c)
 	reconcileOnce(t, r)
 	if got := n.tableType(t); got != "linear" {
@@ -65,14 +86,7 @@ func TestRestartedAgentDetachesCacheOfDeletedBinding(t *testing.T) {
 	n.stage(t, nil)
 	r, c, _ := n.reconciler(t, admitted(ssdv1.ModeReadCache, gib))
 	reconcileOnce(t, r)
-	b := get(t, c) // an admin stripped the finalizer while the plugin was down
-	b.Finalizers = nil
-	if err := c.Update(context.Background(), b); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Delete(context.Background(), b); err != nil {
-		t.Fatal(err)
-	}
+	deleteWithoutAgent(t, c) // while the plugin was down
 	r, _ = n.restarted(c)
 	if err := r.DetachUnclaimed(context.Background()); err != nil {
 		t.Fatal(err)
@@ -151,14 +165,7 @@ func TestBindingGoneWithoutAgentLosesItsCache(t *testing.T) {
 	n.stage(t, nil)
 	r, c, _ := n.reconciler(t, admitted(ssdv1.ModeReadCache, gib))
 	reconcileOnce(t, r)
-	b := get(t, c)
-	b.Finalizers = nil
-	if err := c.Update(context.Background(), b); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Delete(context.Background(), b); err != nil {
-		t.Fatal(err)
-	}
+	deleteWithoutAgent(t, c)
 	reconcileOnce(t, r)
 	if got := n.tableType(t); got != "linear" {
 		t.Fatalf("cache of a vanished binding kept: table %s", got)
