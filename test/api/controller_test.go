@@ -87,7 +87,7 @@ func TestBindingForExistingPVC(t *testing.T) {
 	bindVolume(t, ctx, c, pvc, volume{driver: ssdv1.DriverName, node: node, size: "100Gi"})
 	waitPending(t, c, ns, "cache", ssdv1.ReasonCacheCapacityUnknown, "node "+node+" has not reported its cache capacity")
 
-	setCapacity(t, ctx, c, node, fmt.Sprint(int64(10<<30)))
+	setAnnotation(t, ctx, c, &corev1.Node{}, node, ssdv1.AnnotationCacheCapacityBytes, fmt.Sprint(int64(10<<30)))
 	b := waitAdmitted(t, c, ns, "cache", node, 2<<30)
 	if b.Status.VolumeHandle != "vol-data" {
 		t.Errorf("volumeHandle %q, want vol-data", b.Status.VolumeHandle)
@@ -161,7 +161,7 @@ func TestCapacityArbitration(t *testing.T) {
 	createVolume(t, ctx, c, ns, volume{pvc: "v4", node: node})
 	createBinding(t, ctx, c, ns, "d", "v4", "4Gi")
 	waitPending(t, c, ns, "d", ssdv1.ReasonInsufficientCache, "needs 4294967296 bytes")
-	setCapacity(t, ctx, c, node, fmt.Sprint(int64(13<<30)))
+	setAnnotation(t, ctx, c, &corev1.Node{}, node, ssdv1.AnnotationCacheCapacityBytes, fmt.Sprint(int64(13<<30)))
 	waitAdmitted(t, c, ns, "d", node, 4<<30)
 	checkNodeWithinCapacity(t, ctx, c, ns, node, 13<<30)
 }
@@ -277,24 +277,6 @@ func TestNodeGoingAway(t *testing.T) {
 	}
 }
 
-func setCapacity(t *testing.T, ctx context.Context, c client.Client, nodeName, capacity string) {
-	t.Helper()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		node := &corev1.Node{}
-		if err := c.Get(ctx, client.ObjectKey{Name: nodeName}, node); err != nil {
-			return err
-		}
-		if node.Annotations == nil {
-			node.Annotations = map[string]string{}
-		}
-		node.Annotations[ssdv1.AnnotationCacheCapacityBytes] = capacity
-		return c.Update(ctx, node)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 func patchSpec(t *testing.T, ctx context.Context, c client.Client, b *ssdv1.CacheBinding, change func(*ssdv1.CacheBindingSpec)) {
 	t.Helper()
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -316,7 +298,7 @@ func TestDeviceClassMustMatchTheNode(t *testing.T) {
 	ctx, c := needAPIServer(t)
 	ns := newNamespace(t, ctx, c)
 	node := createNode(t, ctx, c, "1000000000000")
-	patchNodeAnnotation(t, ctx, c, node, ssdv1.AnnotationCacheDeviceClass, "nvme")
+	setAnnotation(t, ctx, c, &corev1.Node{}, node, ssdv1.AnnotationCacheDeviceClass, "nvme")
 	optane := createStorageClass(t, ctx, c, map[string]string{ssdv1.ParamCacheMode: "readcache", ssdv1.ParamDeviceClass: "optane"})
 	nvme := createStorageClass(t, ctx, c, map[string]string{ssdv1.ParamCacheMode: "readcache", ssdv1.ParamDeviceClass: "nvme"})
 	createVolume(t, ctx, c, ns, volume{pvc: "fast", storageClass: optane, node: node, size: "50Gi"})
@@ -402,7 +384,7 @@ func TestNewerBindingWaitsForTheOlderToDetach(t *testing.T) {
 func TestNamespaceCacheLimit(t *testing.T) {
 	ctx, c := needAPIServer(t)
 	ns := newNamespace(t, ctx, c)
-	setNamespaceLimit(t, ctx, c, ns, "2Gi")
+	setAnnotation(t, ctx, c, &corev1.Namespace{}, ns, ssdv1.AnnotationNamespaceCacheLimit, "2Gi")
 	node := createNode(t, ctx, c, "1000000000000")
 	createVolume(t, ctx, c, ns, volume{pvc: "a", node: node})
 	createVolume(t, ctx, c, ns, volume{pvc: "b", node: node})
@@ -412,24 +394,6 @@ func TestNamespaceCacheLimit(t *testing.T) {
 	waitPending(t, c, ns, "b", ssdv1.ReasonNamespaceCacheLimit,
 		"namespace "+ns+" may use 2147483648 bytes of cache (annotation ssdcache.io/cache-bytes-limit); its other bindings have 1073741824, this one needs 1610612736")
 	waitEvent(t, c, ns, "b", ssdv1.ReasonNamespaceCacheLimit, "may use 2147483648 bytes")
-	setNamespaceLimit(t, ctx, c, ns, "3Gi")
+	setAnnotation(t, ctx, c, &corev1.Namespace{}, ns, ssdv1.AnnotationNamespaceCacheLimit, "3Gi")
 	waitAdmitted(t, c, ns, "b", node, 1536<<20)
-}
-
-func setNamespaceLimit(t *testing.T, ctx context.Context, c client.Client, name, limit string) {
-	t.Helper()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		ns := &corev1.Namespace{}
-		if err := c.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
-			return err
-		}
-		if ns.Annotations == nil {
-			ns.Annotations = map[string]string{}
-		}
-		ns.Annotations[ssdv1.AnnotationNamespaceCacheLimit] = limit
-		return c.Update(ctx, ns)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }

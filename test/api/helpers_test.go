@@ -65,19 +65,23 @@ func createNode(t *testing.T, ctx context.Context, c client.Client, capacity str
 	return node.Name
 }
 
-// patchNodeAnnotation sets one annotation of a Node, as its agent does.
-func patchNodeAnnotation(t *testing.T, ctx context.Context, c client.Client, name, key, value string) {
+// setAnnotation sets one annotation of the cluster-scoped object name (a
+// Node, a Namespace) of obj's kind, as a node agent or an operator does.
+func setAnnotation(t *testing.T, ctx context.Context, c client.Client, obj client.Object, name, key, value string) {
 	t.Helper()
-	node := &corev1.Node{}
-	if err := c.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
-		t.Fatal(err)
-	}
-	before := node.DeepCopy()
-	if node.Annotations == nil {
-		node.Annotations = map[string]string{}
-	}
-	node.Annotations[key] = value
-	if err := c.Patch(ctx, node, client.MergeFrom(before)); err != nil {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, obj); err != nil {
+			return err
+		}
+		annotations := obj.GetAnnotations()
+		if annotations == nil {
+			annotations = map[string]string{}
+		}
+		annotations[key] = value
+		obj.SetAnnotations(annotations)
+		return c.Update(ctx, obj)
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 }
