@@ -119,20 +119,7 @@ func grantNodeRole(t *testing.T, ctx context.Context, c client.Client, ns string
 			cluster.Rules = append(cluster.Rules, r)
 		}
 	}
-	subjects := []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: name}}
-	for _, o := range []client.Object{cluster, local,
-		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, Subjects: subjects,
-			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name}},
-		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Subjects: subjects,
-			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}},
-	} {
-		if err := c.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
-	user, err := shared.env.AddUser(envtest.User{Name: name}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return user
+	return newUser(t, ctx, c, name, cluster, local, clusterRoleBinding(name),
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Subjects: userSubject(name),
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}})
 }

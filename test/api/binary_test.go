@@ -91,22 +91,32 @@ func grantRole(t *testing.T, ctx context.Context, c client.Client, rolePath stri
 	}
 	name := uniqueName("ssdcache-controller")
 	role.Name = name
-	if err := c.Create(ctx, role); err != nil {
-		t.Fatal(err)
-	}
-	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: name}},
-	}
-	if err := c.Create(ctx, binding); err != nil {
-		t.Fatal(err)
+	return newUser(t, ctx, c, name, role, clusterRoleBinding(name))
+}
+
+// newUser creates objs (the user's roles and bindings) and a user called name.
+func newUser(t *testing.T, ctx context.Context, c client.Client, name string, objs ...client.Object) *envtest.AuthenticatedUser {
+	t.Helper()
+	for _, o := range objs {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
 	}
 	user, err := shared.env.AddUser(envtest.User{Name: name}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return user
+}
+
+// clusterRoleBinding binds the user name to the ClusterRole of the same name.
+func clusterRoleBinding(name string) *rbacv1.ClusterRoleBinding {
+	return &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, Subjects: userSubject(name),
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name}}
+}
+
+func userSubject(name string) []rbacv1.Subject {
+	return []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: name}}
 }
 
 func writeKubeconfig(t *testing.T, user *envtest.AuthenticatedUser) string {

@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -37,7 +38,8 @@ type CacheParameters struct {
 // its value and what is allowed.
 func ParseCacheParameters(params map[string]string, extraKeys ...string) (CacheParameters, error) {
 	var p CacheParameters
-	for _, key := range sortedKeys(params) {
+	// Sorted, so that of several bad parameters the same one is reported every time.
+	for _, key := range slices.Sorted(maps.Keys(params)) {
 		if err := p.set(key, params[key], extraKeys); err != nil {
 			return CacheParameters{}, err
 		}
@@ -94,17 +96,6 @@ func (p *CacheParameters) set(key, value string, extraKeys []string) error {
 		}
 	}
 	return nil
-}
-
-// sortedKeys makes the first error reported for several bad parameters the
-// same every time.
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // BindingSpec is the binding a PVC of a class with these parameters gets; nil
