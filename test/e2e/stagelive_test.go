@@ -13,12 +13,14 @@ import (
 // `I1201 02:29:50.653439       1 driver.go:150] "CSI request done" method="..." duration="1.2s"`.
 var klogTime = regexp.MustCompile(`^[IWE](\d{4} \d{2}:\d{2}:\d{2}\.\d{6})`)
 
+// klogValue is the value of key="value" in a klog line ("" if absent).
 func klogValue(line, key string) string {
-	m := regexp.MustCompile(` ` + key + `="([^"]*)"`).FindStringSubmatch(line)
-	if m == nil {
+	_, rest, found := strings.Cut(line, " "+key+`="`)
+	value, _, closed := strings.Cut(rest, `"`)
+	if !found || !closed {
 		return ""
 	}
-	return m[1]
+	return value
 }
 
 // stageToCacheLive reads the node plugin's log: how long NodeStageVolume of
