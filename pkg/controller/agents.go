@@ -35,8 +35,14 @@ func newAgentLeases(reader client.Reader, o Options) agentLeases {
 	return a
 }
 
-// recheck is how often a binding being deleted is looked at again.
-func (a agentLeases) recheck() time.Duration { return max(a.goneAfter/10, 10*time.Second) }
+// recheck is how often a binding being deleted is looked at again, as the
+// Leases are not watched; 0 (no requeue) when no Lease is ever read.
+func (a agentLeases) recheck() time.Duration {
+	if a.namespace == "" {
+		return 0
+	}
+	return max(a.goneAfter/10, 10*time.Second)
+}
 
 // goneReason is why the agent of node is taken as gone, or "" while it may
 // still come back and detach the cache itself.
