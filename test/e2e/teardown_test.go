@@ -38,8 +38,8 @@ func (s *suite) metrics(ctx context.Context, t *testing.T) {
 func (s *suite) uninstall(ctx context.Context, t *testing.T) {
 	// A binding whose PVC does not exist: still there at uninstall time.
 	s.apply(ctx, t, cacheBinding("leftover", cacheSize))
-	s.deleteAndWait(ctx, t, "default", "pod/cached-data", "pod/"+reader)
-	s.deleteAndWait(ctx, t, "default", "pvc/cached-data", "pvc/"+reader)
+	s.deleteAndWait(ctx, t, "default", "pod/cached-data", "pod/"+reader, "pod/"+revokedVolume, "pod/"+droppedVolume)
+	s.deleteAndWait(ctx, t, "default", "pvc/cached-data", "pvc/"+reader, "pvc/"+revokedVolume, "pvc/"+droppedVolume)
 	// The bench PVC belongs to the release; its volume must go while the
 	// provisioner (a sidecar of the node plugin) still runs.
 	if _, err := s.c.Helm(ctx, "upgrade", release, filepath.Join(s.repo, "charts", "ssdcache"), "--namespace", namespace,

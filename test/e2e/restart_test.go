@@ -1,0 +1,184 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	ssdv1 "github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
+)
+
+// The volumes of the restart step besides the reader and cached-data: one
+// whose admission is revoked and one whose cache is dropped for failing,
+// both while the node plugin is down.
+const (
+	revokedVolume = "revoked-data"
+	droppedVolume = "dropped-data"
+	smallVolume   = "128Mi"
+)
+
+// nodePluginRestart: the node plugin is stopped (its DaemonSet moved off the
+// node) while four volumes are staged and cached, and started again. The new
+// agent knows only what the kernel, the LV tags and the API say, and while it
+// was down, with the controller stopped too:
+//   - the reader's binding vanished (an admin stripped its finalizer): the
+//     new agent detaches its cache, as no binding claims it;
+//   - revoked-data's admission was withdrawn (its status no longer names the
+//     node): the new agent detaches it, and attaches it again once the
+//     controller is back and admits it anew;
+//   - dropped-data's cache was dropped for failing (linear table, Degraded
+//     condition of the binding's generation): the new agent keeps it dropped
+//     until the binding's spec changes;
+//   - cached-data keeps its cache throughout.
+//
+// The volumes keep serving reads and writes.
+func (s *suite) nodePluginRestart(ctx context.Context, t *testing.T) {
+	s.startSmallCachedVolumes(ctx, t, revokedVolume, droppedVolume)
+	s.apply(ctx, t, cacheBinding(reader, cacheSize))
+	s.waitReady(ctx, t, object{ns: "default", name: "cachebinding/" + reader})
+	orphan, revoked, dropped := s.volumeHandle(ctx, t, reader), s.volumeHandle(ctx, t, revokedVolume), s.volumeHandle(ctx, t, droppedVolume)
+	passes := s.readerPasses(ctx, t)
+
+	s.stopNodePlugin(ctx, t)
+	s.scaleController(ctx, t, 0)
+	s.kubectl(ctx, t, "-n", "default", "patch", "cachebinding/"+reader, "--type=merge", "-p", `{"metadata":{"finalizers":null}}`)
+	s.kubectl(ctx, t, "-n", "default", "delete", "cachebinding/"+reader, "--wait", timeoutFlag(ctx))
+	s.kubectl(ctx, t, "-n", "default", "patch", "cachebinding/"+revokedVolume, "--subresource=status", "--type=merge",
+		"-p", `{"status":{"nodeName":null,"volumeHandle":null,"phase":"Pending","conditions":null}}`)
+	s.dropCacheByHand(ctx, t, droppedVolume, dropped)
+	for _, h := range []string{orphan, revoked} {
+		if table := s.dmTable(ctx, t, h); !strings.Contains(table, " cache ") {
+			t.Fatalf("with the plugin down, volume %s already lost its cache: %s", h, table)
+		}
+	}
+	s.startNodePlugin(ctx, t)
+
+	s.waitMorePasses(ctx, t, passes, "after the plugin restart")
+	s.exec(ctx, t, "cached-data", "head -c 4M /dev/urandom > /data/after-restart && sync && cd /data && sha256sum -c --quiet SUMS")
+	if cached := s.dmTable(ctx, t, s.volumeHandle(ctx, t, "cached-data")); !strings.Contains(cached, " writethrough ") {
+		t.Fatalf("the cached volume lost its cache across the restart: %s", cached)
+	}
+	s.waitReady(ctx, t, object{ns: "default", name: "cachebinding/cached-data"})
+	s.waitTable(ctx, t, orphan, " linear ", "the restarted agent detached the cache no binding claims")
+	s.waitTable(ctx, t, revoked, " linear ", "the restarted agent detached the revoked binding's cache")
+
+	s.scaleController(ctx, t, 1)
+	s.waitReady(ctx, t, object{ns: "default", name: "cachebinding/" + revokedVolume})
+	s.waitTable(ctx, t, revoked, " writethrough ", "the re-admitted binding's cache is attached again")
+	s.expectStillDropped(ctx, t, dropped)
+	s.kubectl(ctx, t, "-n", "default", "patch", "cachebinding/"+droppedVolume, "--type=merge", "-p", `{"spec":{"size":"48Mi"}}`)
+	s.waitReady(ctx, t, object{ns: "default", name: "cachebinding/" + droppedVolume})
+	s.waitTable(ctx, t, dropped, " writethrough ", "a spec change brings the dropped cache back")
+	for _, pod := range []string{revokedVolume, droppedVolume} {
+		s.exec(ctx, t, pod, "cd /data && sha256sum -c --quiet SUMS")
+	}
+}
+
+// startSmallCachedVolumes starts a pod on a new volume of the uncached class
+// for each name, each with a CacheBinding, and waits for the caches.
+func (s *suite) startSmallCachedVolumes(ctx context.Context, t *testing.T, names ...string) {
+	for _, name := range names {
+		s.apply(ctx, t, pvcAndPod(name, "e2e-uncached", smallVolume, s.images.project, writeDataSet+"sleep infinity"))
+		s.apply(ctx, t, cacheBinding(name, cacheSize))
+	}
+	for _, name := range names {
+		s.waitReady(ctx, t, object{ns: "default", name: "pod/" + name})
+		s.waitReady(ctx, t, object{ns: "default", name: "cachebinding/" + name})
+	}
+}
+
+// dropCacheByHand does what the agent's monitor does when a cache device
+// fails, while the agent is down: the volume's table becomes linear over
+// its origin, and the binding's status records the drop for its generation.
+func (s *suite) dropCacheByHand(ctx context.Context, t *testing.T, pvc, handle string) {
+	t.Helper()
+	// A cache table reads "0 <length> cache <metadata> <data> <origin> ...".
+	s.node(ctx, t, fmt.Sprintf(`set -eu; d=ssdcache-%s; set -- $(dmsetup table $d)
+[ "$3" = cache ]; echo "$1 $2 linear $6 0" | dmsetup load $d; dmsetup suspend $d; dmsetup resume $d`, handle))
+	generation := s.jsonpath(ctx, t, "cachebinding/"+pvc, "{.metadata.generation}", "-n", "default")
+	status := fmt.Sprintf(`{"status":{"phase":%q,"conditions":[{"type":%q,"status":"True","reason":%q,"message":"dropped by the e2e while the agent was down","observedGeneration":%s,"lastTransitionTime":%q}]}}`,
+		ssdv1.PhaseDegraded, ssdv1.ConditionDegraded, ssdv1.ReasonCacheDeviceFailed, generation, time.Now().UTC().Format(time.RFC3339))
+	s.kubectl(ctx, t, "-n", "default", "patch", "cachebinding/"+pvc, "--subresource=status", "--type=merge", "-p", status)
+}
+
+// expectStillDropped checks that a dropped cache stayed dropped after the
+// agent reconciled its binding: the binding is Degraded and the table linear.
+// The caller has already seen the agent act on other bindings since its start.
+func (s *suite) expectStillDropped(ctx context.Context, t *testing.T, handle string) {
+	t.Helper()
+	phase := s.jsonpath(ctx, t, "cachebinding/"+droppedVolume, "{.status.phase}", "-n", "default")
+	if table := s.dmTable(ctx, t, handle); phase != string(ssdv1.PhaseDegraded) || !strings.Contains(table, " linear ") {
+		t.Fatalf("the dropped cache did not stay dropped across the restart: binding %s, table %s\n%s",
+			phase, table, s.explain(ctx, object{ns: "default", name: "cachebinding/" + droppedVolume}))
+	}
+}
+
+// waitTable waits until a staged volume's dm table contains want.
+func (s *suite) waitTable(ctx context.Context, t *testing.T, handle, want, what string) {
+	t.Helper()
+	s.eventually(ctx, t, what, object{ns: namespace, name: "daemonset/" + release + "-node", pods: nodeSelector}, func() (bool, string, error) {
+		table, err := s.c.NodeExec(ctx, "dmsetup table ssdcache-"+handle)
+		return err == nil && strings.Contains(table, want), "table: " + table + errOrEmpty(err), nil
+	})
+}
+
+// scaleController sets the controller's replicas and waits for them.
+func (s *suite) scaleController(ctx context.Context, t *testing.T, replicas int) {
+	t.Helper()
+	deploy := object{ns: namespace, name: "deployment/" + release + "-controller", pods: "app.kubernetes.io/component=controller"}
+	s.kubectl(ctx, t, "-n", namespace, "scale", deploy.name, fmt.Sprintf("--replicas=%d", replicas))
+	s.eventually(ctx, t, fmt.Sprintf("%d controller pods", replicas), deploy, func() (bool, string, error) {
+		pods, err := s.getPods(ctx, namespace, "-l", deploy.pods)
+		ready := 0
+		for _, p := range pods {
+			if p.DeletionTimestamp == nil && isReady(&p) {
+				ready++
+			}
+		}
+		return err == nil && len(pods) == replicas && ready == replicas, fmt.Sprintf("%d pods, %d ready%s", len(pods), ready, errOrEmpty(err)), nil
+	})
+}
+
+func isReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// stoppedLabel is a node label no node has: a DaemonSet that selects it runs nowhere.
+const stoppedLabel = "ssdcache.io/e2e-stopped"
+
+// stopNodePlugin moves the node DaemonSet off the node and waits until its
+// pod is gone; the staged volumes stay up without it.
+func (s *suite) stopNodePlugin(ctx context.Context, t *testing.T) {
+	t.Helper()
+	s.pluginInstalled = false // no restarts to watch while it is down
+	s.kubectl(ctx, t, "-n", namespace, "patch", "daemonset/"+release+"-node", "-p",
+		`{"spec":{"template":{"spec":{"nodeSelector":{"`+stoppedLabel+`":"true"}}}}}`)
+	s.eventually(ctx, t, "the node plugin pod is gone", object{ns: namespace, name: "daemonset/" + release + "-node", pods: nodeSelector},
+		func() (bool, string, error) {
+			pods, err := s.getPods(ctx, namespace, "-l", nodeSelector)
+			return err == nil && len(pods) == 0, fmt.Sprintf("%d pods%s", len(pods), errOrEmpty(err)), nil
+		})
+}
+
+// startNodePlugin undoes stopNodePlugin and waits for the new pod to be Ready.
+func (s *suite) startNodePlugin(ctx context.Context, t *testing.T) {
+	t.Helper()
+	s.kubectl(ctx, t, "-n", namespace, "patch", "daemonset/"+release+"-node", "-p",
+		`{"spec":{"template":{"spec":{"nodeSelector":{"`+stoppedLabel+`":null}}}}}`)
+	plugin := object{ns: namespace, name: "daemonset/" + release + "-node", pods: nodeSelector}
+	s.eventually(ctx, t, "a new node plugin pod is Ready", plugin, func() (bool, string, error) {
+		out, err := s.c.Kubectl(ctx, "-n", namespace, "get", "pods", "-l", nodeSelector, "-o",
+			`jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status} {end}`)
+		return err == nil && strings.Contains(out, "=True"), "pods: " + out + errOrEmpty(err), nil
+	})
+	s.pluginInstalled = true
+}
