@@ -37,6 +37,7 @@ type options struct {
 	commandTimeout                 time.Duration
 	faultPoint                     string
 	leaseNamespace                 string
+	stateDir                       string
 	// awaitCSI, when set, makes the process only wait for the CSI endpoint
 	// of another one to answer (the chart's postStart hook).
 	awaitCSI time.Duration
@@ -80,6 +81,7 @@ func parseFlags() options {
 	flag.DurationVar(&o.poolStaleAfter, "pool-stale-after", agent.DefaultPoolStaleAfter, "readiness turns false when no LVM scan has succeeded for this long; a scan running longer is abandoned")
 	flag.DurationVar(&o.commandTimeout, "command-timeout", command.DefaultTimeout, "a dmsetup, lvm, wipefs or blockdev command still running after this long is killed (a hung tool must not hold a volume forever); 0 leaves only the caller's deadline")
 	flag.DurationVar(&o.awaitCSI, "await-csi", 0, "do not run the plugin: wait up to this long for the plugin at --csi-endpoint to answer, then exit (0 once it answers); for a postStart hook that holds the sidecars back until the plugin serves")
+	flag.StringVar(&o.stateDir, "state-dir", "/var/lib/ssdcache", "directory on the node's root disk for what must outlive the process and a reboot: each volume's hot set (hotsets/), with which a new cache of the volume is filled; empty keeps none")
 	flag.StringVar(&o.faultPoint, "fault-point", "", "TESTING ONLY: kill the process with SIGKILL at this fault point, e.g. attach/zero-metadata")
 	flag.Parse()
 	return o

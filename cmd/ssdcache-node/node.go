@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 
 	"github.com/kubernetes-csi/csi-lib-utils/metrics"
@@ -17,6 +18,7 @@ import (
 	"github.com/ssdcache/ssdcache/pkg/command"
 	"github.com/ssdcache/ssdcache/pkg/csi"
 	"github.com/ssdcache/ssdcache/pkg/dm"
+	"github.com/ssdcache/ssdcache/pkg/hotset"
 	"github.com/ssdcache/ssdcache/pkg/lvm"
 	"github.com/ssdcache/ssdcache/pkg/mounter"
 )
@@ -54,7 +56,12 @@ func newNode(ctx context.Context, o options, m *agent.Metrics) (*node, error) {
 	if len(cacheVGs) > 0 {
 		n.cacheClass = o.cacheClass
 	}
-	n.engine = cache.NewEngine(dm.NewDmsetup(run), l, dev, pools, faultPoints(o.faultPoint))
+	layers := cache.Layers{DM: dm.NewDmsetup(run), LVM: l, Dev: dev}
+	if o.stateDir != "" {
+		layers.Metadata = dm.NewCacheTools(run, o.stateDir)
+		layers.HotSets = hotset.Dir{Path: filepath.Join(o.stateDir, "hotsets")}
+	}
+	n.engine = cache.NewEngine(layers, pools, faultPoints(o.faultPoint))
 	n.driver, err = csi.NewDriver(csi.Config{
 		DriverName: o.driverName, Version: version, NodeID: o.nodeName, Endpoint: o.endpoint, MaxVolumesPerNode: o.maxVolumes,
 	}, csi.Deps{Engine: n.engine, LVM: l, Mounter: mounter.NewHost(e), Locks: n.locks, Metrics: n.csiMetrics,

@@ -21,7 +21,7 @@ func TestStandaloneAttachesTheVolumeContextsCache(t *testing.T) {
 	d, l := dmfake.New(), lvmfake.New()
 	l.AddVG("hdd", 100<<30, lvm.PoolTagPrefix+"origin")
 	l.AddVG("nvme", 10<<30, lvm.PoolTagPrefix+"cache")
-	e := cache.NewEngine(d, l, blockdevfake.New(), cache.Pools{OriginVG: "hdd", CacheVGs: map[string]string{"nvme": "nvme"}, DefaultClass: "nvme"}, nil)
+	e := cache.NewEngine(cache.Layers{DM: d, LVM: l, Dev: blockdevfake.New()}, cache.Pools{OriginVG: "hdd", CacheVGs: map[string]string{"nvme": "nvme"}, DefaultClass: "nvme"}, nil)
 	locks := cache.NewVolumeLocks()
 	attach := attachFromVolumeContext(e, locks)
 	stage := func(id string) csi.StagedVolume {

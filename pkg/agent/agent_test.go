@@ -25,6 +25,7 @@ import (
 	"github.com/ssdcache/ssdcache/pkg/cache"
 	"github.com/ssdcache/ssdcache/pkg/dm"
 	"github.com/ssdcache/ssdcache/pkg/dm/dmfake"
+	"github.com/ssdcache/ssdcache/pkg/hotset"
 	"github.com/ssdcache/ssdcache/pkg/lvm"
 	"github.com/ssdcache/ssdcache/pkg/lvm/lvmfake"
 )
@@ -39,6 +40,8 @@ type fakeNode struct {
 	dm      *dmfake.DM
 	dev     *blockdevfake.Devices
 	lvm     *lvmfake.LVM
+	meta    *dmfake.Metadata
+	hotSets *hotset.Memory
 	engine  *cache.Engine
 	locks   *cache.VolumeLocks
 	samples *Samples
@@ -50,14 +53,16 @@ type fakeNode struct {
 
 func newNode(t *testing.T) *fakeNode {
 	t.Helper()
-	n := &fakeNode{dm: dmfake.New(), dev: blockdevfake.New(), lvm: lvmfake.New(), locks: cache.NewVolumeLocks(), samples: NewSamples(),
+	n := &fakeNode{dm: dmfake.New(), dev: blockdevfake.New(), lvm: lvmfake.New(), meta: dmfake.NewMetadata(), hotSets: &hotset.Memory{},
+		locks: cache.NewVolumeLocks(), samples: NewSamples(),
 		reg: prometheus.NewRegistry(), clock: clocktesting.NewFakeClock(time.Unix(1_800_000_000, 0))}
 	n.lvm.AddVG("hdd", 100*gib, lvm.PoolTagPrefix+"origin")
 	n.lvm.AddVG("nvme", 10*gib, lvm.PoolTagPrefix+"cache")
 	if _, err := n.lvm.CreateLV(context.Background(), "hdd", vol, 10*gib, lvm.Tags(vol, lvm.RoleOrigin)); err != nil {
 		t.Fatal(err)
 	}
-	n.engine = cache.NewEngine(n.dm, n.lvm, n.dev, cache.Pools{OriginVG: "hdd", CacheVGs: map[string]string{"nvme": "nvme"}, DefaultClass: "nvme"}, nil)
+	n.engine = cache.NewEngine(cache.Layers{DM: n.dm, LVM: n.lvm, Dev: n.dev, Metadata: n.meta, HotSets: n.hotSets},
+		cache.Pools{OriginVG: "hdd", CacheVGs: map[string]string{"nvme": "nvme"}, DefaultClass: "nvme"}, nil)
 	var err error
 	if n.metrics, err = NewMetrics(n.reg); err != nil {
 		t.Fatal(err)
@@ -174,7 +179,7 @@ func TestMonitorAsksLVMOnlyWhenTheTableChanges(t *testing.T) {
 	n := newNode(t)
 	n.stage(t, &cache.Spec{SizeBytes: gib, Mode: cache.ModeReadCache})
 	counting := &countingLVM{Interface: n.lvm}
-	engine := cache.NewEngine(n.dm, counting, n.dev, cache.Pools{OriginVG: "hdd", CacheVGs: map[string]string{"nvme": "nvme"}, DefaultClass: "nvme"}, nil)
+	engine := cache.NewEngine(cache.Layers{DM: n.dm, LVM: counting, Dev: n.dev}, cache.Pools{OriginVG: "hdd", CacheVGs: map[string]string{"nvme": "nvme"}, DefaultClass: "nvme"}, nil)
 	mon := NewMonitor(engine, n.dev, n.locks, n.samples, n.metrics, MonitorOptions{Clock: n.clock})
 	for range 10 {
 		mon.Tick(context.Background())

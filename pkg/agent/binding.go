@@ -110,8 +110,10 @@ type outcome struct {
 	phase    ssdv1.CacheBindingPhase
 	ready    metav1.Condition
 	degraded *metav1.Condition
-	event    *note
-	err      error
+	// warmup is set when a new cache was filled from the volume's hot set.
+	warmup *ssdv1.WarmupRecord
+	events []note
+	err    error
 }
 
 type note struct{ kind, reason, action, text string }
@@ -129,15 +131,23 @@ func (r *BindingReconciler) apply(ctx context.Context, b *ssdv1.CacheBinding) ou
 	if out, degraded := r.degraded(b); degraded {
 		return out
 	}
-	spec := cache.Spec{SizeBytes: uint64(b.Status.ResolvedSizeBytes), Mode: cache.ModeReadCache, Class: b.Spec.DeviceClass, Owner: ownerOf(b)}
+	spec := cache.Spec{SizeBytes: uint64(b.Status.ResolvedSizeBytes), Mode: cache.ModeReadCache, Class: b.Spec.DeviceClass,
+		Owner: ownerOf(b), Warm: b.Spec.Warmup != ssdv1.WarmupNone}
 	if b.Spec.Mode == ssdv1.ModePaused {
 		spec.Mode = cache.ModePaused
 	}
-	changed, err := r.engine.SetCache(ctx, vol, &spec)
+	res, err := r.engine.SetCache(ctx, vol, &spec)
 	if err != nil {
 		return failed(err, "Attach")
 	}
-	return attached(b, spec, changed, st.Cached)
+	out := attached(b, spec, res.Changed, st.Cached)
+	if w := res.Warmed; w.Blocks > 0 {
+		out.warmup = &ssdv1.WarmupRecord{Bytes: int64(w.Bytes), Blocks: int64(w.Blocks), WrittenBlocks: int64(w.Dropped),
+			Duration: metav1.Duration{Duration: w.Duration.Round(time.Millisecond)}, CompletionTime: metav1.NewTime(r.clock.Now())}
+		out.events = append(out.events, note{corev1.EventTypeNormal, "CacheWarmed", "Warmup", fmt.Sprintf(
+			"cache filled from the volume's hot set: %d bytes in %s, %d blocks written meanwhile left out", w.Bytes, out.warmup.Duration.Duration, w.Dropped)})
+	}
+	return out
 }
 
 // degraded keeps a cache that was dropped for failing detached until the
@@ -157,15 +167,15 @@ func (r *BindingReconciler) degraded(b *ssdv1.CacheBinding) (outcome, bool) {
 		return outcome{}, false
 	}
 	msg := fmt.Sprintf("the cache device failed (%s) and the cache was dropped; the volume serves every read from its origin; edit the binding's spec to try again", why)
-	var event *note
+	var events []note
 	if recorded {
 		msg = c.Message // already told; a restarted agent keeps it dropped
 	} else {
-		event = &note{corev1.EventTypeWarning, ssdv1.ReasonCacheDeviceFailed, "DropCache", msg}
+		events = []note{{corev1.EventTypeWarning, ssdv1.ReasonCacheDeviceFailed, "DropCache", msg}}
 	}
 	d := cond(ssdv1.ConditionDegraded, true, ssdv1.ReasonCacheDeviceFailed, msg)
 	return outcome{phase: ssdv1.PhaseDegraded, degraded: &d,
-		ready: cond(ssdv1.ConditionReady, false, ssdv1.ReasonCacheDeviceFailed, msg), event: event}, true
+		ready: cond(ssdv1.ConditionReady, false, ssdv1.ReasonCacheDeviceFailed, msg), events: events}, true
 }
 
 // ownerOf is the owner tag of a binding's cache LVs.
@@ -186,7 +196,7 @@ func attached(b *ssdv1.CacheBinding, spec cache.Spec, changed, wasCached bool) o
 		if wasCached {
 			eventReason = "CacheChanged"
 		}
-		out.event = &note{corev1.EventTypeNormal, eventReason, "Attach", msg}
+		out.events = []note{{corev1.EventTypeNormal, eventReason, "Attach", msg}}
 	}
 	return out
 }
@@ -195,7 +205,7 @@ func failed(err error, action string) outcome {
 	msg := err.Error()
 	return outcome{phase: ssdv1.PhaseAdmitted, err: err,
 		ready: cond(ssdv1.ConditionReady, false, action+"Failed", msg),
-		event: &note{corev1.EventTypeWarning, action + "Failed", action, msg}}
+		events: []note{{corev1.EventTypeWarning, action + "Failed", action, msg}}}
 }
 
 func cond(t string, status bool, reason, msg string) metav1.Condition {
@@ -214,6 +224,9 @@ func (r *BindingReconciler) detach(ctx context.Context, b *ssdv1.CacheBinding) e
 	err := r.engine.Detach(ctx, b.Status.VolumeHandle)
 	if err != nil && !errors.Is(err, cache.ErrNotStaged) {
 		r.recorder.Eventf(b, nil, corev1.EventTypeWarning, "DetachFailed", "Detach", "%v", err)
+		return err
+	}
+	if err := r.engine.ForgetHotSet(b.Status.VolumeHandle); err != nil {
 		return err
 	}
 	r.recorder.Eventf(b, nil, corev1.EventTypeNormal, "CacheDetached", "Detach", "cache detached from volume %s; the volume keeps serving from its origin", b.Status.VolumeHandle)

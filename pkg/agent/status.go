@@ -27,13 +27,16 @@ func (r *BindingReconciler) writeStatus(ctx context.Context, b *ssdv1.CacheBindi
 	if out.phase == ssdv1.PhaseAttached || out.phase == ssdv1.PhasePaused {
 		r.refreshFigures(b)
 	}
+	if out.warmup != nil {
+		st.LastWarmup = out.warmup
+	}
 	if equality.Semantic.DeepEqual(before.Status, b.Status) {
 		return nil
 	}
 	if err := r.client.Status().Patch(ctx, b, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return err
 	}
-	if e := out.event; e != nil {
+	for _, e := range out.events {
 		r.recorder.Eventf(b, nil, e.kind, e.reason, e.action, "%s", e.text)
 	}
 	return nil

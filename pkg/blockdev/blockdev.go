@@ -1,6 +1,7 @@
 // Package blockdev answers questions about block devices (what signatures a
-// device carries, how big it is, its device number) and performs the one
-// direct write ssdcache makes: zeroing the head of a cache metadata device.
+// device carries, how big it is, its device number) and performs the direct
+// writes ssdcache makes: zeroing the head of a cache metadata device and
+// copying a volume's hot blocks into its cache data device.
 package blockdev
 
 import (
@@ -46,6 +47,10 @@ type Interface interface {
 	// the table that will read the metadata uses the number, and the two can
 	// disagree (an LV removed and another created under the name meanwhile).
 	ZeroHead(path string, want dm.DevNum, n uint64) error
+	// CopyExtents copies byte ranges from src to dst with direct I/O and
+	// makes them durable, after checking that dst is device want (as
+	// ZeroHead does). Offsets and lengths are multiples of 4096.
+	CopyExtents(ctx context.Context, src, dst string, want dm.DevNum, extents []Extent) error
 	// Wipe erases every signature; only for devices an operator told us to adopt.
 	Wipe(ctx context.Context, path string) error
 	// IOStats returns the bytes read and written through a device since it was created.
@@ -56,6 +61,11 @@ type Interface interface {
 	// Holders lists the devices stacked on this one (device-mapper, md,
 	// bcache): a device with holders is in use by the kernel.
 	Holders(path string) ([]string, error)
+}
+
+// Extent is a byte range copied from Src on one device to Dst on another.
+type Extent struct {
+	Src, Dst, Length uint64
 }
 
 // IOStats are a block device's cumulative transfer counters.
@@ -123,18 +133,9 @@ func (h *Host) DevNum(path string) (dm.DevNum, error) {
 
 func (h *Host) ZeroHead(path string, want dm.DevNum, n uint64) error {
 	// O_SYNC so the zeros are on the device before dm-cache reads the superblock.
-	f, err := os.OpenFile(path, os.O_WRONLY|unix.O_SYNC, 0)
+	f, err := openDevice(path, os.O_WRONLY|unix.O_SYNC, want)
 	if err != nil {
-		return fmt.Errorf("open %s: %w", path, err)
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("stat %s: %w", path, err)
-	}
-	if got := (dm.DevNum{Major: unix.Major(st.Rdev), Minor: unix.Minor(st.Rdev)}); got != want {
-		_ = f.Close()
-		return fmt.Errorf("%s is device %s, not %s: refusing to zero it", path, got, want)
+		return err
 	}
 	zeros := make([]byte, 1<<20)
 	for written := uint64(0); written < n; {

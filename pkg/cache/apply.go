@@ -15,6 +15,9 @@ type applier struct {
 	volumeID string
 	want     desired
 	lvs      []lvm.LV
+	// warming is the copy of the hot set in progress, from stepWarm to stepLoadCache.
+	warming *warming
+	warmed  WarmReport
 }
 
 func (a *applier) apply(ctx context.Context, s step) error {
@@ -31,6 +34,12 @@ func (a *applier) apply(ctx context.Context, s step) error {
 			return err
 		}
 		return a.dev.ZeroHead(meta.Path, meta.DevNum, min(meta.Size, zeroMetadataBytes))
+	case stepSaveHotSet:
+		a.saveHotSet(ctx)
+		return nil
+	case stepWarm:
+		a.warm(ctx)
+		return nil
 	case stepLoadCache, stepSwitchCacheMode:
 		meta, data, err := a.pair()
 		if err != nil {
@@ -39,6 +48,9 @@ func (a *applier) apply(ctx context.Context, s step) error {
 		table, err := cacheTable(a.want, meta, data)
 		if err != nil {
 			return err
+		}
+		if a.warming != nil {
+			return a.loadWarm(ctx, table, meta)
 		}
 		return a.reload(ctx, a.op, a.volumeID, table)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ssdcache/ssdcache/pkg/blockdev"
 	"github.com/ssdcache/ssdcache/pkg/dm"
+	"github.com/ssdcache/ssdcache/pkg/hotset"
 	"github.com/ssdcache/ssdcache/pkg/lvm"
 )
 
@@ -45,23 +46,41 @@ func (p Pools) CacheVG(class string) (string, error) {
 	return vg, nil
 }
 
+// Layers are the OS layers the engine works through.
+type Layers struct {
+	DM  dm.Interface
+	LVM lvm.Interface
+	Dev blockdev.Interface
+	// Metadata and HotSets, both set, keep each volume's hot set when its
+	// cache goes and fill a new cache from it (warm.go); either nil turns
+	// that off.
+	Metadata dm.MetadataTools
+	HotSets  hotset.Store
+}
+
 // Engine attaches, detaches, resizes and pauses caches of staged volumes.
 // It is safe for concurrent use on different volumes; callers serialise work
 // on one volume with VolumeLocks.
 type Engine struct {
-	dm     dm.Interface
-	lvm    lvm.Interface
-	dev    blockdev.Interface
-	pools  Pools
-	faults FaultPoints
+	dm       dm.Interface
+	lvm      lvm.Interface
+	dev      blockdev.Interface
+	metadata dm.MetadataTools
+	hotSets  hotset.Store
+	pools    Pools
+	faults   FaultPoints
 }
 
 // NewEngine returns an engine over the given OS layers.
-func NewEngine(d dm.Interface, l lvm.Interface, b blockdev.Interface, pools Pools, faults FaultPoints) *Engine {
+func NewEngine(l Layers, pools Pools, faults FaultPoints) *Engine {
 	if faults == nil {
 		faults = NoFaults{}
 	}
-	return &Engine{dm: d, lvm: l, dev: b, pools: pools, faults: faults}
+	e := &Engine{dm: l.DM, lvm: l.LVM, dev: l.Dev, pools: pools, faults: faults}
+	if l.Metadata != nil && l.HotSets != nil {
+		e.metadata, e.hotSets = l.Metadata, l.HotSets
+	}
+	return e
 }
 
 // Pools returns the engine's pool configuration.
@@ -103,12 +122,20 @@ func (e *Engine) cacheVGs() []string {
 	return vgs
 }
 
-// converge plans and applies the steps from what is to want, and reports
-// whether there were any.
-func (e *Engine) converge(ctx context.Context, volumeID, op string, obs observed, want desired) (bool, error) {
+// Result is what a change of a volume's cache did.
+type Result struct {
+	// Changed is false when the volume already had the cache asked for.
+	Changed bool
+	// Warmed reports the filling of a new cache from the volume's hot set;
+	// zero when there was none.
+	Warmed WarmReport
+}
+
+// converge plans and applies the steps from what is to want.
+func (e *Engine) converge(ctx context.Context, volumeID, op string, obs observed, want desired) (Result, error) {
 	steps := plan(obs, want)
 	if len(steps) == 0 {
-		return false, nil
+		return Result{}, nil
 	}
 	klog.InfoS("Changing volume", "volumeID", volumeID, "operation", op, "steps", steps)
 	start := time.Now()
@@ -116,11 +143,11 @@ func (e *Engine) converge(ctx context.Context, volumeID, op string, obs observed
 	for _, s := range steps {
 		e.faults.Reached(ctx, op+"/"+string(s))
 		if err := run.apply(ctx, s); err != nil {
-			return true, fmt.Errorf("%s volume %s: step %s: %w", op, volumeID, s, err)
+			return Result{Changed: true}, fmt.Errorf("%s volume %s: step %s: %w", op, volumeID, s, err)
 		}
 	}
 	klog.InfoS("Changed volume", "volumeID", volumeID, "operation", op, "duration", time.Since(start))
-	return true, nil
+	return Result{Changed: true, Warmed: run.warmed}, nil
 }
 
 // RecoverInterruptedReload undoes a reload a crash cut short: the inactive
@@ -150,12 +177,23 @@ func (e *Engine) RecoverInterruptedReload(ctx context.Context, volumeID string) 
 // dm-cache commit its metadata before a new cache table reads it; on any
 // failure the old table is resumed, so the volume keeps serving.
 func (e *Engine) reload(ctx context.Context, op, volumeID string, table dm.Table) error {
+	return e.reloadWith(ctx, op, volumeID, table, nil)
+}
+
+// reloadWith is reload that also runs whileSuspended, if set, between the
+// suspend and the load: no I/O reaches the device meanwhile.
+func (e *Engine) reloadWith(ctx context.Context, op, volumeID string, table dm.Table, whileSuspended func(context.Context) error) error {
 	name := DeviceName(volumeID)
 	if err := e.dm.Suspend(ctx, name); err != nil {
 		// dmsetup killed after its ioctl leaves the device suspended all the same.
 		return errors.Join(err, e.rollback(ctx, name))
 	}
 	e.faults.Reached(ctx, op+"/suspended")
+	if whileSuspended != nil {
+		if err := whileSuspended(ctx); err != nil {
+			return errors.Join(err, e.rollback(ctx, name))
+		}
+	}
 	if err := e.dm.Load(ctx, name, table); err != nil {
 		return errors.Join(err, e.rollback(ctx, name))
 	}

@@ -12,18 +12,21 @@ import (
 	"github.com/ssdcache/ssdcache/pkg/blockdev/blockdevfake"
 	"github.com/ssdcache/ssdcache/pkg/dm"
 	"github.com/ssdcache/ssdcache/pkg/dm/dmfake"
+	"github.com/ssdcache/ssdcache/pkg/hotset"
 	"github.com/ssdcache/ssdcache/pkg/lvm"
 	"github.com/ssdcache/ssdcache/pkg/lvm/lvmfake"
 )
 
 // world is a node made of fakes that share one ordered event log.
 type world struct {
-	dm     *dmfake.DM
-	lvm    *lvmfake.LVM
-	dev    *blockdevfake.Devices
-	events []string
-	engine *Engine
-	faults FaultPoints
+	dm      *dmfake.DM
+	lvm     *lvmfake.LVM
+	dev     *blockdevfake.Devices
+	meta    *dmfake.Metadata
+	hotSets *hotset.Memory
+	events  []string
+	engine  *Engine
+	faults  FaultPoints
 }
 
 const (
@@ -35,7 +38,7 @@ var testPools = Pools{OriginVG: "ssdcache-hdd", CacheVGs: map[string]string{"nvm
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	w := &world{dm: dmfake.New(), lvm: lvmfake.New(), dev: blockdevfake.New()}
+	w := &world{dm: dmfake.New(), lvm: lvmfake.New(), dev: blockdevfake.New(), meta: dmfake.NewMetadata(), hotSets: &hotset.Memory{}}
 	rec := func(e string) { w.events = append(w.events, e) }
 	w.dm.Record, w.lvm.Record, w.dev.Record = rec, rec, rec
 	w.lvm.AddVG("ssdcache-hdd", 100*gib, lvm.PoolTagPrefix+"origin")
@@ -46,7 +49,7 @@ func newWorld(t *testing.T) *world {
 	}
 	_ = origin
 	w.events = nil
-	w.engine = NewEngine(w.dm, w.lvm, w.dev, testPools, faultsFunc(func(ctx context.Context, p string) {
+	w.engine = NewEngine(Layers{DM: w.dm, LVM: w.lvm, Dev: w.dev, Metadata: w.meta, HotSets: w.hotSets}, testPools, faultsFunc(func(ctx context.Context, p string) {
 		if w.faults != nil {
 			w.faults.Reached(ctx, p)
 		}

@@ -65,19 +65,19 @@ func (e *Engine) checkStaged(ctx context.Context, volumeID string, obs observed,
 }
 
 // SetCache converges a staged volume's cache to spec (nil: no cache) and
-// reports whether it changed anything. It is Attach, Detach, Resize, Pause
-// and Resume in one: the difference is only in spec.
-func (e *Engine) SetCache(ctx context.Context, volumeID string, spec *Spec) (bool, error) {
+// reports what it did. It is Attach, Detach, Resize, Pause and Resume in
+// one: the difference is only in spec.
+func (e *Engine) SetCache(ctx context.Context, volumeID string, spec *Spec) (Result, error) {
 	obs, want, err := e.current(ctx, volumeID)
 	if err != nil {
-		return false, err
+		return Result{}, err
 	}
 	if spec != nil {
 		if err := spec.Validate(); err != nil {
-			return false, err
+			return Result{}, err
 		}
 		if want.vg, err = e.pools.CacheVG(spec.Class); err != nil {
-			return false, err
+			return Result{}, err
 		}
 	}
 	want.cache = spec
@@ -131,7 +131,8 @@ func (e *Engine) Detach(ctx context.Context, volumeID string) error {
 }
 
 // Grow makes a staged volume's device as large as its origin now is, after
-// the origin was extended. A cached volume is re-cached with fresh metadata.
+// the origin was extended. A cached volume is re-cached with fresh metadata,
+// filled from its hot set.
 func (e *Engine) Grow(ctx context.Context, volumeID string, origin Origin) error {
 	obs, want, err := e.current(ctx, volumeID)
 	if err != nil {
@@ -145,6 +146,7 @@ func (e *Engine) Grow(ctx context.Context, volumeID string, origin Origin) error
 	}
 	want.length = origin.Bytes / dm.SectorSize
 	if spec, ok := e.specOf(obs); ok {
+		spec.Warm = true
 		want.cache = &spec
 		want.vg = obs.cacheLVs[0].VG
 	}
@@ -201,8 +203,9 @@ func (e *Engine) DropCache(ctx context.Context, volumeID string) error {
 	return e.reload(ctx, "drop", volumeID, linearTable(desired{origin: c.Origin, length: table.Length}))
 }
 
-// Unstage removes the volume's dm device and its cache LVs. The device must
-// no longer be mounted or open.
+// Unstage removes the volume's dm device and its cache LVs, keeping what the
+// cache held as the volume's hot set. The device must no longer be mounted
+// or open.
 func (e *Engine) Unstage(ctx context.Context, volumeID string) error {
 	if err := ValidateVolumeID(volumeID); err != nil {
 		return err
@@ -220,8 +223,12 @@ func (e *Engine) Unstage(ctx context.Context, volumeID string) error {
 			return fmt.Errorf("remove device of volume %s: %w", volumeID, err)
 		}
 	}
-	e.faults.Reached(ctx, "unstage/remove-cache-lvs")
 	run := &applier{Engine: e, op: "unstage", volumeID: volumeID, lvs: obs.cacheLVs}
+	if _, cached := obs.table.Target.(dm.CacheTarget); cached {
+		// Removing the device shut the cache down cleanly: its metadata is whole.
+		run.saveHotSet(ctx)
+	}
+	e.faults.Reached(ctx, "unstage/remove-cache-lvs")
 	return run.removeCacheLVs(ctx)
 }
 

@@ -34,7 +34,9 @@ const (
 	stepLoadLinear      step = "load-linear"
 	stepRemoveCacheLVs  step = "remove-cache-lvs"
 	stepCreateCacheLVs  step = "create-cache-lvs"
+	stepSaveHotSet      step = "save-hot-set"
 	stepZeroMetadata    step = "zero-metadata"
+	stepWarm            step = "warm"
 	stepLoadCache       step = "load-cache"
 	stepSwitchCacheMode step = "switch-cache-mode"
 )
@@ -60,6 +62,11 @@ func plan(obs observed, want desired) []step {
 	if isCache || obs.table.Length != want.length {
 		steps = append(steps, stepLoadLinear)
 	}
+	// From here no live table uses the cache LVs: what their metadata maps
+	// is the volume's hot set, kept before it is zeroed or removed.
+	if len(obs.cacheLVs) > 0 {
+		steps = append(steps, stepSaveHotSet)
+	}
 	if want.cache == nil {
 		if len(obs.cacheLVs) > 0 {
 			steps = append(steps, stepRemoveCacheLVs)
@@ -72,7 +79,11 @@ func plan(obs observed, want desired) []step {
 		}
 		steps = append(steps, stepCreateCacheLVs)
 	}
-	return append(steps, stepZeroMetadata, stepLoadCache)
+	steps = append(steps, stepZeroMetadata)
+	if want.cache.Warm {
+		steps = append(steps, stepWarm)
+	}
+	return append(steps, stepLoadCache)
 }
 
 // fittingLVs returns the metadata and data LVs if they are exactly the pair

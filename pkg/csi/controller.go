@@ -190,9 +190,13 @@ func (s *ControllerServer) DeleteVolume(ctx context.Context, req *csi.DeleteVolu
 }
 
 // deleteOrigin removes the volume's origin LV (and any cache LVs left by a
-// crash). An LV without our origin tag, or a static disk, is never touched.
+// crash) and its hot set. An LV without our origin tag, or a static disk,
+// is never touched.
 func (s *ControllerServer) deleteOrigin(ctx context.Context, id string) error {
 	if err := s.engine.Unstage(ctx, id); err != nil {
+		return err
+	}
+	if err := s.engine.ForgetHotSet(id); err != nil {
 		return err
 	}
 	lv, err := lvm.FindLV(ctx, s.lvm, s.originVG, id)

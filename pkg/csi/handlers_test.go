@@ -56,7 +56,7 @@ func TestBadParametersNameFieldValueAndAllowed(t *testing.T) {
 		{map[string]string{"ssdcache.io/cache-mode": "readcache", "ssdcache.io/cache-size": "150%"}, []string{"150%", "1% to 100%"}},
 		{map[string]string{"ssdcache.io/cache-mode": "readcache", "ssdcache.io/cache-size": "1Mi"}, []string{"1Mi", "16Mi"}},
 		{map[string]string{"ssdcache.io/cache-mode": "readcache", "ssdcache.io/device-class": "optane"}, []string{"optane", "nvme"}},
-		{map[string]string{"ssdcache.io/warmup": "eager"}, []string{"ssdcache.io/warmup", `"eager"`, "none"}},
+		{map[string]string{"ssdcache.io/warmup": "eager"}, []string{"ssdcache.io/warmup", `"eager"`, "HotSet", "None"}},
 		{map[string]string{"ssdcache.io/cache-sise": "1Gi"}, []string{`"ssdcache.io/cache-sise"`, "ssdcache.io/cache-size"}},
 		{map[string]string{"csi.storage.k8s.io/fstype": "btrfs"}, []string{"btrfs", "ext4, xfs"}},
 		{map[string]string{"ssdcache.io/cache-size": "1Gi"}, []string{"ssdcache.io/cache-mode=readcache"}},

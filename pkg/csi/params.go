@@ -89,5 +89,6 @@ func (p volumeParams) cacheSpec(volumeBytes int64) (*cache.Spec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parameter %s=%q: %w: %w", v1alpha1.ParamCacheSize, p.Size, err, cache.ErrInvalid)
 	}
-	return &cache.Spec{SizeBytes: uint64(size), Mode: cache.ModeReadCache, Class: p.DeviceClass}, nil
+	return &cache.Spec{SizeBytes: uint64(size), Mode: cache.ModeReadCache, Class: p.DeviceClass,
+		Warm: p.Warmup != v1alpha1.WarmupNone}, nil
 }

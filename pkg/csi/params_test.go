@@ -20,7 +20,7 @@ func TestParseParamsRoundTripsThroughVolumeContext(t *testing.T) {
 		t.Fatalf("volume context %v parses to %+v (%v), want %+v", p.VolumeContext(), again, err, p)
 	}
 	spec, err := again.cacheSpec(10 << 30)
-	if err != nil || spec.SizeBytes != 1<<30 || spec.Class != "nvme" {
+	if err != nil || spec.SizeBytes != 1<<30 || spec.Class != "nvme" || spec.Warm {
 		t.Fatalf("spec %+v, %v", spec, err)
 	}
 }

@@ -43,7 +43,7 @@ func newFakeNode(t *testing.T) *fakeNode {
 	n.lvm.AddVG("ssdcache-hdd", 1<<40, lvm.PoolTagPrefix+"origin")
 	n.lvm.AddVG("ssdcache-nvme", 200<<30, lvm.PoolTagPrefix+"cache")
 	pools := cache.Pools{OriginVG: "ssdcache-hdd", CacheVGs: map[string]string{"nvme": "ssdcache-nvme"}, DefaultClass: "nvme"}
-	n.engine = cache.NewEngine(n.dm, n.lvm, n.dev, pools, nil)
+	n.engine = cache.NewEngine(cache.Layers{DM: n.dm, LVM: n.lvm, Dev: n.dev}, pools, nil)
 	n.endpoint = "unix://" + filepath.Join(t.TempDir(), "csi.sock")
 	var err error
 	n.driver, err = csi.NewDriver(csi.Config{

@@ -44,6 +44,17 @@ type Interface interface {
 	List(ctx context.Context) ([]Device, error)
 	// Info returns one device; ErrNotFound if it does not exist.
 	Info(ctx context.Context, name string) (Device, error)
+	// TrackWrites starts counting the writes through name per area of
+	// areaSectors (dm-stats, kept by dm core whatever the table), after
+	// deleting any tracking an earlier, interrupted call left; it returns the
+	// tracking region.
+	TrackWrites(ctx context.Context, name string, areaSectors uint64) (uint64, error)
+	// WrittenAreas lists the areas of region that saw a write since
+	// TrackWrites; writes still in flight are not counted, so call it with
+	// the device suspended.
+	WrittenAreas(ctx context.Context, name string, region uint64) ([]uint64, error)
+	// UntrackWrites deletes region.
+	UntrackWrites(ctx context.Context, name string, region uint64) error
 }
 
 // DevicePath is where a device-mapper device's node lives.

@@ -55,7 +55,7 @@ func TestAgentUnderItsRBAC(t *testing.T) {
 		t.Fatal(err)
 	}
 	pools := agent.NewPoolWatch(l, "hdd", []string{"nvme"}, m, agent.PoolWatchOptions{})
-	engine := cache.NewEngine(dmfake.New(), l, blockdevfake.New(),
+	engine := cache.NewEngine(cache.Layers{DM: dmfake.New(), LVM: l, Dev: blockdevfake.New()},
 		cache.Pools{OriginVG: "hdd", CacheVGs: map[string]string{"nvme": "nvme"}, DefaultClass: "nvme"}, nil)
 	if err := mgr.Add(pools); err != nil {
 		t.Fatal(err)

@@ -32,7 +32,7 @@ func TestAutoBindingFromStorageClass(t *testing.T) {
 	pvc := createVolume(t, ctx, c, ns, volume{pvc: "fast", storageClass: cached, node: node, size: "50Gi"})
 
 	b := waitAdmitted(t, c, ns, "fast", node, 5<<30)
-	if b.Spec.PVCName != "fast" || b.Spec.Size != "10%" || b.Spec.Mode != ssdv1.ModeReadCache || b.Spec.Warmup != ssdv1.WarmupNone {
+	if b.Spec.PVCName != "fast" || b.Spec.Size != "10%" || b.Spec.Mode != ssdv1.ModeReadCache || b.Spec.Warmup != ssdv1.WarmupHotSet {
 		t.Errorf("auto-created spec = %+v", b.Spec)
 	}
 	if b.Labels[ssdv1.LabelManagedBy] != ssdv1.ManagedByController {

@@ -111,7 +111,7 @@ func malformedBindings() []refusedCreate {
 		{"size a number", valid(map[string]any{"size": int64(1 << 30)}), `spec.size: Invalid value: "integer": spec.size in body must be of type string`},
 		{"mode writeback", valid(map[string]any{"mode": "WriteBack"}), `spec.mode: Unsupported value: "WriteBack": supported values: "ReadCache", "Paused"`},
 		{"mode lowercase", valid(map[string]any{"mode": "readcache"}), `spec.mode: Unsupported value: "readcache"`},
-		{"warmup unknown", valid(map[string]any{"warmup": "Eager"}), `spec.warmup: Unsupported value: "Eager": supported values: "None"`},
+		{"warmup unknown", valid(map[string]any{"warmup": "Eager"}), `spec.warmup: Unsupported value: "Eager": supported values: "None", "HotSet"`},
 		{"deviceClass with capitals", valid(map[string]any{"deviceClass": "NVMe"}), `spec.deviceClass in body should match`},
 		{"deviceClass too long", valid(map[string]any{"deviceClass": strings.Repeat("a", 64)}), `spec.deviceClass: Too long: may not be more than 63 bytes`},
 		{"size exponent of three digits", valid(map[string]any{"size": "16777216e4294967296"}), `size: an exponent may have at most two digits`},

@@ -17,15 +17,21 @@ const (
 	ModePaused CacheMode = "Paused"
 )
 
-// WarmupPolicy says how a cache is filled before reads arrive. Only None exists for
-// now; warm start from a saved hot set is planned.
-// +kubebuilder:validation:Enum=None
+// WarmupPolicy says how a new cache is filled before reads arrive.
+// +kubebuilder:validation:Enum=None;HotSet
 type WarmupPolicy string
 
 const (
-	// WarmupNone starts with an empty cache that fills as reads miss.
+	// WarmupNone starts every new cache empty; it fills as reads miss.
 	WarmupNone WarmupPolicy = "None"
+	// WarmupHotSet fills a new cache (after a restage, a node plugin restart,
+	// a reboot, a resize) with the origin blocks the volume's cache held when
+	// it last went, copied from the origin, before the cache goes live.
+	WarmupHotSet WarmupPolicy = "HotSet"
 )
+
+// WarmupPolicies are the allowed warm-up policies.
+var WarmupPolicies = []WarmupPolicy{WarmupHotSet, WarmupNone}
 
 // CacheBindingPhase is a one-word summary of a binding's state; the conditions
 // carry the detail.
@@ -90,9 +96,11 @@ type CacheBindingSpec struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	DeviceClass string `json:"deviceClass,omitempty"`
 
-	// warmup is how the cache is filled; only None (fill on read misses) exists now.
+	// warmup is how a new cache is filled: HotSet (the default) copies the blocks
+	// the volume's cache held when it last went, at most the cache's size, from the
+	// origin before the cache goes live; None starts empty and fills on read misses.
 	// +optional
-	// +kubebuilder:default=None
+	// +kubebuilder:default=HotSet
 	Warmup WarmupPolicy `json:"warmup,omitempty"`
 }
 
@@ -168,6 +176,32 @@ type CacheBindingStatus struct {
 	// cache holds the last sampled dm-cache figures.
 	// +optional
 	Cache *CacheFigures `json:"cache,omitempty"`
+	// lastWarmup is the last filling of the cache from the volume's hot set.
+	// +optional
+	LastWarmup *WarmupRecord `json:"lastWarmup,omitempty"`
+}
+
+// WarmupRecord describes one filling of a new cache from its volume's hot set.
+type WarmupRecord struct {
+	// bytes were copied from the origin and mapped in the cache.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	Bytes int64 `json:"bytes"`
+	// blocks is bytes in cache blocks.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	Blocks int64 `json:"blocks"`
+	// writtenBlocks were copied but written by the application during the copy,
+	// and left out of the cache.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	WrittenBlocks int64 `json:"writtenBlocks,omitempty"`
+	// duration is the time from the start of the copy to the cache going live.
+	// +required
+	Duration metav1.Duration `json:"duration"`
+	// completionTime is when the cache went live, filled.
+	// +required
+	CompletionTime metav1.Time `json:"completionTime"`
 }
 
 // CacheBinding puts a node-local SSD read cache in front of the volume of one PVC.

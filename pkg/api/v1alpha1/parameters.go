@@ -56,7 +56,7 @@ func ParseCacheParameters(params map[string]string, extraKeys ...string) (CacheP
 		p.Size, _ = ParseCacheSize(DefaultCacheSize)
 	}
 	if p.Cached && p.Warmup == "" {
-		p.Warmup = WarmupNone
+		p.Warmup = WarmupHotSet
 	}
 	return p, nil
 }
@@ -80,10 +80,11 @@ func (p *CacheParameters) set(key, value string, extraKeys []string) error {
 		}
 		p.DeviceClass = value
 	case ParamWarmup:
-		if !strings.EqualFold(value, string(WarmupNone)) {
-			return fmt.Errorf("parameter %s: %q is not allowed; allowed values are none (warm start is not available yet)", key, value)
+		i := slices.IndexFunc(WarmupPolicies, func(w WarmupPolicy) bool { return strings.EqualFold(value, string(w)) })
+		if i < 0 {
+			return fmt.Errorf("parameter %s: %q is not allowed; allowed values are %s and %s (any case)", key, value, WarmupHotSet, WarmupNone)
 		}
-		p.Warmup = WarmupNone
+		p.Warmup = WarmupPolicies[i]
 	case ParamFSType:
 		if !slices.Contains(FSTypes, value) {
 			return fmt.Errorf("parameter %s: %q is not allowed; allowed values are %s", key, value, strings.Join(FSTypes, ", "))
@@ -117,6 +118,9 @@ func (p CacheParameters) VolumeContext() map[string]string {
 	ctx := map[string]string{ParamCacheMode: CacheModeReadCache, ParamCacheSize: p.Size.String()}
 	if p.DeviceClass != "" {
 		ctx[ParamDeviceClass] = p.DeviceClass
+	}
+	if p.Warmup != "" {
+		ctx[ParamWarmup] = string(p.Warmup)
 	}
 	return ctx
 }

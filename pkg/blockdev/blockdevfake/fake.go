@@ -28,6 +28,8 @@ type Devices struct {
 	devices map[string]*Device
 	// Zeroed records ZeroHead calls as "path:bytes".
 	Zeroed []string
+	// Copied records CopyExtents calls.
+	Copied []string
 	// Record, when set, receives every write, to merge with other fakes' logs.
 	Record func(event string)
 	// Stats are the IOStats returned per device number.
@@ -162,4 +164,26 @@ func (f *Devices) Holders(path string) ([]string, error) {
 		return nil, err
 	}
 	return d.Holders, nil
+}
+
+// CopyExtents records the copy as "copy src->dst <n> extents <bytes> bytes".
+func (f *Devices) CopyExtents(_ context.Context, src, dst string, want dm.DevNum, extents []blockdev.Extent) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if d, ok := f.devices[dst]; ok && !d.DevNum.IsZero() && d.DevNum != want {
+		return fmt.Errorf("%s is device %s, not %s: refusing to write it", dst, d.DevNum, want)
+	}
+	if f.Failing[src] {
+		return fmt.Errorf("read %s: input/output error", src)
+	}
+	var n uint64
+	for _, e := range extents {
+		n += e.Length
+	}
+	event := fmt.Sprintf("copy %s->%s %d extents %d bytes", src, dst, len(extents), n)
+	f.Copied = append(f.Copied, event)
+	if f.Record != nil {
+		f.Record(event)
+	}
+	return nil
 }

@@ -17,6 +17,7 @@ type device struct {
 	live      dm.Table
 	inactive  *dm.Table
 	suspended bool
+	regions   map[uint64]*region
 }
 
 // DM is a fake dm.Interface. The zero value is not usable; call New.
@@ -24,6 +25,8 @@ type DM struct {
 	mu      sync.Mutex
 	devices map[string]*device
 	next    uint32
+	// nextRegion numbers dm-stats regions, across devices as the kernel does not.
+	nextRegion uint64
 	// Calls records each mutating call as "op name [table]".
 	Calls []string
 	// FailOn makes the named operation ("create", "load", "resume", ...) fail once.
@@ -219,4 +222,70 @@ func (f *DM) HasInactive(name string) bool {
 	defer f.mu.Unlock()
 	d, ok := f.devices[name]
 	return ok && d.inactive != nil
+}
+
+// region is a fake dm-stats write-tracking region.
+type region struct {
+	areaSectors uint64
+	written     map[uint64]bool
+}
+
+func (f *DM) TrackWrites(_ context.Context, name string, areaSectors uint64) (uint64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record("track-writes", name, nil); err != nil {
+		return 0, err
+	}
+	d, err := f.get(name)
+	if err != nil {
+		return 0, err
+	}
+	d.regions = map[uint64]*region{f.nextRegion: {areaSectors: areaSectors, written: map[uint64]bool{}}}
+	f.nextRegion++
+	return f.nextRegion - 1, nil
+}
+
+func (f *DM) WrittenAreas(_ context.Context, name string, id uint64) ([]uint64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d, err := f.get(name)
+	if err != nil {
+		return nil, err
+	}
+	r, ok := d.regions[id]
+	if !ok {
+		return nil, fmt.Errorf("%s has no dm-stats region %d", name, id)
+	}
+	var areas []uint64
+	for a := range r.written {
+		areas = append(areas, a)
+	}
+	sort.Slice(areas, func(i, j int) bool { return areas[i] < areas[j] })
+	return areas, nil
+}
+
+func (f *DM) UntrackWrites(_ context.Context, name string, id uint64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record("untrack-writes", name, nil); err != nil {
+		return err
+	}
+	d, err := f.get(name)
+	if err != nil {
+		return err
+	}
+	delete(d.regions, id)
+	return nil
+}
+
+// Write stands for an application's write of one sector through name: the
+// tracking regions count it.
+func (f *DM) Write(name string, sector uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if d, ok := f.devices[name]; ok {
+		for _, r := range d.regions {
+			r.written[sector/r.areaSectors] = true
+		}
+	}
 }

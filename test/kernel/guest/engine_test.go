@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -15,6 +16,7 @@ import (
 	"github.com/ssdcache/ssdcache/pkg/cache"
 	"github.com/ssdcache/ssdcache/pkg/command"
 	"github.com/ssdcache/ssdcache/pkg/dm"
+	"github.com/ssdcache/ssdcache/pkg/hotset"
 	"github.com/ssdcache/ssdcache/pkg/lvm"
 )
 
@@ -23,7 +25,15 @@ import (
 func realEngine(faults cache.FaultPoints) *cache.Engine {
 	run := command.NewRunner(exec.New())
 	pools := cache.Pools{OriginVG: originVG, CacheVGs: map[string]string{"nvme": cacheVG}, DefaultClass: "nvme"}
-	return cache.NewEngine(dm.NewDmsetup(run), lvm.NewCommand(run, ""), blockdev.NewHost(run), pools, faults)
+	state := stateDir()
+	return cache.NewEngine(cache.Layers{DM: dm.NewDmsetup(run), LVM: lvm.NewCommand(run, ""), Dev: blockdev.NewHost(run),
+		Metadata: dm.NewCacheTools(run, state), HotSets: hotset.Dir{Path: filepath.Join(state, "hotsets")}}, pools, faults)
+}
+
+// stateDir is the plugin's --state-dir in the kernel suite, shared by the
+// engine the tests drive directly, as the agent shares the plugin's.
+func stateDir() string {
+	return filepath.Join(os.Getenv("SSDCACHE_WORK"), "state")
 }
 
 // table returns the live table of a volume's dm device.

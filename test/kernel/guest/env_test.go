@@ -79,7 +79,7 @@ func launch(t testing.TB, e env, socket string, args []string) *plugin {
 	t.Helper()
 	p := &plugin{t: t, env: e, socket: socket}
 	p.base = append([]string{"--agent=false", "--node-name=" + nodeName, "--csi-endpoint=unix://" + p.socket,
-		"--metrics-address=127.0.0.1:9810", "--health-interval=500ms", "--sample-interval=1s", "--v=2"}, args...)
+		"--metrics-address=127.0.0.1:9810", "--health-interval=500ms", "--sample-interval=1s", "--v=2", "--state-dir=" + stateDir()}, args...)
 	p.args = p.base
 	p.start()
 	t.Cleanup(func() {

@@ -1,0 +1,69 @@
+package agent
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	ssdv1 "github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
+	"github.com/ssdcache/ssdcache/pkg/hotset"
+)
+
+func TestAttachFillsFromTheHotSetAndSaysSo(t *testing.T) {
+	n := newNode(t)
+	if err := n.hotSets.Save(vol, hotset.FromBlocks([]uint64{1, 2, 8}, 128)); err != nil {
+		t.Fatal(err)
+	}
+	n.stage(t, nil)
+	b := admitted(ssdv1.ModeReadCache, gib)
+	b.Spec.Warmup = ssdv1.WarmupHotSet
+	r, c, rec := n.reconciler(t, b)
+	reconcileOnce(t, r)
+	w := get(t, c).Status.LastWarmup
+	if w == nil || w.Blocks != 3 || w.Bytes != 3*128*512 || w.WrittenBlocks != 0 || w.CompletionTime.IsZero() {
+		t.Fatalf("lastWarmup %+v, want 3 blocks of 64 KiB", w)
+	}
+	var reasons []string
+	for len(rec.Events) > 0 {
+		reasons = append(reasons, <-rec.Events)
+	}
+	if len(reasons) != 2 || !strings.Contains(reasons[0], "CacheAttached") || !strings.Contains(reasons[1], "CacheWarmed") ||
+		!strings.Contains(reasons[1], "196608 bytes") {
+		t.Fatalf("events %q, want CacheAttached then CacheWarmed with the bytes", reasons)
+	}
+}
+
+func TestWarmupNoneStartsCold(t *testing.T) {
+	n := newNode(t)
+	_ = n.hotSets.Save(vol, hotset.FromBlocks([]uint64{1}, 128))
+	n.stage(t, nil)
+	b := admitted(ssdv1.ModeReadCache, gib)
+	b.Spec.Warmup = ssdv1.WarmupNone
+	r, c, _ := n.reconciler(t, b)
+	reconcileOnce(t, r)
+	if w := get(t, c).Status.LastWarmup; w != nil || len(n.dev.Copied) != 0 {
+		t.Fatalf("warmed with policy None: %+v, copies %v", w, n.dev.Copied)
+	}
+}
+
+func TestHotSetsGoWithTheirBinding(t *testing.T) {
+	n := newNode(t)
+	_ = n.hotSets.Save(vol, hotset.FromBlocks([]uint64{1}, 128))
+	_ = n.hotSets.Save("pvc-gone", hotset.FromBlocks([]uint64{1}, 128))
+	n.stage(t, nil)
+	r, c, _ := n.reconciler(t, admitted(ssdv1.ModeReadCache, gib))
+	if err := r.DetachUnclaimed(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if ids, _ := n.hotSets.List(); len(ids) != 1 || ids[0] != vol {
+		t.Fatalf("hot sets after the sweep %v, want only the claimed %s", ids, vol)
+	}
+	reconcileOnce(t, r)
+	if err := c.Delete(context.Background(), get(t, c)); err != nil {
+		t.Fatal(err)
+	}
+	reconcileOnce(t, r)
+	if _, ok, _ := n.hotSets.Load(vol); ok {
+		t.Fatal("the deleted binding's hot set was kept")
+	}
+}

@@ -1,0 +1,51 @@
+package blockdev
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ssdcache/ssdcache/pkg/dm"
+)
+
+// Regular files stand for the devices: their device number is 0:0.
+func TestCopyExtentsCopiesEachRange(t *testing.T) {
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "origin"), filepath.Join(dir, "cache")
+	data := make([]byte, 64<<10)
+	for i := range data {
+		data[i] = byte(i / 4096)
+	}
+	if err := os.WriteFile(src, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, make([]byte, 32<<10), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	extents := []Extent{{Src: 8 << 10, Dst: 0, Length: 8 << 10}, {Src: 40 << 10, Dst: 16 << 10, Length: 4 << 10}}
+	err := (&Host{}).CopyExtents(context.Background(), src, dst, dm.DevNum{}, extents)
+	if errors.Is(err, unix.EINVAL) {
+		t.Skipf("%s does not take O_DIRECT: %v", dir, err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(dst)
+	want := make([]byte, 32<<10)
+	copy(want[0:], data[8<<10:16<<10])
+	copy(want[16<<10:], data[40<<10:44<<10])
+	if !bytes.Equal(got, want) {
+		t.Fatal("the cache file does not hold the copied ranges where they belong")
+	}
+	if err := (&Host{}).CopyExtents(context.Background(), src, dst, dm.DevNum{Major: 8, Minor: 1}, extents); err == nil {
+		t.Fatal("copied onto a path that is not the expected device")
+	}
+	if err := (&Host{}).CopyExtents(context.Background(), src, dst, dm.DevNum{}, []Extent{{Src: 1, Length: 4096}}); err == nil {
+		t.Fatal("copied an unaligned extent")
+	}
+}

@@ -1,0 +1,174 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ssdcache/ssdcache/pkg/dm"
+	"github.com/ssdcache/ssdcache/pkg/hotset"
+)
+
+const (
+	metaPath    = "/dev/ssdcache-nvme/pvc-1.cache-meta"
+	blockSecs   = 128 // dm.BlockSectorsFor(gib): 64 KiB blocks
+	cacheBlocks = gib / (blockSecs * dm.SectorSize)
+)
+
+func warmCache(size uint64) *Spec { return &Spec{SizeBytes: size, Mode: ModeReadCache, Warm: true} }
+
+// used stands for a cache that promoted origin blocks: its metadata maps them.
+func (w *world) used(t *testing.T, origin ...uint64) {
+	t.Helper()
+	md := dm.CacheMetadata{BlockSectors: blockSecs, CacheBlocks: cacheBlocks, Policy: "smq"}
+	for i, b := range origin {
+		md.Mappings = append(md.Mappings, dm.Mapping{Cache: uint64(i), Origin: b})
+	}
+	w.meta.Put(metaPath, md)
+}
+
+func TestUnstageKeepsTheHotSetAndTheNextAttachMapsIt(t *testing.T) {
+	w := newWorld(t)
+	w.stage(t, warmCache(gib))
+	w.used(t, 7, 3, 4, 5)
+	if err := w.engine.Unstage(context.Background(), vol); err != nil {
+		t.Fatal(err)
+	}
+	set, ok, _ := w.hotSets.Load(vol)
+	if want := hotset.FromBlocks([]uint64{3, 4, 5, 7}, blockSecs); !ok || !reflect.DeepEqual(set, want) {
+		t.Fatalf("hot set after unstage %v (%v), want %v", set, ok, want)
+	}
+
+	w.events = nil
+	if _, err := w.engine.Stage(context.Background(), StageSpec{VolumeID: vol, Origin: w.origin(t)}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := w.engine.SetCache(context.Background(), vol, warmCache(gib))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Warmed.Blocks != 4 || res.Warmed.Bytes != 4*blockSecs*dm.SectorSize || res.Warmed.Dropped != 0 {
+		t.Fatalf("warm report %+v, want 4 blocks of 64 KiB", res.Warmed)
+	}
+	md, _ := w.meta.Get(metaPath)
+	want := []dm.Mapping{{Cache: 0, Origin: 3}, {Cache: 1, Origin: 4}, {Cache: 2, Origin: 5}, {Cache: 3, Origin: 7}}
+	if !reflect.DeepEqual(md.Mappings, want) || md.CacheBlocks != cacheBlocks || md.BlockSectors != blockSecs {
+		t.Fatalf("restored metadata %+v, want mappings %v", md, want)
+	}
+	// Origin order and one read per run: blocks 3-5 are one extent, 7 another.
+	if len(w.dev.Copied) != 1 || !strings.Contains(w.dev.Copied[0], "2 extents 262144 bytes") {
+		t.Fatalf("copies %v", w.dev.Copied)
+	}
+	// The copy ran while writes were counted, the mappings were written
+	// with the device suspended, before the cache table was loaded.
+	track, copied := indexOf(w.events, "track-writes"), indexOf(w.events, "copy /dev/mapper/ssdcache-pvc-1->")
+	suspend, load := indexOf(w.events[copied:], "suspend ssdcache-pvc-1")+copied, indexOf(w.events, "load ssdcache-pvc-1", " cache ")
+	if track < 0 || copied < track || suspend < copied || load < suspend || indexOf(w.events, "untrack-writes") < load {
+		t.Fatalf("warm-up out of order:\n%s", strings.Join(w.events, "\n"))
+	}
+}
+
+func TestBlocksWrittenDuringTheCopyAreNotMapped(t *testing.T) {
+	w := newWorld(t)
+	if err := w.hotSets.Save(vol, hotset.FromBlocks([]uint64{1, 2, 3, 9}, blockSecs)); err != nil {
+		t.Fatal(err)
+	}
+	w.dev.Record = func(e string) {
+		if strings.HasPrefix(e, "copy ") { // the application writes blocks 2 and 9 meanwhile
+			w.dm.Write(DeviceName(vol), 2*blockSecs+5)
+			w.dm.Write(DeviceName(vol), 9*blockSecs)
+		}
+	}
+	w.stage(t, nil)
+	res, err := w.engine.SetCache(context.Background(), vol, warmCache(gib))
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, _ := w.meta.Get(metaPath)
+	if want := []dm.Mapping{{Cache: 0, Origin: 1}, {Cache: 2, Origin: 3}}; !reflect.DeepEqual(md.Mappings, want) {
+		t.Fatalf("mappings %v, want %v: a block written during the copy is mapped", md.Mappings, want)
+	}
+	if res.Warmed.Blocks != 2 || res.Warmed.Dropped != 2 {
+		t.Fatalf("warm report %+v, want 2 mapped and 2 dropped", res.Warmed)
+	}
+}
+
+func TestFailedRestoreStartsTheCacheCold(t *testing.T) {
+	w := newWorld(t)
+	if err := w.hotSets.Save(vol, hotset.FromBlocks([]uint64{1}, blockSecs)); err != nil {
+		t.Fatal(err)
+	}
+	w.meta.FailRestore = errors.New("cache_restore: killed")
+	w.stage(t, nil)
+	w.dev.Zeroed = nil
+	res, err := w.engine.SetCache(context.Background(), vol, warmCache(gib))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, isCache := w.table(t).Target.(dm.CacheTarget); !isCache || res.Warmed.Blocks != 0 {
+		t.Fatalf("table %s, warm report %+v: want a cold cache", w.table(t), res.Warmed)
+	}
+	// Zeroed before the warm-up and again after the failed restore (rule 2).
+	if n := len(w.dev.Zeroed); n != 2 {
+		t.Fatalf("metadata zeroed %d times (%v), want 2", n, w.dev.Zeroed)
+	}
+}
+
+func TestWarmNoneAndNoHotSetStartCold(t *testing.T) {
+	for name, spec := range map[string]*Spec{"policy None": readCache(gib), "no hot set": warmCache(gib)} {
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t)
+			if name == "policy None" {
+				_ = w.hotSets.Save(vol, hotset.FromBlocks([]uint64{1}, blockSecs))
+			}
+			w.stage(t, spec)
+			if len(w.dev.Copied) != 0 || slices.ContainsFunc(w.meta.Calls, func(c string) bool { return strings.HasPrefix(c, "restore") }) {
+				t.Fatalf("warmed anyway: copies %v, metadata calls %v", w.dev.Copied, w.meta.Calls)
+			}
+		})
+	}
+}
+
+func TestResizeCarriesTheHotSetIntoTheNewCache(t *testing.T) {
+	w := newWorld(t)
+	w.stage(t, warmCache(gib))
+	w.used(t, 10, 11)
+	res, err := w.engine.SetCache(context.Background(), vol, warmCache(2*gib))
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, _ := w.meta.Get(metaPath)
+	if res.Warmed.Blocks != 2 || md.CacheBlocks != 2*cacheBlocks || !reflect.DeepEqual(md.Mappings, []dm.Mapping{{Cache: 0, Origin: 10}, {Cache: 1, Origin: 11}}) {
+		t.Fatalf("warm report %+v, metadata %+v; want origin blocks 10 and 11 in the larger cache", res.Warmed, md)
+	}
+}
+
+func TestHotSetIsReadOnlyFromIdleMetadata(t *testing.T) {
+	w := newWorld(t)
+	w.stage(t, warmCache(gib))
+	w.used(t, 1)
+	w.meta.Calls = nil
+	// A mode switch keeps the live table's metadata in use: nothing is read.
+	if _, err := w.engine.SetCache(context.Background(), vol, &Spec{SizeBytes: gib, Mode: ModePaused, Warm: true}); err != nil {
+		t.Fatal(err)
+	}
+	if len(w.meta.Calls) != 0 {
+		t.Fatalf("metadata tools ran on live metadata: %v", w.meta.Calls)
+	}
+	// A detach swaps the table out first, then reads the metadata.
+	w.events = nil
+	if _, err := w.engine.SetCache(context.Background(), vol, nil); err != nil {
+		t.Fatal(err)
+	}
+	linear := indexOf(w.events, "load ssdcache-pvc-1", " linear ")
+	removed := indexOf(w.events, "removelv")
+	if linear < 0 || len(w.meta.Calls) != 1 || removed < linear {
+		t.Fatalf("events %v, metadata calls %v", w.events, w.meta.Calls)
+	}
+	if _, ok, _ := w.hotSets.Load(vol); !ok {
+		t.Fatal("no hot set kept at detach")
+	}
+}

@@ -1,0 +1,144 @@
+package guest
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ssdcache/ssdcache/pkg/cache"
+	"github.com/ssdcache/ssdcache/pkg/dm"
+	"github.com/ssdcache/ssdcache/pkg/hotset"
+)
+
+// cacheStatus is a cached volume's dm-cache status.
+func cacheStatus(t testing.TB, id string) dm.CacheStatus {
+	t.Helper()
+	st, err := dm.ParseCacheStatus(sh(t, "dmsetup status --noflush %s", cache.DeviceName(id)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// readPass reads every file of sums once with O_DIRECT and returns the
+// cache's read hits and misses during the pass.
+func readPass(t testing.TB, id string, sums map[string]string) (hits, misses uint64) {
+	t.Helper()
+	before := cacheStatus(t, id)
+	verify(t, sums)
+	after := cacheStatus(t, id)
+	return dm.Delta32(before.ReadHits, after.ReadHits), dm.Delta32(before.ReadMisses, after.ReadMisses)
+}
+
+// TestWarmRestage: a cached ext4 volume is read until its cache holds
+// blocks, unstaged (its hot set saved), staged again: the new cache comes up
+// with those blocks mapped before the first read, and the first pass over
+// the data hits the cache. Figures are logged, not judged: the VM is emulated.
+func TestWarmRestage(t *testing.T) {
+	e := guestEnv(t)
+	p := startPlugin(t, e)
+	v := p.provision(t, "warm", 256<<20, cached("128Mi"), fsCapability("ext4"))
+	p.stage(t, v)
+	p.publish(t, v)
+	expectCacheMode(t, v.id, dm.Writethrough)
+	sums := dataset(t, v.target, 24)
+	blockBytes := cacheStatus(t, v.id).BlockSectors * dm.SectorSize
+	for pass := 1; cacheStatus(t, v.id).CacheUsed < 3*(24<<20)/4/blockBytes; pass++ { // most of the data set
+		if pass > 30 {
+			t.Fatalf("cache holds %d blocks after %d passes over the data set", cacheStatus(t, v.id).CacheUsed, pass)
+		}
+		hits, misses := readPass(t, v.id, sums)
+		t.Logf("cold pass %d: %d hits, %d misses, %d blocks cached", pass, hits, misses, cacheStatus(t, v.id).CacheUsed)
+		time.Sleep(time.Second) // smq promotes on its ticks
+	}
+	used := cacheStatus(t, v.id).CacheUsed
+
+	p.teardownKeep(t, v)
+	set, ok, err := hotset.Dir{Path: filepath.Join(stateDir(), "hotsets")}.Load(v.id)
+	if err != nil || !ok || set.Sectors()*dm.SectorSize < used*blockBytes {
+		t.Fatalf("hot set after unstage: %d sectors (%v, %v), want at least the %d cached blocks of %d bytes", set.Sectors(), ok, err, used, blockBytes)
+	}
+	p.stage(t, v)
+	p.publish(t, v)
+	restaged := cacheStatus(t, v.id)
+	if restaged.CacheUsed+4 < used { // ext4 may write a few blocks during the copy; those stay out
+		t.Fatalf("after restage the cache maps %d blocks, want the %d of the hot set\n%s", restaged.CacheUsed, used, p.diagnose())
+	}
+	hits, misses := readPass(t, v.id, sums)
+	t.Logf("first pass after restage: %d hits, %d misses (hit ratio %.2f); %d of %d blocks mapped before it; plugin: %s",
+		hits, misses, float64(hits)/float64(max(hits+misses, 1)), restaged.CacheUsed, used, warmLine(p))
+	if hits < 9*misses {
+		t.Fatalf("first pass after restage hit %d times and missed %d: want a hit ratio of at least 0.9", hits, misses)
+	}
+	p.teardown(t, v)
+	if _, ok, _ := (hotset.Dir{Path: filepath.Join(stateDir(), "hotsets")}).Load(v.id); ok {
+		t.Fatal("DeleteVolume left the volume's hot set behind")
+	}
+}
+
+// warmLine is the plugin's last log line about a warm-up.
+func warmLine(p *plugin) string {
+	lines := strings.Split(p.log.String(), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.Contains(lines[i], "Filled the cache from the hot set") {
+			return lines[i]
+		}
+	}
+	return "(no warm-up logged)"
+}
+
+// TestWarmUpUnderWrites fills a cache from a hot set covering the whole
+// volume while fio writes and verifies all over it: the blocks written
+// during the copy must stay out of the cache. Afterwards fio's verify pass
+// and a byte-for-byte comparison of the cached device with its origin must
+// find no difference.
+func TestWarmUpUnderWrites(t *testing.T) {
+	e := guestEnv(t)
+	p := startPlugin(t, e)
+	v := p.provision(t, "warmwrites", 128<<20, nil, blockCapability())
+	p.stage(t, v)
+	dev := cache.DevicePath(v.id)
+	sh(t, "dd if=/dev/urandom of=%s bs=1M count=128 oflag=direct status=none", dev)
+	all := make([]uint64, 128<<20/(64<<10))
+	for i := range all {
+		all[i] = uint64(i)
+	}
+	if err := (hotset.Dir{Path: filepath.Join(stateDir(), "hotsets")}).Save(v.id, hotset.FromBlocks(all, 128)); err != nil {
+		t.Fatal(err)
+	}
+	writer := childCommand(t, "fio", "--name=warmwrites", "--filename="+dev, "--size=128M", "--rw=randwrite", "--bs=4k",
+		"--io_size=64M", "--direct=1", "--ioengine=libaio", "--iodepth=8", "--verify=crc32c", "--verify_fatal=1", "--do_verify=1",
+		"--randrepeat=0")
+	out := &lockedBuffer{}
+	writer.Stdout, writer.Stderr = out, out
+	if err := writer.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // writes are under way when the copy starts
+	res, err := realEngine(cache.NoFaults{}).SetCache(ctx(t), v.id, &cache.Spec{SizeBytes: 128 << 20, Mode: cache.ModeReadCache, Warm: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("warm-up under writes: %d blocks mapped, %d written during the copy and left out, in %v", res.Warmed.Blocks, res.Warmed.Dropped, res.Warmed.Duration)
+	if res.Warmed.Blocks == 0 {
+		t.Fatalf("nothing was mapped: %+v", res.Warmed)
+	}
+	if err := waitChild(writer); err != nil {
+		t.Fatalf("fio found a wrong block or an I/O error after the warm-up: %v\n%s", err, out)
+	}
+	got := sh(t, "dd if=%s bs=1M iflag=direct status=none | sha256sum", dev)
+	want := sh(t, "dd if=/dev/%s/%s bs=1M iflag=direct status=none | sha256sum", originVG, v.id)
+	if got != want {
+		t.Fatalf("the cached device reads %s, its origin %s: a block written during the warm-up is stale in the cache", got, want)
+	}
+	hits, misses := cacheStatus(t, v.id).ReadHits, cacheStatus(t, v.id).ReadMisses
+	t.Logf("device equals its origin; reads so far %d hits, %d misses", hits, misses)
+	if _, err := realEngine(cache.NoFaults{}).SetCache(ctx(t), v.id, nil); err != nil {
+		t.Fatal(err)
+	}
+	p.unstage(t, v)
+	if _, err := p.ctrl.DeleteVolume(ctx(t), deleteRequest(v)); err != nil {
+		t.Fatal(err)
+	}
+}
