@@ -37,28 +37,6 @@ func (r *BindingReconciler) DetachUnclaimed(ctx context.Context) error {
 		}
 		errs = append(errs, r.detachIfUnclaimed(ctx, v.ID))
 	}
-	errs = append(errs, r.forgetUnclaimedHotSets(ctx))
-	return errors.Join(errs...)
-}
-
-// forgetUnclaimedHotSets deletes the hot sets of volumes that no binding
-// admitted to this node claims: the binding is gone, so a later one starts
-// from what its own cache learns. A binding stays admitted while its
-// volume, node-local, exists, staged or not.
-func (r *BindingReconciler) forgetUnclaimedHotSets(ctx context.Context) error {
-	vols, err := r.engine.HotSetVolumes()
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, vol := range vols {
-		if claimed, err := r.claimed(ctx, vol); claimed || err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		klog.InfoS("Deleting the hot set of a volume no binding claims", "volumeID", vol)
-		errs = append(errs, r.engine.ForgetHotSet(vol))
-	}
 	return errors.Join(errs...)
 }
 

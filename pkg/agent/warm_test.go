@@ -46,17 +46,25 @@ func TestWarmupNoneStartsCold(t *testing.T) {
 	}
 }
 
+// A revoked admission keeps the hot set (a later admission starts warm); a
+// deleted binding takes it along.
 func TestHotSetsGoWithTheirBinding(t *testing.T) {
 	n := newNode(t)
 	_ = n.hotSets.Save(vol, hotset.FromBlocks([]uint64{1}, 128))
-	_ = n.hotSets.Save("pvc-gone", hotset.FromBlocks([]uint64{1}, 128))
 	n.stage(t, nil)
-	r, c, _ := n.reconciler(t, admitted(ssdv1.ModeReadCache, gib))
+	revoked := admitted(ssdv1.ModeReadCache, gib)
+	revoked.Status.NodeName, revoked.Status.VolumeHandle = "", ""
+	r, c, _ := n.reconciler(t, revoked)
 	if err := r.DetachUnclaimed(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if ids, _ := n.hotSets.List(); len(ids) != 1 || ids[0] != vol {
-		t.Fatalf("hot sets after the sweep %v, want only the claimed %s", ids, vol)
+	if _, ok, _ := n.hotSets.Load(vol); !ok {
+		t.Fatal("the sweep deleted the hot set of a volume whose binding is only not admitted")
+	}
+	b := get(t, c)
+	b.Status.NodeName, b.Status.VolumeHandle = node, vol
+	if err := c.Status().Update(context.Background(), b); err != nil {
+		t.Fatal(err)
 	}
 	reconcileOnce(t, r)
 	if err := c.Delete(context.Background(), get(t, c)); err != nil {

@@ -216,11 +216,3 @@ func (e *Engine) ForgetHotSet(volumeID string) error {
 	}
 	return e.hotSets.Delete(volumeID)
 }
-
-// HotSetVolumes lists the volumes that have a hot set on this node.
-func (e *Engine) HotSetVolumes() ([]string, error) {
-	if e.hotSets == nil {
-		return nil, nil
-	}
-	return e.hotSets.List()
-}

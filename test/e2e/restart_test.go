@@ -28,8 +28,10 @@ const (
 //   - the reader's binding vanished (an admin stripped its finalizer): the
 //     new agent detaches its cache, as no binding claims it;
 //   - revoked-data's admission was withdrawn (its status no longer names the
-//     node): the new agent detaches it, and attaches it again once the
-//     controller is back and admits it anew;
+//     node): the new agent detaches it, keeping what the cache held as the
+//     volume's hot set, and once the controller is back and admits it anew,
+//     attaches a new cache filled from that hot set (status.lastWarmup and a
+//     CacheWarmed Event);
 //   - dropped-data's cache was dropped for failing (linear table, Degraded
 //     condition of the binding's generation): the new agent keeps it dropped
 //     until the binding's spec changes;
@@ -42,6 +44,7 @@ func (s *suite) nodePluginRestart(ctx context.Context, t *testing.T) {
 	s.waitReady(ctx, t, object{ns: "default", name: "cachebinding/" + reader})
 	orphan, revoked, dropped := s.volumeHandle(ctx, t, reader), s.volumeHandle(ctx, t, revokedVolume), s.volumeHandle(ctx, t, droppedVolume)
 	passes := s.readerPasses(ctx, t)
+	s.waitCachedBlocks(ctx, t, revoked)
 
 	s.stopNodePlugin(ctx, t)
 	s.scaleController(ctx, t, 0)
@@ -69,6 +72,7 @@ func (s *suite) nodePluginRestart(ctx context.Context, t *testing.T) {
 	s.scaleController(ctx, t, 1)
 	s.waitReady(ctx, t, object{ns: "default", name: "cachebinding/" + revokedVolume})
 	s.waitTable(ctx, t, revoked, " writethrough ", "the re-admitted binding's cache is attached again")
+	s.expectWarmed(ctx, t, revokedVolume)
 	s.expectStillDropped(ctx, t, dropped)
 	s.kubectl(ctx, t, "-n", "default", "patch", "cachebinding/"+droppedVolume, "--type=merge", "-p", `{"spec":{"size":"48Mi"}}`)
 	s.waitReady(ctx, t, object{ns: "default", name: "cachebinding/" + droppedVolume})
@@ -78,11 +82,20 @@ func (s *suite) nodePluginRestart(ctx context.Context, t *testing.T) {
 	}
 }
 
+// readSomePasses reads the data set a few times with O_DIRECT, so that the
+// cache promotes some of it, and then idles: a bounded load beside the reader.
+const readSomePasses = `for i in 1 2 3 4 5 6; do
+  for f in /data/f*; do dd if=$f of=/dev/null bs=1M iflag=direct status=none; done
+  sleep 1
+done
+sleep infinity
+`
+
 // startSmallCachedVolumes starts a pod on a new volume of the uncached class
 // for each name, each with a CacheBinding, and waits for the caches.
 func (s *suite) startSmallCachedVolumes(ctx context.Context, t *testing.T, names ...string) {
 	for _, name := range names {
-		s.apply(ctx, t, pvcAndPod(name, "e2e-uncached", smallVolume, s.images.project, writeDataSet+"sleep infinity"))
+		s.apply(ctx, t, pvcAndPod(name, "e2e-uncached", smallVolume, s.images.project, writeDataSet+readSomePasses))
 		s.apply(ctx, t, cacheBinding(name, cacheSize))
 	}
 	for _, name := range names {
@@ -115,6 +128,31 @@ func (s *suite) expectStillDropped(ctx context.Context, t *testing.T, handle str
 		t.Fatalf("the dropped cache did not stay dropped across the restart: binding %s, table %s\n%s",
 			phase, table, s.explain(ctx, object{ns: "default", name: "cachebinding/" + droppedVolume}))
 	}
+}
+
+// waitCachedBlocks waits until a cached volume's cache holds some blocks.
+func (s *suite) waitCachedBlocks(ctx context.Context, t *testing.T, handle string) {
+	t.Helper()
+	s.eventually(ctx, t, "the cache holds blocks", object{ns: namespace, name: "daemonset/" + release + "-node", pods: nodeSelector}, func() (bool, string, error) {
+		// dm-cache status: ... <#used cache blocks>/<#total cache blocks> is field 7.
+		used, err := s.c.NodeExec(ctx, "dmsetup status --noflush ssdcache-"+handle+" | awk '{split($7, u, \"/\"); print u[1]}'")
+		used = strings.TrimSpace(used)
+		return err == nil && used != "" && used != "0", "used blocks: " + used + errOrEmpty(err), nil
+	})
+}
+
+// expectWarmed checks that a binding's new cache was filled from its hot
+// set: status.lastWarmup and a CacheWarmed Event.
+func (s *suite) expectWarmed(ctx context.Context, t *testing.T, pvc string) {
+	t.Helper()
+	binding := object{ns: "default", name: "cachebinding/" + pvc}
+	s.eventually(ctx, t, "a CacheWarmed event and status.lastWarmup", binding, func() (bool, string, error) {
+		blocks, err := s.c.Kubectl(ctx, "-n", "default", "get", binding.name, "-o", "jsonpath={.status.lastWarmup.blocks}")
+		reasons, err2 := s.c.Kubectl(ctx, "-n", "default", "get", "events", "--field-selector", "involvedObject.name="+pvc, "-o", "jsonpath={.items[*].reason}")
+		ok := err == nil && err2 == nil && blocks != "" && blocks != "0" && strings.Contains(reasons, "CacheWarmed")
+		return ok, fmt.Sprintf("lastWarmup.blocks %q, event reasons %s%s%s", blocks, reasons, errOrEmpty(err), errOrEmpty(err2)), nil
+	})
+	t.Logf("%s: lastWarmup %s", pvc, s.jsonpath(ctx, t, binding.name, "{.status.lastWarmup}", "-n", "default"))
 }
 
 // waitTable waits until a staged volume's dm table contains want.
