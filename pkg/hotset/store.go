@@ -17,10 +17,9 @@ type Store interface {
 	Save(volumeID string, s Set) error
 	// Delete forgets the volume's set; deleting none is not an error.
 	Delete(volumeID string) error
-	// List returns the volumes that have a set.
-	List() ([]string, error)
 }
 
+// suffix ends the name of every set's file.
 const suffix = ".hotset"
 
 // Dir stores each set as a file in a directory on the node's root disk, so
@@ -91,23 +90,6 @@ func (d Dir) Delete(volumeID string) error {
 	return nil
 }
 
-func (d Dir) List() ([]string, error) {
-	entries, err := os.ReadDir(d.Path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var ids []string
-	for _, e := range entries {
-		if id, ok := strings.CutSuffix(e.Name(), suffix); ok && e.Type().IsRegular() && !strings.HasPrefix(id, ".") {
-			ids = append(ids, id)
-		}
-	}
-	return ids, nil
-}
-
 // Memory keeps sets in memory: for tests of the code that uses a Store.
 type Memory struct {
 	mu   sync.Mutex
@@ -138,14 +120,4 @@ func (m *Memory) Delete(volumeID string) error {
 	defer m.mu.Unlock()
 	delete(m.sets, volumeID)
 	return nil
-}
-
-func (m *Memory) List() ([]string, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	ids := make([]string, 0, len(m.sets))
-	for id := range m.sets {
-		ids = append(ids, id)
-	}
-	return ids, nil
 }
