@@ -204,7 +204,7 @@ func attached(b *ssdv1.CacheBinding, spec cache.Spec, changed, wasCached bool) o
 func failed(err error, action string) outcome {
 	msg := err.Error()
 	return outcome{phase: ssdv1.PhaseAdmitted, err: err,
-		ready: cond(ssdv1.ConditionReady, false, action+"Failed", msg),
+		ready:  cond(ssdv1.ConditionReady, false, action+"Failed", msg),
 		events: []note{{corev1.EventTypeWarning, action + "Failed", action, msg}}}
 }
 

@@ -171,3 +171,23 @@ func TestBindingGoneWithoutAgentLosesItsCache(t *testing.T) {
 		t.Fatalf("cache of a vanished binding kept: table %s", got)
 	}
 }
+
+// A paused cache is LVs behind a linear table: revoked while the plugin was
+// down, the new agent still finds and removes them.
+func TestRestartedAgentRemovesRevokedPausedCache(t *testing.T) {
+	n := newNode(t)
+	n.stage(t, nil)
+	r, c, _ := n.reconciler(t, admitted(ssdv1.ModePaused, gib))
+	reconcileOnce(t, r)
+	if st, _ := n.engine.Inspect(context.Background(), vol); !st.HasCache || st.Cached {
+		t.Fatalf("paused binding: %+v, want cache LVs behind a linear table", st)
+	}
+	revoke(t, c)
+	r, _ = n.restarted(c)
+	if err := r.DetachUnclaimed(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := n.engine.Inspect(context.Background(), vol); st.HasCache || len(st.CacheDevices) != 0 {
+		t.Fatalf("a revoked paused cache kept its LVs: %+v", st)
+	}
+}

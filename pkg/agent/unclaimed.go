@@ -29,25 +29,30 @@ func (r *BindingReconciler) DetachUnclaimed(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// One LVM listing finds the paused caches (LVs behind a linear table).
+	withLVs, err := r.engine.VolumesWithCacheLVs(ctx)
+	if err != nil {
+		return err
+	}
 	var errs []error
 	for _, v := range vols {
 		if claimed, err := r.claimed(ctx, v.ID); claimed || err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		errs = append(errs, r.detachIfUnclaimed(ctx, v.ID))
+		errs = append(errs, r.detachIfUnclaimed(ctx, v.ID, withLVs[v.ID]))
 	}
 	return errors.Join(errs...)
 }
 
 // detachIfUnclaimed checks again holding the volume's lock: a binding the
 // reconciler admitted and attached meanwhile is in the cache by then.
-func (r *BindingReconciler) detachIfUnclaimed(ctx context.Context, vol string) error {
+func (r *BindingReconciler) detachIfUnclaimed(ctx context.Context, vol string, hasLVs bool) error {
 	if !r.locks.TryAcquire(vol) {
 		return nil
 	}
 	defer r.locks.Release(vol)
-	if st, err := r.engine.Health(ctx, vol); err != nil || !st.Cached {
+	if st, err := r.engine.Health(ctx, vol); err != nil || (!st.Cached && !hasLVs) {
 		return err
 	}
 	if claimed, err := r.claimed(ctx, vol); claimed || err != nil {

@@ -40,7 +40,7 @@ func (a *applier) apply(ctx context.Context, s step) error {
 	case stepWarm:
 		a.warm(ctx)
 		return nil
-	case stepLoadCache, stepSwitchCacheMode:
+	case stepLoadCache:
 		meta, data, err := a.pair()
 		if err != nil {
 			return err

@@ -1,9 +1,9 @@
 // Package cache puts a dm-cache read cache in front of a volume and takes it
 // away again, online. A staged volume is always the device-mapper device
 // ssdcache-<volume id>: its table is linear while uncached and a writethrough
-// (or, paused, passthrough) dm-cache target while cached. Every change is a
-// suspend / load / resume of that one device, so a filesystem mounted on it
-// never notices.
+// dm-cache target while cached (a paused cache keeps its LVs behind the
+// linear table). Every change is a suspend / load / resume of that one
+// device, so a filesystem mounted on it never notices.
 //
 // The engine is declarative: callers say what cache a volume should have, the
 // engine observes the kernel's table and the tagged LVs (the only sources of

@@ -193,8 +193,8 @@ func TestSafetyRule2_LiveMetadataNeverZeroed(t *testing.T) {
 	if indexOf(w.events, "zero") >= 0 {
 		t.Fatalf("live metadata zeroed: %v", w.events)
 	}
-	if c := w.table(t).Target.(dm.CacheTarget); c.Mode != dm.Passthrough {
-		t.Fatalf("pause left mode %s", c.Mode)
+	if _, ok := w.table(t).Target.(dm.LinearTarget); !ok || len(w.cacheLVs(t)) != 2 {
+		t.Fatalf("pause left table %s and cache LVs %v, want linear with both kept", w.table(t), w.cacheLVs(t))
 	}
 }
 

@@ -154,20 +154,21 @@ func (e *Engine) Grow(ctx context.Context, volumeID string, origin Origin) error
 	return err
 }
 
-// specOf reconstructs the spec of the cache a volume has now.
+// specOf reconstructs the spec of the cache a volume has now: a
+// writethrough cache table is ReadCache; a linear table with the volume's
+// cache LVs kept is Paused (a legacy passthrough table, from before Paused
+// was linear, counts as Paused too).
 func (e *Engine) specOf(obs observed) (Spec, bool) {
-	c, ok := obs.table.Target.(dm.CacheTarget)
-	if !ok {
-		return Spec{}, false
-	}
+	live, isCache := obs.table.Target.(dm.CacheTarget)
 	for _, lv := range obs.cacheLVs {
-		if lv.Role() == lvm.RoleCacheData && lv.DevNum == c.Data {
-			mode := ModeReadCache
-			if c.Mode == dm.Passthrough {
-				mode = ModePaused
-			}
-			return Spec{SizeBytes: requestedBytes(lv), Mode: mode, Class: e.classOf(lv.VG), Owner: lv.Owner()}, true
+		if lv.Role() != lvm.RoleCacheData || lv.DevNum.IsZero() || (isCache && lv.DevNum != live.Data) {
+			continue
 		}
+		mode := ModePaused
+		if isCache && live.Mode == dm.Writethrough {
+			mode = ModeReadCache
+		}
+		return Spec{SizeBytes: requestedBytes(lv), Mode: mode, Class: e.classOf(lv.VG), Owner: lv.Owner()}, true
 	}
 	return Spec{}, false
 }
@@ -237,7 +238,10 @@ type State struct {
 	VolumeID string
 	Staged   bool
 	Table    dm.Table
-	Cached   bool
+	// Cached means the live table is a cache.
+	Cached bool
+	// HasCache means the volume has a cache, live or paused, described by Spec.
+	HasCache bool
 	Spec     Spec
 	// Status is the parsed dm-cache status of a cached volume.
 	Status *dm.CacheStatus
@@ -254,11 +258,11 @@ func (e *Engine) Inspect(ctx context.Context, volumeID string) (State, error) {
 		return st, err
 	}
 	st.Staged, st.Table = true, obs.table
-	st.Spec, st.Cached = e.specOf(obs)
+	st.Spec, st.HasCache = e.specOf(obs)
 	for _, lv := range obs.cacheLVs {
 		st.CacheDevices = append(st.CacheDevices, lv.Path)
 	}
-	if _, isCache := obs.table.Target.(dm.CacheTarget); !isCache {
+	if _, st.Cached = obs.table.Target.(dm.CacheTarget); !st.Cached {
 		return st, nil
 	}
 	st.Status, err = e.cacheStatus(ctx, volumeID)
@@ -313,6 +317,24 @@ func (e *Engine) ProbeCacheDevices(st State) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// VolumesWithCacheLVs lists, with one LVM call per cache pool, the volumes
+// that have cache LVs: live, paused, or left by a drop or a crash.
+func (e *Engine) VolumesWithCacheLVs(ctx context.Context) (map[string]bool, error) {
+	vols := map[string]bool{}
+	for _, vg := range e.cacheVGs() {
+		lvs, err := e.lvm.ListLVs(ctx, vg)
+		if err != nil {
+			return nil, fmt.Errorf("list cache LVs in %s: %w", vg, err)
+		}
+		for _, lv := range lvs {
+			if r := lv.Role(); (r == lvm.RoleCacheMetadata || r == lvm.RoleCacheData) && lv.Volume() != "" {
+				vols[lv.Volume()] = true
+			}
+		}
+	}
+	return vols, nil
 }
 
 // StagedVolume is a volume that has a dm device on this node.

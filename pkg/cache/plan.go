@@ -31,14 +31,13 @@ type desired struct {
 type step string
 
 const (
-	stepLoadLinear      step = "load-linear"
-	stepRemoveCacheLVs  step = "remove-cache-lvs"
-	stepCreateCacheLVs  step = "create-cache-lvs"
-	stepSaveHotSet      step = "save-hot-set"
-	stepZeroMetadata    step = "zero-metadata"
-	stepWarm            step = "warm"
-	stepLoadCache       step = "load-cache"
-	stepSwitchCacheMode step = "switch-cache-mode"
+	stepLoadLinear     step = "load-linear"
+	stepRemoveCacheLVs step = "remove-cache-lvs"
+	stepCreateCacheLVs step = "create-cache-lvs"
+	stepSaveHotSet     step = "save-hot-set"
+	stepZeroMetadata   step = "zero-metadata"
+	stepWarm           step = "warm"
+	stepLoadCache      step = "load-cache"
 )
 
 // plan lists the steps from obs to want. It never zeroes metadata that a
@@ -47,17 +46,12 @@ const (
 // node, dm-cache would take every block as dirty and write stale SSD blocks
 // over newer origin data. Dropping the cache is a table swap to linear and
 // needs no flush, because writethrough never holds data the origin lacks
-// (safety rule 1).
+// (safety rule 1). A paused cache is its LVs behind a linear table.
 func plan(obs observed, want desired) []step {
-	liveCache, isCache := obs.table.Target.(dm.CacheTarget)
-	meta, data, fit := fittingLVs(obs.cacheLVs, want)
-	if want.cache != nil && isCache && fit && obs.table.Length == want.length &&
-		liveCache.Metadata == meta.DevNum && liveCache.Data == data.DevNum && liveCache.Origin == want.origin {
-		if mode, _ := want.cache.Mode.dmMode(); liveCache.Mode != mode {
-			return []step{stepSwitchCacheMode}
-		}
+	if done(obs, want) {
 		return nil
 	}
+	_, isCache := obs.table.Target.(dm.CacheTarget)
 	var steps []step
 	if isCache || obs.table.Length != want.length {
 		steps = append(steps, stepLoadLinear)
@@ -73,17 +67,38 @@ func plan(obs observed, want desired) []step {
 		}
 		return steps
 	}
-	if !fit {
+	if _, _, fit := fittingLVs(obs.cacheLVs, want); !fit {
 		if len(obs.cacheLVs) > 0 {
 			steps = append(steps, stepRemoveCacheLVs)
 		}
 		steps = append(steps, stepCreateCacheLVs)
+	}
+	if want.cache.Mode == ModePaused {
+		return steps
 	}
 	steps = append(steps, stepZeroMetadata)
 	if want.cache.Warm {
 		steps = append(steps, stepWarm)
 	}
 	return append(steps, stepLoadCache)
+}
+
+// done says whether the volume already is as wanted: a writethrough cache
+// over the fitting LVs, or for a paused cache a linear table with the LVs
+// kept (a legacy passthrough table is not done: it becomes one of these).
+func done(obs observed, want desired) bool {
+	meta, data, fit := fittingLVs(obs.cacheLVs, want)
+	if want.cache == nil || !fit || obs.table.Length != want.length {
+		return false
+	}
+	switch live := obs.table.Target.(type) {
+	case dm.CacheTarget:
+		return want.cache.Mode == ModeReadCache && live.Mode == dm.Writethrough &&
+			live.Metadata == meta.DevNum && live.Data == data.DevNum && live.Origin == want.origin
+	case dm.LinearTarget:
+		return want.cache.Mode == ModePaused
+	}
+	return false
 }
 
 // fittingLVs returns the metadata and data LVs if they are exactly the pair
@@ -125,15 +140,11 @@ func metadataBytes(dataBytes uint64) uint64 {
 	return dm.MetadataBytesFor(dataBytes, dm.BlockSectorsFor(dataBytes))
 }
 
-// cacheTable builds the dm-cache table for want over the given LVs.
+// cacheTable builds the writethrough dm-cache table for want over the given LVs.
 func cacheTable(want desired, meta, data lvm.LV) (dm.Table, error) {
-	mode, err := want.cache.Mode.dmMode()
-	if err != nil {
-		return dm.Table{}, err
-	}
 	target := dm.CacheTarget{
 		Metadata: meta.DevNum, Data: data.DevNum, Origin: want.origin,
-		BlockSectors: dm.BlockSectorsFor(want.cache.SizeBytes), Mode: mode, Policy: "smq",
+		BlockSectors: dm.BlockSectorsFor(want.cache.SizeBytes), Mode: dm.Writethrough, Policy: "smq",
 		// Format 2 keeps dirty bits apart from the mappings, as lvm2 does by default.
 		ExtraFeatures: []string{"metadata2"},
 	}

@@ -28,18 +28,18 @@ type Mode string
 const (
 	// ModeReadCache caches reads; writes complete on the origin (writethrough).
 	ModeReadCache Mode = "ReadCache"
-	// ModePaused keeps the cache attached but serves everything from the origin (passthrough).
+	// ModePaused keeps the cache's LVs, and the hot set of what they held, but
+	// serves every I/O from the origin on a linear table. Resuming loads a new
+	// cache filled from the hot set. It does not use dm-cache's passthrough
+	// mode, whose write path had bugs until cache target 2.4.0.
 	ModePaused Mode = "Paused"
 )
 
-func (m Mode) dmMode() (dm.CacheMode, error) {
-	switch m {
-	case ModeReadCache:
-		return dm.Writethrough, nil
-	case ModePaused:
-		return dm.Passthrough, nil
+func (m Mode) validate() error {
+	if m != ModeReadCache && m != ModePaused {
+		return fmt.Errorf("cache mode %q: allowed values are %q and %q: %w", m, ModeReadCache, ModePaused, ErrInvalid)
 	}
-	return "", fmt.Errorf("cache mode %q: allowed values are %q and %q: %w", m, ModeReadCache, ModePaused, ErrInvalid)
+	return nil
 }
 
 // Spec is the cache a volume should have.
@@ -67,8 +67,7 @@ func (s Spec) Validate() error {
 	if s.SizeBytes < MinCacheBytes {
 		return fmt.Errorf("cache size %d bytes: must be at least %d bytes (16Mi): %w", s.SizeBytes, MinCacheBytes, ErrInvalid)
 	}
-	_, err := s.Mode.dmMode()
-	return err
+	return s.Mode.validate()
 }
 
 // volumeIDPattern keeps IDs usable as dm names, LV names and LVM tags.

@@ -146,13 +146,63 @@ func TestResizeCarriesTheHotSetIntoTheNewCache(t *testing.T) {
 	}
 }
 
+// Pausing swaps the cache for a linear table, keeps its LVs and saves its
+// hot set; resuming loads a new cache filled from it.
+func TestPauseKeepsTheCacheAndResumeIsWarm(t *testing.T) {
+	w := newWorld(t)
+	w.stage(t, warmCache(gib))
+	w.used(t, 4, 5)
+	paused := &Spec{SizeBytes: gib, Mode: ModePaused, Warm: true}
+	if _, err := w.engine.SetCache(context.Background(), vol, paused); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := w.table(t).Target.(dm.LinearTarget); !ok || len(w.cacheLVs(t)) != 2 {
+		t.Fatalf("paused: table %s, LVs %v", w.table(t), w.cacheLVs(t))
+	}
+	if st, _ := w.engine.Inspect(context.Background(), vol); !st.HasCache || st.Cached || st.Spec.Mode != ModePaused {
+		t.Fatalf("Inspect of a paused cache: %+v", st)
+	}
+	if res, err := w.engine.SetCache(context.Background(), vol, paused); err != nil || res.Changed {
+		t.Fatalf("pausing again changed something: %+v, %v", res, err)
+	}
+	res, err := w.engine.SetCache(context.Background(), vol, warmCache(gib))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, ok := w.table(t).Target.(dm.CacheTarget); !ok || c.Mode != dm.Writethrough || res.Warmed.Blocks != 2 {
+		t.Fatalf("resumed: table %s, warm report %+v", w.table(t), res.Warmed)
+	}
+}
+
+// A passthrough table left by an older version counts as paused, and
+// resuming it is a warm attach like any other.
+func TestLegacyPassthroughResumes(t *testing.T) {
+	w := newWorld(t)
+	w.stage(t, warmCache(gib))
+	live := w.table(t)
+	c := live.Target.(dm.CacheTarget)
+	c.Mode = dm.Passthrough
+	live.Target = c
+	if err := w.engine.reload(context.Background(), "test", vol, live); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := w.engine.Inspect(context.Background(), vol); st.Spec.Mode != ModePaused {
+		t.Fatalf("legacy passthrough read as %s", st.Spec.Mode)
+	}
+	w.used(t, 9)
+	res, err := w.engine.SetCache(context.Background(), vol, warmCache(gib))
+	if c, ok := w.table(t).Target.(dm.CacheTarget); err != nil || !ok || c.Mode != dm.Writethrough || res.Warmed.Blocks != 1 {
+		t.Fatalf("resumed legacy pause: table %s, %+v, %v", w.table(t), res, err)
+	}
+}
+
 func TestHotSetIsReadOnlyFromIdleMetadata(t *testing.T) {
 	w := newWorld(t)
 	w.stage(t, warmCache(gib))
 	w.used(t, 1)
 	w.meta.Calls = nil
-	// A mode switch keeps the live table's metadata in use: nothing is read.
-	if _, err := w.engine.SetCache(context.Background(), vol, &Spec{SizeBytes: gib, Mode: ModePaused, Warm: true}); err != nil {
+	// Repeating the same spec keeps the live table's metadata in use: nothing is read.
+	if _, err := w.engine.SetCache(context.Background(), vol, warmCache(gib)); err != nil {
 		t.Fatal(err)
 	}
 	if len(w.meta.Calls) != 0 {

@@ -55,7 +55,8 @@ type CacheMode string
 const (
 	// Writethrough completes a write only once it is on the origin: ssdcache's read cache.
 	Writethrough CacheMode = "writethrough"
-	// Passthrough serves every read from the origin: ssdcache's "paused" state.
+	// Passthrough serves every read from the origin: how older versions of
+	// ssdcache paused a cache; read, never loaded any more.
 	Passthrough CacheMode = "passthrough"
 	// Writeback is parsed so foreign tables can be recognised, never built.
 	Writeback CacheMode = "writeback"

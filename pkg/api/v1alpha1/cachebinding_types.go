@@ -12,8 +12,8 @@ const (
 	// ModeReadCache caches reads; writes complete only once they are on the origin
 	// (dm-cache writethrough).
 	ModeReadCache CacheMode = "ReadCache"
-	// ModePaused keeps the cache attached but serves every read from the origin
-	// (dm-cache passthrough); the cache contents are kept.
+	// ModePaused serves every read and write from the origin and keeps the cache's
+	// space on the SSD and its hot set; resuming fills a new cache from the hot set.
 	ModePaused CacheMode = "Paused"
 )
 
@@ -46,7 +46,7 @@ const (
 	PhaseAdmitted CacheBindingPhase = "Admitted"
 	// PhaseAttached: the cache is attached and serving reads.
 	PhaseAttached CacheBindingPhase = "Attached"
-	// PhasePaused: the cache is attached in passthrough.
+	// PhasePaused: the volume serves from its origin; the cache's space and hot set are kept.
 	PhasePaused CacheBindingPhase = "Paused"
 	// PhaseDegraded: the cache device failed and was dropped; reads go to the origin.
 	PhaseDegraded CacheBindingPhase = "Degraded"
@@ -82,7 +82,8 @@ type CacheBindingSpec struct {
 	Size string `json:"size"`
 
 	// mode is ReadCache (reads are cached, writes go through to the origin) or Paused
-	// (the cache stays attached but is bypassed).
+	// (every I/O goes to the origin; the cache's space and hot set are kept, and
+	// ReadCache again fills a new cache from the hot set).
 	// +optional
 	// +kubebuilder:default=ReadCache
 	Mode CacheMode `json:"mode,omitempty"`

@@ -61,6 +61,16 @@ func expectLinear(t testing.TB, id string) {
 	}
 }
 
+// expectPaused checks that a paused volume serves on a linear table with
+// its two cache LVs kept.
+func expectPaused(t testing.TB, id string) {
+	t.Helper()
+	expectLinear(t, id)
+	if lvs := cacheLVs(t, id); len(lvs) != 2 {
+		t.Fatalf("paused volume %s: cache LVs %v, want both kept", id, lvs)
+	}
+}
+
 // expectClean checks that nothing is left suspended or half-loaded and that
 // the volume has exactly wantCacheLVs cache LVs.
 func expectClean(t testing.TB, id string, wantCacheLVs int) {

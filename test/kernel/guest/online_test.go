@@ -49,8 +49,8 @@ func TestOnlineCacheOpsUnderIO(t *testing.T) {
 	}{
 		{"attach 64Mi", &cache.Spec{SizeBytes: 64 << 20, Mode: cache.ModeReadCache}, func() { expectCacheMode(t, v.id, dm.Writethrough) }},
 		{"resize to 128Mi", &cache.Spec{SizeBytes: 128 << 20, Mode: cache.ModeReadCache}, func() { expectCacheMode(t, v.id, dm.Writethrough) }},
-		{"pause", &cache.Spec{SizeBytes: 128 << 20, Mode: cache.ModePaused}, func() { expectCacheMode(t, v.id, dm.Passthrough) }},
-		{"resume", &cache.Spec{SizeBytes: 128 << 20, Mode: cache.ModeReadCache}, func() { expectCacheMode(t, v.id, dm.Writethrough) }},
+		{"pause", &cache.Spec{SizeBytes: 128 << 20, Mode: cache.ModePaused}, func() { expectPaused(t, v.id) }},
+		{"resume", &cache.Spec{SizeBytes: 128 << 20, Mode: cache.ModeReadCache, Warm: true}, func() { expectCacheMode(t, v.id, dm.Writethrough) }},
 		{"detach", nil, func() { expectLinear(t, v.id) }},
 		{"attach again", &cache.Spec{SizeBytes: 64 << 20, Mode: cache.ModeReadCache}, func() { expectCacheMode(t, v.id, dm.Writethrough) }},
 	}

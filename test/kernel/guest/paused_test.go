@@ -9,13 +9,15 @@ import (
 	"github.com/ssdcache/ssdcache/pkg/dm"
 )
 
-// TestPausedUnderConcurrentWrites: Paused reloads a live cache in dm-cache's
-// passthrough mode, whose write path the kernel fixed only in 2026 (cache
-// target 2.4.0: the origin write was issued before the invalidation was
-// committed; concurrent writes to one cached block could crash). Blocks are
-// promoted, the cache paused, four fio jobs write overlapping 4 KiB ranges of
-// them, and after resuming (and after detaching) every byte read equals what
-// the paused device read: the origin's.
+// TestPausedUnderConcurrentWrites: Paused once reloaded a live cache in
+// dm-cache's passthrough mode, whose write path the kernel fixed only in 2026
+// (cache target 2.4.0: the origin write was issued before the invalidation
+// was committed; concurrent writes to one cached block could crash). Now it
+// swaps in a linear table and keeps the cache LVs; resuming fills a new cache
+// from the hot set, copied from the origin. Blocks are promoted, the cache
+// paused, four fio jobs write overlapping 4 KiB ranges of them, and after
+// resuming (and after detaching) every byte read equals what the paused
+// device read: the origin's, although the resumed cache holds those blocks.
 func TestPausedUnderConcurrentWrites(t *testing.T) {
 	e := guestEnv(t)
 	p := startPlugin(t, e)
@@ -49,7 +51,7 @@ func TestPausedUnderConcurrentWrites(t *testing.T) {
 		sh(t, "uname -r"), sh(t, "dmsetup targets | awk '$1 == \"cache\" {print $2}'"))
 
 	set(&cache.Spec{SizeBytes: 64 << 20, Mode: cache.ModePaused})
-	expectCacheMode(t, v.id, dm.Passthrough)
+	expectPaused(t, v.id)
 	sh(t, "fio --name=paused --filename=%s --size=16M --rw=randwrite --bs=4k --direct=1 --ioengine=libaio --iodepth=8 "+
 		"--numjobs=4 --time_based --runtime=5 --randrepeat=0 --group_reporting >/dev/null", dev)
 	checksum := func() string {
@@ -57,8 +59,15 @@ func TestPausedUnderConcurrentWrites(t *testing.T) {
 	}
 	want := checksum()
 
-	set(&cache.Spec{SizeBytes: 64 << 20, Mode: cache.ModeReadCache})
+	res, err := eng.SetCache(ctx(t), v.id, &cache.Spec{SizeBytes: 64 << 20, Mode: cache.ModeReadCache, Warm: true})
+	if err != nil {
+		t.Fatal(err)
+	}
 	expectCacheMode(t, v.id, dm.Writethrough)
+	t.Logf("resumed: %d blocks filled from the hot set in %v", res.Warmed.Blocks, res.Warmed.Duration)
+	if res.Warmed.Blocks == 0 {
+		t.Fatal("resuming filled nothing from the hot set of the paused cache")
+	}
 	if got := checksum(); got != want {
 		t.Fatalf("after resuming, the cache serves data the paused writes replaced: %s, want %s", got, want)
 	}
