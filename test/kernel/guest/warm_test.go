@@ -78,7 +78,7 @@ func TestWarmRestage(t *testing.T) {
 	}
 }
 
-var warmDuration = regexp.MustCompile(`"Filled the cache from the hot set".* duration="?([0-9.]+[a-zµ]+)`)
+var warmDuration = regexp.MustCompile(`"Filled the cache from the hot set".* duration="?([0-9.a-zµ]+)`)
 
 // logWarmAgainstHDD logs the plugin's last warm-up time beside the time a
 // sequential O_DIRECT read of as many bytes from the origin takes: the
