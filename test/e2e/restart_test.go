@@ -44,7 +44,7 @@ func (s *suite) nodePluginRestart(ctx context.Context, t *testing.T) {
 	s.waitReady(ctx, t, object{ns: "default", name: "cachebinding/" + reader})
 	orphan, revoked, dropped := s.volumeHandle(ctx, t, reader), s.volumeHandle(ctx, t, revokedVolume), s.volumeHandle(ctx, t, droppedVolume)
 	passes := s.readerPasses(ctx, t)
-	s.waitCachedBlocks(ctx, t, revoked)
+	s.readUntilCached(ctx, t, revokedVolume, revoked)
 
 	s.stopNodePlugin(ctx, t)
 	s.scaleController(ctx, t, 0)
@@ -82,20 +82,11 @@ func (s *suite) nodePluginRestart(ctx context.Context, t *testing.T) {
 	}
 }
 
-// readSomePasses reads the data set a few times with O_DIRECT, so that the
-// cache promotes some of it, and then idles: a bounded load beside the reader.
-const readSomePasses = `for i in 1 2 3 4 5 6; do
-  for f in /data/f*; do dd if=$f of=/dev/null bs=1M iflag=direct status=none; done
-  sleep 1
-done
-sleep infinity
-`
-
 // startSmallCachedVolumes starts a pod on a new volume of the uncached class
 // for each name, each with a CacheBinding, and waits for the caches.
 func (s *suite) startSmallCachedVolumes(ctx context.Context, t *testing.T, names ...string) {
 	for _, name := range names {
-		s.apply(ctx, t, pvcAndPod(name, "e2e-uncached", smallVolume, s.images.project, writeDataSet+readSomePasses))
+		s.apply(ctx, t, pvcAndPod(name, "e2e-uncached", smallVolume, s.images.project, writeDataSet+"sleep infinity"))
 		s.apply(ctx, t, cacheBinding(name, cacheSize))
 	}
 	for _, name := range names {
@@ -130,10 +121,12 @@ func (s *suite) expectStillDropped(ctx context.Context, t *testing.T, handle str
 	}
 }
 
-// waitCachedBlocks waits until a cached volume's cache holds some blocks.
-func (s *suite) waitCachedBlocks(ctx context.Context, t *testing.T, handle string) {
+// readUntilCached reads a pod's data set with O_DIRECT, pass after pass,
+// until the volume's cache has promoted some of it.
+func (s *suite) readUntilCached(ctx context.Context, t *testing.T, pod, handle string) {
 	t.Helper()
-	s.eventually(ctx, t, "the cache holds blocks", object{ns: namespace, name: "daemonset/" + release + "-node", pods: nodeSelector}, func() (bool, string, error) {
+	s.eventually(ctx, t, "the cache holds blocks", object{ns: "default", name: "pod/" + pod}, func() (bool, string, error) {
+		s.exec(ctx, t, pod, "for f in /data/f*; do dd if=$f of=/dev/null bs=1M iflag=direct status=none; done")
 		// dm-cache status: ... <#used cache blocks>/<#total cache blocks> is field 7.
 		used, err := s.c.NodeExec(ctx, "dmsetup status --noflush ssdcache-"+handle+" | awk '{split($7, u, \"/\"); print u[1]}'")
 		used = strings.TrimSpace(used)
