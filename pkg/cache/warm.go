@@ -128,7 +128,10 @@ func (a *applier) copyHotBlocks(ctx context.Context, w *warming, data lvm.LV) er
 	err = a.drain(ctx, name)
 	if err == nil {
 		a.faults.Reached(ctx, a.op+"/copy-hot-set")
-		err = a.dev.CopyExtents(ctx, DevicePath(a.volumeID), data.Path, data.DevNum, extentsOf(w.blocks, w.blockSectors))
+		start, extents := time.Now(), extentsOf(w.blocks, w.blockSectors)
+		if err = a.dev.CopyExtents(ctx, DevicePath(a.volumeID), data.Path, data.DevNum, extents); err == nil {
+			klog.V(2).InfoS("Copied the hot set", "volumeID", a.volumeID, "blocks", len(w.blocks), "extents", len(extents), "duration", time.Since(start))
+		}
 	}
 	if err != nil {
 		return errors.Join(err, a.dm.UntrackWrites(ctx, name, region))

@@ -31,10 +31,11 @@ func readPass(t testing.TB, id string, sums map[string]string) (hits, misses uin
 	return dm.Delta32(before.ReadHits, after.ReadHits), dm.Delta32(before.ReadMisses, after.ReadMisses)
 }
 
-// TestWarmRestage: a cached ext4 volume is read until its cache holds
-// blocks, unstaged (its hot set saved), staged again: the new cache comes up
-// with those blocks mapped before the first read, and the first pass over
-// the data hits the cache. Figures are logged, not judged: the VM is emulated.
+// TestWarmRestage: a cached ext4 volume is read until a pass hits the cache
+// (hit ratio 0.9: the warm ceiling), unstaged (its hot set saved) and staged
+// again: the new cache comes up with those blocks mapped before the first
+// read, and the first pass over the data hits as the last one before did.
+// Timings are logged, not judged: the VM is emulated.
 func TestWarmRestage(t *testing.T) {
 	e := guestEnv(t)
 	p := startPlugin(t, e)
@@ -44,12 +45,15 @@ func TestWarmRestage(t *testing.T) {
 	expectCacheMode(t, v.id, dm.Writethrough)
 	sums := dataset(t, v.target, 24)
 	blockBytes := cacheStatus(t, v.id).BlockSectors * dm.SectorSize
-	for pass := 1; cacheStatus(t, v.id).CacheUsed < 3*(24<<20)/4/blockBytes; pass++ { // most of the data set
-		if pass > 30 {
-			t.Fatalf("cache holds %d blocks after %d passes over the data set", cacheStatus(t, v.id).CacheUsed, pass)
-		}
+	for pass := 1; ; pass++ {
 		hits, misses := readPass(t, v.id, sums)
 		t.Logf("cold pass %d: %d hits, %d misses, %d blocks cached", pass, hits, misses, cacheStatus(t, v.id).CacheUsed)
+		if hits >= 9*misses {
+			break
+		}
+		if pass == 30 {
+			t.Fatalf("the cache did not warm up in %d passes over the data set", pass)
+		}
 		time.Sleep(time.Second) // smq promotes on its ticks
 	}
 	used := cacheStatus(t, v.id).CacheUsed
@@ -78,25 +82,30 @@ func TestWarmRestage(t *testing.T) {
 	}
 }
 
-var warmDuration = regexp.MustCompile(`"Filled the cache from the hot set".* duration="?([0-9.a-zµ]+)`)
+var (
+	warmDuration = regexp.MustCompile(`"Filled the cache from the hot set".* duration="?([0-9.a-zµ]+)`)
+	copyDuration = regexp.MustCompile(`"Copied the hot set".* extents=(\d+) duration="?([0-9.a-zµ]+)`)
+)
 
 // logWarmAgainstHDD logs the plugin's last warm-up time beside the time a
 // sequential O_DIRECT read of as many bytes from the origin takes: the
 // issue's yardstick (at most 1.2 times). A figure, not a verdict.
 func logWarmAgainstHDD(t *testing.T, p *plugin, id string, bytes uint64) {
 	t.Helper()
-	m := warmDuration.FindAllStringSubmatch(p.log.String(), -1)
-	if len(m) == 0 {
+	m, c := warmDuration.FindAllStringSubmatch(p.log.String(), -1), copyDuration.FindAllStringSubmatch(p.log.String(), -1)
+	if len(m) == 0 || len(c) == 0 {
 		t.Fatalf("the plugin logged no warm-up:\n%s", p.diagnose())
 	}
-	warm, err := time.ParseDuration(m[len(m)-1][1])
-	if err != nil {
-		t.Fatal(err)
+	warm, err1 := time.ParseDuration(m[len(m)-1][1])
+	copied, err2 := time.ParseDuration(c[len(c)-1][2])
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
 	}
 	start := time.Now()
 	sh(t, "dd if=/dev/%s/%s of=/dev/null bs=1M count=%d iflag=direct status=none", originVG, id, max(bytes>>20, 1))
 	hdd := time.Since(start)
-	t.Logf("warm-up of %d bytes took %v; a sequential read of as many bytes from the origin %v: %.2f times", bytes, warm, hdd, warm.Seconds()/hdd.Seconds())
+	t.Logf("warm-up of %d bytes took %v, of which the copy (%s extents) %v; a sequential read of as many bytes from the origin %v: %.2f and %.2f times",
+		bytes, warm, c[len(c)-1][1], copied, hdd, warm.Seconds()/hdd.Seconds(), copied.Seconds()/hdd.Seconds())
 }
 
 // TestWarmUpUnderWrites fills a cache from a hot set covering the whole
