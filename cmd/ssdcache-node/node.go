@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 
 	"github.com/kubernetes-csi/csi-lib-utils/metrics"
@@ -59,7 +58,7 @@ func newNode(ctx context.Context, o options, m *agent.Metrics) (*node, error) {
 	layers := cache.Layers{DM: dm.NewDmsetup(run), LVM: l, Dev: dev}
 	if o.stateDir != "" {
 		layers.Metadata = dm.NewCacheTools(run, o.stateDir)
-		layers.HotSets = hotset.Dir{Path: filepath.Join(o.stateDir, "hotsets")}
+		layers.HotSets = hotset.InStateDir(o.stateDir)
 	}
 	n.engine = cache.NewEngine(layers, pools, faultPoints(o.faultPoint))
 	n.driver, err = csi.NewDriver(csi.Config{

@@ -33,7 +33,7 @@ func (a *applier) apply(ctx context.Context, s step) error {
 		if err != nil {
 			return err
 		}
-		return a.dev.ZeroHead(meta.Path, meta.DevNum, min(meta.Size, zeroMetadataBytes))
+		return a.zeroMetadata(meta)
 	case stepSaveHotSet:
 		a.saveHotSet(ctx)
 		return nil
@@ -102,4 +102,10 @@ func (a *applier) tags(role lvm.Role) []string {
 		tags = append(tags, lvm.OwnerTagPrefix+owner)
 	}
 	return tags
+}
+
+// zeroMetadata zeroes the head of a metadata LV: dm-cache then formats
+// fresh, empty metadata (safety rule 2).
+func (a *applier) zeroMetadata(meta lvm.LV) error {
+	return a.dev.ZeroHead(meta.Path, meta.DevNum, min(meta.Size, zeroMetadataBytes))
 }

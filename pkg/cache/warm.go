@@ -191,7 +191,7 @@ func (a *applier) loadWarm(ctx context.Context, table dm.Table, meta lvm.LV) err
 			}
 		}
 		klog.ErrorS(err, "Could not map the copied hot set; the cache starts cold", "volumeID", a.volumeID)
-		return a.dev.ZeroHead(meta.Path, meta.DevNum, min(meta.Size, zeroMetadataBytes))
+		return a.zeroMetadata(meta)
 	})
 }
 

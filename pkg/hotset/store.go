@@ -31,6 +31,9 @@ type Dir struct {
 
 var _ Store = Dir{}
 
+// InStateDir is the store under a node plugin's --state-dir.
+func InStateDir(stateDir string) Dir { return Dir{Path: filepath.Join(stateDir, "hotsets")} }
+
 func (d Dir) file(volumeID string) (string, error) {
 	if volumeID == "" || strings.ContainsAny(volumeID, "/\x00") || volumeID == "." || volumeID == ".." {
 		return "", fmt.Errorf("hot set of volume %q: not a usable file name", volumeID)

@@ -27,7 +27,7 @@ func realEngine(faults cache.FaultPoints) *cache.Engine {
 	pools := cache.Pools{OriginVG: originVG, CacheVGs: map[string]string{"nvme": cacheVG}, DefaultClass: "nvme"}
 	state := stateDir()
 	return cache.NewEngine(cache.Layers{DM: dm.NewDmsetup(run), LVM: lvm.NewCommand(run, ""), Dev: blockdev.NewHost(run),
-		Metadata: dm.NewCacheTools(run, state), HotSets: hotset.Dir{Path: filepath.Join(state, "hotsets")}}, pools, faults)
+		Metadata: dm.NewCacheTools(run, state), HotSets: hotset.InStateDir(state)}, pools, faults)
 }
 
 // stateDir is the plugin's --state-dir in the kernel suite, shared by the

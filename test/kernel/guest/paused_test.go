@@ -33,13 +33,7 @@ func TestPausedUnderConcurrentWrites(t *testing.T) {
 	}
 	set(&cache.Spec{SizeBytes: 64 << 20, Mode: cache.ModeReadCache})
 	sh(t, "dd if=/dev/urandom of=%s bs=1M count=16 oflag=direct status=none", dev)
-	promoted := func() uint64 {
-		st, err := dm.ParseCacheStatus(sh(t, "dmsetup status --noflush %s", cache.DeviceName(v.id)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st.Promotions
-	}
+	promoted := func() uint64 { return cacheStatus(t, v.id).Promotions }
 	for pass := 0; promoted() == 0; pass++ {
 		if pass == 30 {
 			t.Fatalf("no block promoted after %d passes over 16 MiB", pass)

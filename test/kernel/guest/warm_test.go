@@ -1,7 +1,6 @@
 package guest
 
 import (
-	"path/filepath"
 	"regexp"
 	"testing"
 	"time"
@@ -59,7 +58,7 @@ func TestWarmRestage(t *testing.T) {
 	used := cacheStatus(t, v.id).CacheUsed
 
 	p.teardownKeep(t, v)
-	set, ok, err := hotset.Dir{Path: filepath.Join(stateDir(), "hotsets")}.Load(v.id)
+	set, ok, err := hotset.InStateDir(stateDir()).Load(v.id)
 	if err != nil || !ok || set.Sectors()*dm.SectorSize < used*blockBytes {
 		t.Fatalf("hot set after unstage: %d sectors (%v, %v), want at least the %d cached blocks of %d bytes", set.Sectors(), ok, err, used, blockBytes)
 	}
@@ -77,7 +76,7 @@ func TestWarmRestage(t *testing.T) {
 		t.Fatalf("first pass after restage hit %d times and missed %d: want a hit ratio of at least 0.9", hits, misses)
 	}
 	p.teardown(t, v)
-	if _, ok, _ := (hotset.Dir{Path: filepath.Join(stateDir(), "hotsets")}).Load(v.id); ok {
+	if _, ok, _ := hotset.InStateDir(stateDir()).Load(v.id); ok {
 		t.Fatal("DeleteVolume left the volume's hot set behind")
 	}
 }
@@ -124,7 +123,7 @@ func TestWarmUpUnderWrites(t *testing.T) {
 	for i := range all {
 		all[i] = uint64(i)
 	}
-	if err := (hotset.Dir{Path: filepath.Join(stateDir(), "hotsets")}).Save(v.id, hotset.FromBlocks(all, 128)); err != nil {
+	if err := hotset.InStateDir(stateDir()).Save(v.id, hotset.FromBlocks(all, 128)); err != nil {
 		t.Fatal(err)
 	}
 	writer := childCommand(t, "fio", "--name=warmwrites", "--filename="+dev, "--size=128M", "--rw=randwrite", "--bs=4k",
