@@ -32,6 +32,7 @@ type options struct {
 	agent                          bool
 	healthInterval, sampleInterval time.Duration
 	statusInterval                 time.Duration
+	promoteInterval                time.Duration
 	poolScanInterval               time.Duration
 	poolStaleAfter                 time.Duration
 	commandTimeout                 time.Duration
@@ -77,6 +78,7 @@ func parseFlags() options {
 	flag.DurationVar(&o.healthInterval, "health-interval", agent.DefaultHealthInterval, "how often caches are checked for failure")
 	flag.DurationVar(&o.sampleInterval, "sample-interval", agent.DefaultSampleInterval, "how often cache counters are exported")
 	flag.DurationVar(&o.statusInterval, "status-interval", agent.DefaultFiguresInterval, "least time between two writes of a CacheBinding's cache figures (hits, fill) to its status")
+	flag.DurationVar(&o.promoteInterval, "promote-interval", agent.DefaultPromoteInterval, "how often the blocks read on caches that warm up (spec.warmup HotSet) are copied into their free cache blocks at once, instead of over the several passes dm-cache's smq needs; 0 turns it off")
 	flag.DurationVar(&o.poolScanInterval, "pool-scan-interval", agent.DefaultPoolScanInterval, "how often the volume groups are read for readiness, the CSI Probe and the capacity report")
 	flag.DurationVar(&o.poolStaleAfter, "pool-stale-after", agent.DefaultPoolStaleAfter, "readiness turns false when no LVM scan has succeeded for this long; a scan running longer is abandoned")
 	flag.DurationVar(&o.commandTimeout, "command-timeout", command.DefaultTimeout, "a dmsetup, lvm, wipefs or blockdev command still running after this long is killed (a hung tool must not hold a volume forever); 0 leaves only the caller's deadline")

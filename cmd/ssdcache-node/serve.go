@@ -34,7 +34,7 @@ func run(ctx context.Context, o options) error {
 	metricsServer := &metricsEndpoint{addr: o.metricsAddr, gatherer: nodeGatherer(n.csiMetrics)}
 	cfg := agent.Config{NodeName: o.nodeName, Engine: n.engine, Dev: n.dev, Locks: n.locks, Metrics: m, Pools: n.pools,
 		CacheClass: n.cacheClass, HealthInterval: o.healthInterval, SampleInterval: o.sampleInterval,
-		FiguresInterval: o.statusInterval, VolumeEvents: n.volumeEvents, LeaseNamespace: o.leaseNamespace}
+		FiguresInterval: o.statusInterval, PromoteInterval: o.promoteInterval, VolumeEvents: n.volumeEvents, LeaseNamespace: o.leaseNamespace}
 	if !o.agent {
 		return runStandalone(ctx, n, cfg, metricsServer)
 	}
@@ -48,7 +48,11 @@ func runStandalone(ctx context.Context, n *node, cfg agent.Config, metrics *metr
 	g, ctx := errgroup.WithContext(ctx)
 	mon := agent.NewMonitor(n.engine, n.dev, n.locks, agent.NewSamples(), cfg.Metrics, agent.MonitorOptions{
 		HealthInterval: cfg.HealthInterval, SampleInterval: cfg.SampleInterval})
-	for name, r := range map[string]interface{ Start(context.Context) error }{"csi": n.driver, "pools": n.pools, "monitor": mon, "metrics": metrics} {
+	runnables := map[string]interface{ Start(context.Context) error }{"csi": n.driver, "pools": n.pools, "monitor": mon, "metrics": metrics}
+	if p := cfg.Promoter(); p != nil {
+		runnables["promoter"] = p
+	}
+	for name, r := range runnables {
 		g.Go(func() error {
 			err := r.Start(ctx)
 			klog.V(2).InfoS("Stopped", "component", name, "err", err)

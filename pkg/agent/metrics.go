@@ -15,7 +15,7 @@ type Metrics struct {
 	readBytes, writtenBytes                                             *prometheus.CounterVec
 	readHits, readMisses, writeHits, writeMisses, promotions, demotions *prometheus.CounterVec
 	usedBlocks, totalBlocks, blockBytes, dirtyBlocks, healthy           *prometheus.GaugeVec
-	drops                                                               *prometheus.CounterVec
+	drops, batchPromoted                                                *prometheus.CounterVec
 	poolUp                                                              prometheus.Gauge
 }
 
@@ -40,6 +40,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		dirtyBlocks: gauge("dirty_blocks", "Blocks the cache considers dirty; always 0 in writethrough."),
 		healthy:     gauge("healthy", "1 while the cache is usable, 0 once dm-cache reported a failure."),
 		drops:       counter("drops_total", "Caches dropped to a linear table because their device failed."),
+		batchPromoted: counter("batch_promoted_blocks_total",
+			"Blocks ssdcache copied into the cache in batches of recently read ones, beside dm-cache's own promotions."),
 		readBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "ssdcache", Subsystem: "volume", Name: "read_bytes_total",
 			Help: "Bytes read from the volume's device, cached or not (rate() gives read throughput)."}, []string{"volume"}),
 		writtenBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "ssdcache", Subsystem: "volume", Name: "written_bytes_total",
@@ -48,7 +50,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "1 when the last LVM scan found the node's cache volume group, 0 when the node runs without cache."}),
 	}
 	for _, c := range []prometheus.Collector{m.readHits, m.readMisses, m.writeHits, m.writeMisses, m.promotions,
-		m.demotions, m.usedBlocks, m.totalBlocks, m.blockBytes, m.dirtyBlocks, m.healthy, m.drops, m.readBytes, m.writtenBytes, m.poolUp} {
+		m.demotions, m.usedBlocks, m.totalBlocks, m.blockBytes, m.dirtyBlocks, m.healthy, m.drops, m.batchPromoted, m.readBytes, m.writtenBytes, m.poolUp} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -95,7 +97,7 @@ func (m *Metrics) observe(volumeID string, prev *dm.CacheStatus, cur dm.CacheSta
 
 // forget removes the series of a volume that is no longer cached here.
 func (m *Metrics) forget(volumeID string) {
-	for _, v := range []*prometheus.CounterVec{m.readHits, m.readMisses, m.writeHits, m.writeMisses, m.promotions, m.demotions} {
+	for _, v := range []*prometheus.CounterVec{m.readHits, m.readMisses, m.writeHits, m.writeMisses, m.promotions, m.demotions, m.batchPromoted} {
 		v.DeleteLabelValues(volumeID)
 	}
 	for _, v := range []*prometheus.GaugeVec{m.usedBlocks, m.totalBlocks, m.blockBytes, m.dirtyBlocks, m.healthy} {

@@ -33,6 +33,10 @@ type Config struct {
 	CacheClass                     string
 	HealthInterval, SampleInterval time.Duration
 	CapacityInterval               time.Duration
+	// PromoteInterval is how often the blocks read on warm caches are
+	// promoted (DefaultPromoteInterval is the node plugin's default); zero
+	// turns promotion off.
+	PromoteInterval time.Duration
 	// FiguresInterval is the least time between two writes of a binding's
 	// cache figures to its status (DefaultFiguresInterval).
 	FiguresInterval time.Duration
@@ -55,6 +59,11 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 	})
 	if err := mgr.Add(monitor); err != nil {
 		return err
+	}
+	if p := cfg.Promoter(); p != nil {
+		if err := mgr.Add(p); err != nil {
+			return err
+		}
 	}
 	r := NewBindingReconciler(mgr.GetClient(), mgr.GetEventRecorder(EventSource), cfg.Engine, cfg.Locks, samples, cfg.NodeName, BindingOptions{FiguresInterval: cfg.FiguresInterval})
 	err := ctrl.NewControllerManagedBy(mgr).
@@ -119,4 +128,12 @@ func (r *BindingReconciler) bindingsOfVolume(ctx context.Context, volumeID strin
 		}
 	}
 	return reqs
+}
+
+// Promoter returns the promoter cfg asks for, nil when it is turned off.
+func (cfg Config) Promoter() *Promoter {
+	if cfg.PromoteInterval <= 0 {
+		return nil
+	}
+	return NewPromoter(cfg.Engine, cfg.Locks, cfg.Metrics, nil, cfg.PromoteInterval)
 }

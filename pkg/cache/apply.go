@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 
+	"k8s.io/klog/v2"
+
+	"github.com/ssdcache/ssdcache/pkg/dm"
 	"github.com/ssdcache/ssdcache/pkg/lvm"
 )
 
@@ -50,9 +53,14 @@ func (a *applier) apply(ctx context.Context, s step) error {
 			return err
 		}
 		if a.warming != nil {
-			return a.loadWarm(ctx, table, meta)
+			err = a.loadWarm(ctx, table, meta)
+		} else {
+			err = a.reload(ctx, a.op, a.volumeID, table)
 		}
-		return a.reload(ctx, a.op, a.volumeID, table)
+		if err == nil {
+			a.startPromoting(ctx, table)
+		}
+		return err
 	}
 	return fmt.Errorf("unknown step %q", s)
 }
@@ -108,4 +116,15 @@ func (a *applier) tags(role lvm.Role) []string {
 // fresh, empty metadata (safety rule 2).
 func (a *applier) zeroMetadata(meta lvm.LV) error {
 	return a.dev.ZeroHead(meta.Path, meta.DevNum, min(meta.Size, zeroMetadataBytes))
+}
+
+// startPromoting has a new cache's reads counted for Promote when it warms
+// up, and stops counting otherwise. Without the count the cache still works.
+func (a *applier) startPromoting(ctx context.Context, table dm.Table) {
+	if a.metadata == nil {
+		return
+	}
+	if err := a.trackReads(ctx, a.volumeID, table, a.want.cache.Warm); err != nil {
+		klog.ErrorS(err, "Could not set up read counting; reads are promoted by dm-cache alone", "volumeID", a.volumeID)
+	}
 }

@@ -26,24 +26,45 @@ import (
 // the load, and a block written meanwhile is left unmapped. The set is
 // only a hint; a stale one costs copying time, never a wrong byte.
 
-// WarmReport says how a new cache was filled from its volume's hot set.
+// WarmReport says how a cache was filled: from the volume's hot set when it
+// was attached, or with the blocks reads brought when they were promoted.
 type WarmReport struct {
 	// Blocks were copied from the origin and mapped, Bytes in all.
 	Blocks, Bytes uint64
-	// Dropped were copied but written during the copy, and left unmapped.
+	// Kept were mapped before a promotion and stay mapped.
+	Kept uint64
+	// Dropped were copied or kept but written meanwhile, and left unmapped.
 	Dropped uint64
 	// Duration is from the start of the copy to the mappings being written.
 	Duration time.Duration
 }
 
-// warming is a copy of the hot set between stepWarm and stepLoadCache.
+// warming is a fill of a cache between the copy and the load of its table.
 type warming struct {
-	region       uint64 // dm-stats region counting writes per cache block
+	region       uint64 // dm-stats region counting writes per tracking area
 	blockSectors uint64
+	areaBlocks   uint64 // cache blocks per tracking area
 	cacheBlocks  uint64
-	blocks       []uint64 // origin blocks; cache block i holds blocks[i]
+	kept         []dm.Mapping // mapped before; their cache blocks hold them
+	copies       []dm.Mapping // to copy from the origin
 	start        time.Time
+	// saveMapped keeps what ends up mapped as the hot set.
+	saveMapped bool
 }
+
+func newWarming(blockSectors, cacheBlocks, lengthSectors uint64) *warming {
+	return &warming{blockSectors: blockSectors, cacheBlocks: cacheBlocks,
+		areaBlocks: trackingAreaBlocks(blockSectors, lengthSectors), start: time.Now()}
+}
+
+// trackingAreaBlocks is how many cache blocks one dm-stats area covers: one,
+// unless the device has more blocks than dm.MaxTrackedAreas.
+func trackingAreaBlocks(blockSectors, lengthSectors uint64) uint64 {
+	blocks := (lengthSectors + blockSectors - 1) / blockSectors
+	return max(1, (blocks+dm.MaxTrackedAreas-1)/dm.MaxTrackedAreas)
+}
+
+func (w *warming) areaSectors() uint64 { return w.areaBlocks * w.blockSectors }
 
 // saveHotSet reads which origin blocks the volume's idle cache metadata
 // maps and keeps them as the volume's hot set. It never fails the change:
@@ -62,9 +83,13 @@ func (a *applier) saveHotSet(ctx context.Context) {
 		klog.InfoS("Kept the previous hot set: the cache metadata could not be read", "volumeID", a.volumeID, "err", err)
 		return
 	}
-	if len(md.Mappings) == 0 {
-		return
+	if len(md.Mappings) > 0 {
+		a.saveMappings(md)
 	}
+}
+
+// saveMappings keeps the origin blocks md maps as the volume's hot set.
+func (a *applier) saveMappings(md dm.CacheMetadata) {
 	blocks := make([]uint64, len(md.Mappings))
 	for i, m := range md.Mappings {
 		blocks[i] = m.Origin
@@ -104,9 +129,12 @@ func (a *applier) warm(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	w := &warming{blockSectors: dm.BlockSectorsFor(a.want.cache.SizeBytes), start: time.Now()}
-	w.cacheBlocks = data.Size / (w.blockSectors * dm.SectorSize)
-	if w.blocks = set.Blocks(w.blockSectors, a.want.length, w.cacheBlocks); len(w.blocks) == 0 {
+	bs := dm.BlockSectorsFor(a.want.cache.SizeBytes)
+	w := newWarming(bs, data.Size/(bs*dm.SectorSize), a.want.length)
+	for i, b := range set.Blocks(w.blockSectors, a.want.length, w.cacheBlocks) {
+		w.copies = append(w.copies, dm.Mapping{Cache: uint64(i), Origin: b})
+	}
+	if len(w.copies) == 0 {
 		return
 	}
 	if err := a.copyHotBlocks(ctx, w, data); err != nil {
@@ -120,22 +148,34 @@ func (a *applier) warm(ctx context.Context) {
 // flight (a suspend returns once they completed), and copies.
 func (a *applier) copyHotBlocks(ctx context.Context, w *warming, data lvm.LV) error {
 	name := DeviceName(a.volumeID)
-	region, err := a.dm.TrackWrites(ctx, name, w.blockSectors)
+	region, err := a.dm.TrackWrites(ctx, name, w.areaSectors())
 	if err != nil {
 		return err
 	}
 	w.region = region
 	err = a.drain(ctx, name)
 	if err == nil {
-		a.faults.Reached(ctx, a.op+"/copy-hot-set")
-		start, extents := time.Now(), extentsOf(w.blocks, w.blockSectors)
-		if err = a.dev.CopyExtents(ctx, DevicePath(a.volumeID), data.Path, data.DevNum, extents); err == nil {
-			klog.V(2).InfoS("Copied the hot set", "volumeID", a.volumeID, "blocks", len(w.blocks), "extents", len(extents), "duration", time.Since(start))
-		}
+		err = a.copyBlocks(ctx, w, data)
 	}
 	if err != nil {
-		return errors.Join(err, a.dm.UntrackWrites(ctx, name, region))
+		return errors.Join(err, a.dm.Untrack(ctx, name, region))
 	}
+	return nil
+}
+
+// copyBlocks copies w's copies from the origin, read through the volume's
+// linear table, into the cache data LV.
+func (a *applier) copyBlocks(ctx context.Context, w *warming, data lvm.LV) error {
+	a.faults.Reached(ctx, a.op+"/copy-hot-set")
+	start, extents := time.Now(), extentsOf(w.copies, w.blockSectors)
+	if err := a.dev.CopyExtents(ctx, DevicePath(a.volumeID), data.Path, data.DevNum, extents); err != nil {
+		return err
+	}
+	what := "Copied the hot set"
+	if w.saveMapped {
+		what = "Copied the blocks read"
+	}
+	klog.V(2).InfoS(what, "volumeID", a.volumeID, "blocks", len(w.copies), "extents", len(extents), "duration", time.Since(start))
 	return nil
 }
 
@@ -151,12 +191,12 @@ func (a *applier) drain(ctx context.Context, name string) error {
 	return nil
 }
 
-// extentsOf coalesces the copies of origin blocks into cache blocks 0, 1, ...
-func extentsOf(blocks []uint64, blockSectors uint64) []blockdev.Extent {
+// extentsOf coalesces the copies of origin blocks into their cache blocks.
+func extentsOf(copies []dm.Mapping, blockSectors uint64) []blockdev.Extent {
 	size := blockSectors * dm.SectorSize
 	var ex []blockdev.Extent
-	for i, b := range blocks {
-		src, dst := b*size, uint64(i)*size
+	for _, m := range copies {
+		src, dst := m.Origin*size, m.Cache*size
 		if n := len(ex); n > 0 && ex[n-1].Src+ex[n-1].Length == src && ex[n-1].Dst+ex[n-1].Length == dst {
 			ex[n-1].Length += size
 			continue
@@ -166,50 +206,62 @@ func extentsOf(blocks []uint64, blockSectors uint64) []blockdev.Extent {
 	return ex
 }
 
-// loadWarm loads the cache table with the copied blocks mapped. With the
-// device suspended, no write can reach the origin: the blocks written since
-// the copy began are dropped from the mappings, which cache_restore then
-// writes. If that fails, the metadata is zeroed again and the cache starts
-// cold.
+// loadWarm loads the cache table with the kept and copied blocks mapped.
+// With the device suspended, no write can reach the origin: the blocks
+// written since the tracking began are dropped from the mappings, which
+// cache_restore then writes. If that fails, the metadata is zeroed again
+// and the cache starts cold.
 func (a *applier) loadWarm(ctx context.Context, table dm.Table, meta lvm.LV) error {
 	w, name := a.warming, DeviceName(a.volumeID)
 	a.warming = nil
 	defer func() {
-		if err := a.dm.UntrackWrites(ctx, name, w.region); err != nil {
+		if err := a.dm.Untrack(ctx, name, w.region); err != nil {
 			klog.ErrorS(err, "Could not delete the dm-stats region of a warm-up", "volumeID", a.volumeID, "region", w.region)
 		}
 	}()
-	return a.reloadWith(ctx, a.op, a.volumeID, table, func(ctx context.Context) error {
+	var mapped dm.CacheMetadata
+	err := a.reloadWith(ctx, a.op, a.volumeID, table, func(ctx context.Context) error {
 		written, err := a.dm.WrittenAreas(ctx, name, w.region)
 		if err == nil {
-			md := w.metadata(written)
+			md, report := w.metadata(written)
 			if err = a.metadata.Restore(ctx, meta.Path, md); err == nil {
-				a.warmed = w.report(len(md.Mappings))
-				klog.InfoS("Filled the cache from the hot set", "volumeID", a.volumeID, "blocks", a.warmed.Blocks,
-					"bytes", a.warmed.Bytes, "writtenMeanwhile", a.warmed.Dropped, "duration", a.warmed.Duration)
+				a.warmed, mapped = report, md
+				if w.saveMapped {
+					return nil // a promotion: the promoter reports it
+				}
+				klog.InfoS("Filled the cache from the hot set", "volumeID", a.volumeID, "operation", a.op, "blocks", report.Blocks,
+					"bytes", report.Bytes, "kept", report.Kept, "writtenMeanwhile", report.Dropped, "duration", report.Duration)
 				return nil
 			}
 		}
 		klog.ErrorS(err, "Could not map the copied hot set; the cache starts cold", "volumeID", a.volumeID)
 		return a.zeroMetadata(meta)
 	})
+	if err == nil && w.saveMapped && len(mapped.Mappings) > 0 {
+		a.saveMappings(mapped)
+	}
+	return err
 }
 
-// metadata maps the copied blocks that saw no write.
-func (w *warming) metadata(written []uint64) dm.CacheMetadata {
+// metadata maps the kept and copied blocks that saw no write.
+func (w *warming) metadata(written []uint64) (dm.CacheMetadata, WarmReport) {
 	md := dm.CacheMetadata{BlockSectors: w.blockSectors, CacheBlocks: w.cacheBlocks, Policy: "smq"}
 	written = slices.Sorted(slices.Values(written))
-	for i, b := range w.blocks {
-		if _, hit := slices.BinarySearch(written, b); !hit {
-			md.Mappings = append(md.Mappings, dm.Mapping{Cache: uint64(i), Origin: b})
+	var r WarmReport
+	for i, m := range slices.Concat(w.kept, w.copies) {
+		if _, hit := slices.BinarySearch(written, m.Origin/w.areaBlocks); hit {
+			r.Dropped++
+			continue
+		}
+		md.Mappings = append(md.Mappings, dm.Mapping{Cache: m.Cache, Origin: m.Origin})
+		if i < len(w.kept) {
+			r.Kept++
+		} else {
+			r.Blocks++
 		}
 	}
-	return md
-}
-
-func (w *warming) report(mapped int) WarmReport {
-	n := uint64(mapped)
-	return WarmReport{Blocks: n, Bytes: n * w.blockSectors * dm.SectorSize, Dropped: uint64(len(w.blocks)) - n, Duration: time.Since(w.start)}
+	r.Bytes, r.Duration = r.Blocks*w.blockSectors*dm.SectorSize, time.Since(w.start)
+	return md, r
 }
 
 // ForgetHotSet deletes a volume's hot set: its volume or binding is gone.

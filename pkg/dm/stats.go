@@ -7,28 +7,37 @@ import (
 	"strings"
 )
 
-// statsProgram names the dm-stats regions ssdcache creates, so that one an
-// interrupted warm-up left behind is found and deleted.
-const statsProgram = "ssdcache-writes"
+// Program IDs of the dm-stats regions ssdcache creates: one an interrupted
+// warm-up left behind is found by its program and deleted, and the read
+// tracking of a cache is found again after a restart.
+const (
+	writesProgram = "ssdcache-writes"
+	readsProgram  = "ssdcache-reads"
+)
+
+// MaxTrackedAreas bounds the areas of one dm-stats region: the kernel keeps
+// about a hundred bytes per area for every possible CPU, so callers coarsen
+// the areas of a large device rather than pin hundreds of megabytes.
+const MaxTrackedAreas = 16384
 
 func (d *Dmsetup) message(ctx context.Context, name, msg string) (string, error) {
 	return d.dmsetup(ctx, "message", name, "0", msg)
 }
 
-func (d *Dmsetup) TrackWrites(ctx context.Context, name string, areaSectors uint64) (uint64, error) {
-	if areaSectors == 0 {
-		return 0, fmt.Errorf("track writes of %s: area size must be at least one sector", name)
-	}
-	list, err := d.message(ctx, name, "@stats_list "+statsProgram)
+// regions lists name's dm-stats regions of program as ID → area size.
+func (d *Dmsetup) regions(ctx context.Context, name, program string) (map[uint64]uint64, error) {
+	out, err := d.message(ctx, name, "@stats_list "+program)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	for _, id := range parseStatsList(list) {
-		if err := d.UntrackWrites(ctx, name, id); err != nil {
-			return 0, err
-		}
+	return parseStatsList(out), nil
+}
+
+func (d *Dmsetup) createRegion(ctx context.Context, name, program string, areaSectors uint64) (uint64, error) {
+	if areaSectors == 0 {
+		return 0, fmt.Errorf("track I/O of %s: area size must be at least one sector", name)
 	}
-	out, err := d.message(ctx, name, fmt.Sprintf("@stats_create - %d %s", areaSectors, statsProgram))
+	out, err := d.message(ctx, name, fmt.Sprintf("@stats_create - %d %s", areaSectors, program))
 	if err != nil {
 		return 0, err
 	}
@@ -39,6 +48,31 @@ func (d *Dmsetup) TrackWrites(ctx context.Context, name string, areaSectors uint
 	return id, nil
 }
 
+// deleteRegions deletes name's regions of program but keep (if any).
+func (d *Dmsetup) deleteRegions(ctx context.Context, name, program string, keep func(id, areaSectors uint64) bool) (kept bool, err error) {
+	regions, err := d.regions(ctx, name, program)
+	if err != nil {
+		return false, err
+	}
+	for id, area := range regions {
+		if keep != nil && !kept && keep(id, area) {
+			kept = true
+			continue
+		}
+		if err := d.Untrack(ctx, name, id); err != nil {
+			return kept, err
+		}
+	}
+	return kept, nil
+}
+
+func (d *Dmsetup) TrackWrites(ctx context.Context, name string, areaSectors uint64) (uint64, error) {
+	if _, err := d.deleteRegions(ctx, name, writesProgram, nil); err != nil {
+		return 0, err
+	}
+	return d.createRegion(ctx, name, writesProgram, areaSectors)
+}
+
 func (d *Dmsetup) WrittenAreas(ctx context.Context, name string, region uint64) ([]uint64, error) {
 	out, err := d.message(ctx, name, fmt.Sprintf("@stats_print %d", region))
 	if err != nil {
@@ -47,29 +81,77 @@ func (d *Dmsetup) WrittenAreas(ctx context.Context, name string, region uint64) 
 	return ParseWrittenAreas(out)
 }
 
-func (d *Dmsetup) UntrackWrites(ctx context.Context, name string, region uint64) error {
+func (d *Dmsetup) Untrack(ctx context.Context, name string, region uint64) error {
 	_, err := d.message(ctx, name, fmt.Sprintf("@stats_delete %d", region))
 	return err
 }
 
-// parseStatsList returns the region IDs of "@stats_list" lines,
-// "<region_id>: <start>+<length> <step> <program_id> <aux_data>".
-func parseStatsList(out string) []uint64 {
-	var ids []uint64
+func (d *Dmsetup) TrackReads(ctx context.Context, name string, areaSectors uint64) error {
+	kept, err := d.deleteRegions(ctx, name, readsProgram, func(_, area uint64) bool { return area == areaSectors })
+	if err != nil || kept {
+		return err
+	}
+	_, err = d.createRegion(ctx, name, readsProgram, areaSectors)
+	return err
+}
+
+func (d *Dmsetup) TakeReadAreas(ctx context.Context, name string) ([]uint64, uint64, error) {
+	regions, err := d.regions(ctx, name, readsProgram)
+	if err != nil || len(regions) == 0 {
+		return nil, 0, err
+	}
+	for id, area := range regions {
+		// Printing and clearing in one message loses no read in between.
+		out, err := d.message(ctx, name, fmt.Sprintf("@stats_print_clear %d", id))
+		if err != nil {
+			return nil, 0, err
+		}
+		areas, err := ParseReadAreas(out)
+		return areas, area, err
+	}
+	return nil, 0, nil
+}
+
+func (d *Dmsetup) UntrackReads(ctx context.Context, name string) error {
+	_, err := d.deleteRegions(ctx, name, readsProgram, nil)
+	return err
+}
+
+// parseStatsList returns the regions of "@stats_list" lines,
+// "<region_id>: <start>+<length> <step> <program_id> <aux_data>", as ID → step.
+func parseStatsList(out string) map[uint64]uint64 {
+	regions := map[uint64]uint64{}
 	for _, line := range strings.Split(out, "\n") {
-		id, _, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if n, err := strconv.ParseUint(id, 10, 64); ok && err == nil {
-			ids = append(ids, n)
+		id, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		n, err := strconv.ParseUint(id, 10, 64)
+		if !ok || err != nil {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) < 2 {
+			continue
+		}
+		if step, err := strconv.ParseUint(f[1], 10, 64); err == nil {
+			regions[n] = step
 		}
 	}
-	return ids
+	return regions
 }
 
 // ParseWrittenAreas returns the indexes of the areas of a region starting
-// at sector 0 that completed a write, from "@stats_print": one line per area,
-// "<start>+<length>" and then the counters of /proc/diskstats, the fifth
-// being writes completed and the seventh sectors written.
-func ParseWrittenAreas(out string) ([]uint64, error) {
+// at sector 0 that completed a write, from "@stats_print".
+func ParseWrittenAreas(out string) ([]uint64, error) { return parseAreas(out, 5, 7) }
+
+// ParseReadAreas returns the indexes of the areas of a region starting at
+// sector 0 that completed a read, from "@stats_print".
+func ParseReadAreas(out string) ([]uint64, error) { return parseAreas(out, 1, 3) }
+
+// parseAreas reads "@stats_print" output, one line per area:
+// "<start>+<length>" and then the counters of /proc/diskstats (reads
+// completed, merged, sectors read, ms reading, writes completed, merged,
+// sectors written, ...), and returns the areas where the counter at field
+// ios or sectors is not zero.
+func parseAreas(out string, ios, sectors int) ([]uint64, error) {
 	var areas []uint64
 	var areaLen uint64
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
@@ -89,7 +171,7 @@ func ParseWrittenAreas(out string) ([]uint64, error) {
 		if areaLen == 0 {
 			areaLen = n // every area but a shorter last one has the first's length
 		}
-		if f[5] != "0" || f[7] != "0" {
+		if f[ios] != "0" || f[sectors] != "0" {
 			areas = append(areas, s/areaLen)
 		}
 	}

@@ -19,14 +19,17 @@ func TestParseWrittenAreas(t *testing.T) {
 	if want := []uint64{1, 3}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("written areas %v, want %v", got, want)
 	}
+	if got, _ := ParseReadAreas(out); !reflect.DeepEqual(got, []uint64{0, 2}) {
+		t.Fatalf("read areas %v, want [0 2]", got)
+	}
 	if _, err := ParseWrittenAreas("0+128 1 2"); err == nil {
 		t.Fatal("a short line was accepted")
 	}
 }
 
 func TestParseStatsList(t *testing.T) {
-	out := "0: 0+2097152 128 ssdcache-writes -\n3: 0+2097152 128 ssdcache-writes -\n"
-	if got := parseStatsList(out); !reflect.DeepEqual(got, []uint64{0, 3}) {
+	out := "0: 0+2097152 128 ssdcache-writes -\n3: 0+2097152 256 ssdcache-writes -\n"
+	if got := parseStatsList(out); !reflect.DeepEqual(got, map[uint64]uint64{0: 128, 3: 256}) {
 		t.Fatalf("regions %v", got)
 	}
 }

@@ -1,0 +1,60 @@
+package agent
+
+import (
+	"context"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/ssdcache/ssdcache/pkg/cache"
+	"github.com/ssdcache/ssdcache/pkg/dm"
+)
+
+func TestPromoterPromotesReadsThatMissedAndNotThoseThatHit(t *testing.T) {
+	n := newNode(t)
+	n.stage(t, &cache.Spec{SizeBytes: gib, Mode: cache.ModeReadCache, Warm: true})
+	name := cache.DeviceName(vol)
+	n.meta.Put("/dev/nvme/"+vol+".cache-meta", dm.CacheMetadata{BlockSectors: 128, CacheBlocks: gib / (128 * 512), Policy: "smq"})
+	p := NewPromoter(n.engine, n.locks, n.metrics, n.clock, 0)
+
+	n.dm.StatusOverride[name] = status(0, 0, 0, "rw -")
+	p.Tick(context.Background())
+	n.dm.Read(name, 25*128) // a miss in tracking area 2 (blocks 20-29 of the 10 GiB origin)
+	n.dm.StatusOverride[name] = status(0, 1, 0, "rw -")
+	p.Tick(context.Background())
+	md, _ := n.meta.Get("/dev/nvme/" + vol + ".cache-meta")
+	if len(md.Mappings) != 10 || md.Mappings[0] != (dm.Mapping{Cache: 0, Origin: 20}) {
+		t.Fatalf("mappings after a missed read: %v, want blocks 20-29", md.Mappings)
+	}
+	if got := testutil.ToFloat64(n.metrics.batchPromoted.WithLabelValues(vol)); got != 10 {
+		t.Fatalf("batch-promoted blocks metric %v, want 10", got)
+	}
+
+	copies := len(n.dev.Copied)
+	n.dm.Read(name, 25*128) // now a hit: the miss counter stays
+	p.Tick(context.Background())
+	if len(n.dev.Copied) != copies {
+		t.Fatalf("reads that hit caused a promotion: %v", n.dev.Copied[copies:])
+	}
+
+	n.dm.Read(name, 300*128) // a miss on a full cache is smq's to handle
+	n.dm.StatusOverride[name] = "0 20971520 cache 8 10/4096 128 16384/16384 0 2 0 0 0 0 0 1 writethrough 2 migration_threshold 2048 smq 0 rw -"
+	p.Tick(context.Background())
+	if len(n.dev.Copied) != copies {
+		t.Fatalf("a full cache was promoted into: %v", n.dev.Copied[copies:])
+	}
+}
+
+func TestPromoterLeavesCachesWithoutWarmupAlone(t *testing.T) {
+	n := newNode(t)
+	n.stage(t, &cache.Spec{SizeBytes: gib, Mode: cache.ModeReadCache})
+	name := cache.DeviceName(vol)
+	n.dm.Read(name, 0)
+	n.dm.StatusOverride[name] = status(0, 5, 0, "rw -")
+	p := NewPromoter(n.engine, n.locks, n.metrics, n.clock, 0)
+	p.Tick(context.Background())
+	p.Tick(context.Background())
+	if len(n.dev.Copied) != 0 {
+		t.Fatalf("a cache without warm-up was promoted into: %v", n.dev.Copied)
+	}
+}

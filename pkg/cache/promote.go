@@ -1,0 +1,165 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"k8s.io/klog/v2"
+
+	"github.com/ssdcache/ssdcache/pkg/dm"
+	"github.com/ssdcache/ssdcache/pkg/lvm"
+)
+
+// smq promotes a block only once it has been read on several of its ticks,
+// so a first pass over new data is served by the HDD and so, mostly, is the
+// second. Promotion does in one batch what smq would do over passes: the
+// blocks reads brought to a volume (dm-stats counts reads per cache block on
+// the volume's device, whatever its table) are copied into the cache's free
+// blocks and mapped, the same way a warm-up fills a new cache. Its cost is
+// one sequential read of the new blocks from the origin and two table swaps;
+// while the copy runs the volume serves from the origin on a linear table.
+// Blocks the cache already maps keep their place; any block written from
+// before the swap until the cache is back is left unmapped.
+
+// TrackReads makes a cached volume's device count reads per cache block
+// (coarser on very large volumes), so that Promote has blocks to promote;
+// tracking stops when off. A volume whose cache is not live is left alone.
+func (e *Engine) trackReads(ctx context.Context, volumeID string, table dm.Table, on bool) error {
+	name := DeviceName(volumeID)
+	live, cached := table.Target.(dm.CacheTarget)
+	if !on || !cached {
+		return e.dm.UntrackReads(ctx, name)
+	}
+	return e.dm.TrackReads(ctx, name, trackingAreaBlocks(live.BlockSectors, table.Length)*live.BlockSectors)
+}
+
+// ReadBlocks returns the cache blocks of a volume's origin read since the
+// previous call (with the block size of its live cache), and false when
+// the volume counts no reads: it has no live cache, or one without
+// warm-up.
+func (e *Engine) ReadBlocks(ctx context.Context, volumeID string) ([]uint64, bool, error) {
+	table, err := e.dm.Table(ctx, DeviceName(volumeID))
+	if errors.Is(err, dm.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	live, cached := table.Target.(dm.CacheTarget)
+	if !cached {
+		return nil, false, nil
+	}
+	areas, areaSectors, err := e.dm.TakeReadAreas(ctx, DeviceName(volumeID))
+	if err != nil || areaSectors == 0 {
+		return nil, false, err
+	}
+	per, originBlocks := max(areaSectors/live.BlockSectors, 1), (table.Length+live.BlockSectors-1)/live.BlockSectors
+	var blocks []uint64
+	for _, a := range areas {
+		for b := a * per; b < (a+1)*per && b < originBlocks; b++ {
+			blocks = append(blocks, b)
+		}
+	}
+	return blocks, true, nil
+}
+
+// Promote maps blocks (origin blocks of the live cache's block size) that
+// the cache does not hold into its free blocks, and reports what it
+// mapped. A volume without a live writethrough cache is left alone. On a
+// failure after the swap the cache comes back cold, never with a stale
+// block.
+func (e *Engine) Promote(ctx context.Context, volumeID string, blocks []uint64) (WarmReport, error) {
+	if e.metadata == nil {
+		return WarmReport{}, nil
+	}
+	obs, want, err := e.current(ctx, volumeID)
+	if err != nil {
+		return WarmReport{}, err
+	}
+	live, cached := obs.table.Target.(dm.CacheTarget)
+	if !cached || live.Mode != dm.Writethrough {
+		return WarmReport{}, nil
+	}
+	meta, data, ok := liveLVs(obs.cacheLVs, live)
+	if !ok {
+		return WarmReport{}, fmt.Errorf("promote on volume %s: the LVs of its live cache table are not found", volumeID)
+	}
+	run := &applier{Engine: e, op: "promote", volumeID: volumeID, want: want, lvs: obs.cacheLVs}
+	if err := run.promote(ctx, obs.table, meta, data, blocks); err != nil {
+		return WarmReport{}, fmt.Errorf("promote on volume %s: %w", volumeID, err)
+	}
+	return run.warmed, nil
+}
+
+func liveLVs(lvs []lvm.LV, live dm.CacheTarget) (meta, data lvm.LV, ok bool) {
+	i := slices.IndexFunc(lvs, func(lv lvm.LV) bool { return lv.DevNum == live.Metadata })
+	j := slices.IndexFunc(lvs, func(lv lvm.LV) bool { return lv.DevNum == live.Data })
+	if i < 0 || j < 0 {
+		return meta, data, false
+	}
+	return lvs[i], lvs[j], true
+}
+
+// promote swaps the cache out for a linear table, reads what its metadata
+// maps, copies the new blocks into free cache blocks and loads the cache
+// again with old and new mappings. Writes are counted from before the swap,
+// as from then on they reach the origin alone.
+func (a *applier) promote(ctx context.Context, table dm.Table, meta, data lvm.LV, blocks []uint64) error {
+	live, name := table.Target.(dm.CacheTarget), DeviceName(a.volumeID)
+	w := newWarming(live.BlockSectors, data.Size/(live.BlockSectors*dm.SectorSize), table.Length)
+	w.saveMapped = true
+	region, err := a.dm.TrackWrites(ctx, name, w.areaSectors())
+	if err != nil {
+		return err
+	}
+	w.region = region
+	if err := a.reload(ctx, a.op, a.volumeID, linearTable(a.want)); err != nil {
+		return errors.Join(err, a.dm.Untrack(ctx, name, region))
+	}
+	md, err := a.metadata.Dump(ctx, meta.Path)
+	if err == nil {
+		w.kept = cleanMappings(md.Mappings)
+		w.copies = intoFreeBlocks(w.kept, blocks, w.cacheBlocks, (table.Length+w.blockSectors-1)/w.blockSectors)
+		err = a.copyBlocks(ctx, w, data)
+	}
+	if err != nil {
+		klog.ErrorS(err, "Promotion failed; the cache comes back cold", "volumeID", a.volumeID)
+		w.kept, w.copies = nil, nil
+	}
+	a.warming = w
+	return a.loadWarm(ctx, table, meta)
+}
+
+// cleanMappings keeps the mappings a writethrough cache may hold: a dirty
+// one would mean the metadata is not what this cache wrote.
+func cleanMappings(ms []dm.Mapping) []dm.Mapping {
+	return slices.DeleteFunc(slices.Clone(ms), func(m dm.Mapping) bool { return m.Dirty })
+}
+
+// intoFreeBlocks assigns the wanted origin blocks below originBlocks that
+// kept does not map, in origin order, to the cache blocks kept leaves free.
+func intoFreeBlocks(kept []dm.Mapping, wanted []uint64, cacheBlocks, originBlocks uint64) []dm.Mapping {
+	usedCache, mappedOrigin := map[uint64]bool{}, map[uint64]bool{}
+	for _, m := range kept {
+		usedCache[m.Cache], mappedOrigin[m.Origin] = true, true
+	}
+	wanted = slices.Compact(slices.Sorted(slices.Values(wanted)))
+	var copies []dm.Mapping
+	next := uint64(0)
+	for _, b := range wanted {
+		if b >= originBlocks || mappedOrigin[b] {
+			continue
+		}
+		for next < cacheBlocks && usedCache[next] {
+			next++
+		}
+		if next == cacheBlocks {
+			break
+		}
+		copies = append(copies, dm.Mapping{Cache: next, Origin: b})
+		next++
+	}
+	return copies
+}
