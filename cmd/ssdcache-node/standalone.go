@@ -28,8 +28,7 @@ func attachFromVolumeContext(e *cache.Engine, locks *cache.VolumeLocks) func(con
 			return
 		}
 		defer locks.Release(v.ID)
-		st, err := e.Health(ctx, v.ID)
-		if err == nil && st.Cached {
+		if cached, err := e.IsCached(ctx, v.ID); err == nil && cached {
 			return
 		}
 		if _, err := e.SetCache(ctx, v.ID, spec); err != nil {

@@ -97,6 +97,11 @@ func (m *Monitor) Tick(ctx context.Context) {
 		klog.ErrorS(err, "Listing staged volumes")
 		return
 	}
+	states, err := m.engine.Health(ctx)
+	if err != nil {
+		klog.ErrorS(err, "Reading the state of staged volumes")
+		return
+	}
 	now := m.clock.Now()
 	sample := now.Sub(m.lastSampled) >= m.sampleInterval
 	if sample {
@@ -109,7 +114,7 @@ func (m *Monitor) Tick(ctx context.Context) {
 		if sample {
 			m.sampleIO(v)
 		}
-		if m.check(ctx, v.ID, sample, now) {
+		if st, ok := states[v.ID]; ok && m.check(ctx, st, sample, now) {
 			cached[v.ID] = true
 		}
 	}
@@ -144,13 +149,9 @@ func (m *Monitor) sampleIO(v cache.StagedVolume) {
 	m.prevIO[v.ID] = cur
 }
 
-// check inspects one volume and reports whether it is cached.
-func (m *Monitor) check(ctx context.Context, id string, sample bool, now time.Time) bool {
-	st, err := m.engine.Health(ctx, id)
-	if err != nil {
-		klog.ErrorS(err, "Reading cache status", "volumeID", id)
-		return m.prev[id] != nil
-	}
+// check looks at one volume's state and reports whether it is cached.
+func (m *Monitor) check(ctx context.Context, st cache.State, sample bool, now time.Time) bool {
+	id := st.VolumeID
 	if st.Status == nil {
 		return false // uncached, or unstaged since it was listed
 	}

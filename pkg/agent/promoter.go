@@ -67,18 +67,20 @@ func (p *Promoter) Start(ctx context.Context) error {
 
 // Tick collects the reads of every staged volume and promotes the batches due.
 func (p *Promoter) Tick(ctx context.Context) {
-	vols, err := p.engine.StagedVolumes(ctx)
+	states, err := p.engine.Health(ctx)
 	if err != nil {
-		klog.ErrorS(err, "Listing staged volumes")
+		klog.ErrorS(err, "Reading the state of staged volumes")
 		return
 	}
-	seen := map[string]bool{}
-	for _, v := range vols {
-		seen[v.ID] = true
-		p.collect(ctx, v.ID)
+	for id, st := range states {
+		if st.Status == nil || !st.Status.Usable() {
+			delete(p.reads, id)
+			continue
+		}
+		p.collect(ctx, id, *st.Status)
 	}
 	for id := range p.reads {
-		if !seen[id] {
+		if _, ok := states[id]; !ok {
 			delete(p.reads, id)
 		}
 	}
@@ -86,19 +88,16 @@ func (p *Promoter) Tick(ctx context.Context) {
 
 // collect adds a volume's new reads to its batch and promotes the batch
 // when some of them missed and the cache has room.
-func (p *Promoter) collect(ctx context.Context, id string) {
+func (p *Promoter) collect(ctx context.Context, id string, st dm.CacheStatus) {
 	blocks, tracked, err := p.engine.ReadBlocks(ctx, id)
-	if err == nil && tracked {
-		var st cache.State
-		if st, err = p.engine.Health(ctx, id); err == nil && st.Status != nil && st.Status.Usable() {
-			p.add(ctx, id, blocks, *st.Status)
-			return
+	if err != nil || !tracked {
+		if err != nil {
+			klog.V(2).InfoS("Reading the blocks read", "volumeID", id, "err", err)
 		}
+		delete(p.reads, id)
+		return
 	}
-	if err != nil {
-		klog.V(2).InfoS("Reading the blocks read", "volumeID", id, "err", err)
-	}
-	delete(p.reads, id)
+	p.add(ctx, id, blocks, st)
 }
 
 func (p *Promoter) add(ctx context.Context, id string, blocks []uint64, st dm.CacheStatus) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ssdcache/ssdcache/pkg/cache"
 	"github.com/ssdcache/ssdcache/pkg/dm"
+	"github.com/ssdcache/ssdcache/pkg/lvm"
 )
 
 func TestPromoterPromotesReadsThatMissedAndNotThoseThatHit(t *testing.T) {
@@ -56,5 +57,36 @@ func TestPromoterLeavesCachesWithoutWarmupAlone(t *testing.T) {
 	p.Tick(context.Background())
 	if len(n.dev.Copied) != 0 {
 		t.Fatalf("a cache without warm-up was promoted into: %v", n.dev.Copied)
+	}
+}
+
+// One tick reads the state of every staged volume with one States call,
+// however many volumes there are (#14: N volumes used to cost N status and
+// table reads a second).
+func TestMonitorTickReadsAllVolumesAtOnce(t *testing.T) {
+	n := newNode(t)
+	n.stage(t, &cache.Spec{SizeBytes: gib, Mode: cache.ModeReadCache})
+	for _, id := range []string{"pvc-2", "pvc-3"} {
+		if _, err := n.lvm.CreateLV(context.Background(), "hdd", id, gib, lvm.Tags(id, lvm.RoleOrigin)); err != nil {
+			t.Fatal(err)
+		}
+		origin, err := n.engine.OriginLV(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := n.engine.Stage(context.Background(), cache.StageSpec{VolumeID: id, Origin: origin}); err != nil {
+			t.Fatal(err)
+		}
+		if err := n.engine.Attach(context.Background(), id, cache.Spec{SizeBytes: 64 << 20, Mode: cache.ModeReadCache}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := n.dm.StatesCalls
+	n.monitor.Tick(context.Background())
+	if calls := n.dm.StatesCalls - before; calls != 1 {
+		t.Fatalf("one tick over three volumes read the device states %d times, want once", calls)
+	}
+	if got := testutil.ToFloat64(n.metrics.totalBlocks.WithLabelValues("pvc-3")); got == 0 {
+		t.Fatal("the tick did not observe the third volume's cache")
 	}
 }

@@ -52,7 +52,7 @@ func (r *BindingReconciler) detachIfUnclaimed(ctx context.Context, vol string, h
 		return nil
 	}
 	defer r.locks.Release(vol)
-	if st, err := r.engine.Health(ctx, vol); err != nil || (!st.Cached && !hasLVs) {
+	if cached, err := r.engine.IsCached(ctx, vol); err != nil || (!cached && !hasLVs) {
 		return err
 	}
 	if claimed, err := r.claimed(ctx, vol); claimed || err != nil {

@@ -283,26 +283,45 @@ func (e *Engine) cacheStatus(ctx context.Context, volumeID string) (*dm.CacheSta
 	return &status, nil
 }
 
-// Health reports a volume's kernel state only, its table and dm-cache
-// status, without LVM: the monitor calls it every second for every volume,
-// and N LVM scans a second would contend for the VG lock and slow the drop
-// of a failing cache as volumes are added. CacheDevices and Spec are left
-// empty; Cached means the live table is a cache.
-func (e *Engine) Health(ctx context.Context, volumeID string) (State, error) {
-	st := State{VolumeID: volumeID}
+// Health reports every staged volume's kernel state, its table and
+// dm-cache status, from two dmsetup calls and without LVM: the monitor
+// calls it every second, and per-volume calls (or LVM scans, which contend
+// for the VG lock) would slow the drop of a failing cache as volumes are
+// added. CacheDevices and Spec are left empty; Cached means the live table
+// is a cache.
+func (e *Engine) Health(ctx context.Context) (map[string]State, error) {
+	devs, err := e.dm.States(ctx)
+	if err != nil {
+		return nil, err
+	}
+	states := map[string]State{}
+	for name, d := range devs {
+		id, ok := strings.CutPrefix(name, DevicePrefix)
+		if !ok || ValidateVolumeID(id) != nil {
+			continue
+		}
+		st := State{VolumeID: id, Staged: true, Table: d.Table}
+		if _, st.Cached = d.Table.Target.(dm.CacheTarget); st.Cached {
+			status, err := dm.ParseCacheStatus(d.Status)
+			if err != nil {
+				klog.ErrorS(err, "Reading cache status", "volumeID", id)
+				continue
+			}
+			st.Status = &status
+		}
+		states[id] = st
+	}
+	return states, nil
+}
+
+// IsCached says, from its table alone, whether a volume's live table is a cache.
+func (e *Engine) IsCached(ctx context.Context, volumeID string) (bool, error) {
 	table, err := e.dm.Table(ctx, DeviceName(volumeID))
 	if errors.Is(err, dm.ErrNotFound) {
-		return st, nil
+		return false, nil
 	}
-	if err != nil {
-		return st, err
-	}
-	st.Staged, st.Table = true, table
-	if _, st.Cached = table.Target.(dm.CacheTarget); !st.Cached {
-		return st, nil
-	}
-	st.Status, err = e.cacheStatus(ctx, volumeID)
-	return st, err
+	_, cached := table.Target.(dm.CacheTarget)
+	return cached, err
 }
 
 // ProbeCacheDevices reads from each device of a cached volume's cache. dm-cache

@@ -137,3 +137,47 @@ func parseDeviceList(out string) ([]Device, error) {
 	}
 	return devices, nil
 }
+
+func (d *Dmsetup) States(ctx context.Context) (map[string]DeviceState, error) {
+	tables, err := d.dmsetup(ctx, "table")
+	if err != nil {
+		return nil, err
+	}
+	statuses, err := d.dmsetup(ctx, "status", "--noflush")
+	if err != nil {
+		return nil, err
+	}
+	return parseStates(tables, statuses)
+}
+
+// parseStates joins the "<name>: <line>" output of `dmsetup table` and
+// `dmsetup status` for all devices. Devices with other than one target, and
+// those in only one of the two (created or removed between the calls), are
+// left out.
+func parseStates(tables, statuses string) (map[string]DeviceState, error) {
+	tableLines, statusLines := perDevice(tables), perDevice(statuses)
+	states := map[string]DeviceState{}
+	for name, lines := range tableLines {
+		status, ok := statusLines[name]
+		if len(lines) != 1 || !ok || len(status) != 1 {
+			continue
+		}
+		table, err := ParseTable(lines[0])
+		if err != nil {
+			return nil, fmt.Errorf("table of %s: %w", name, err)
+		}
+		states[name] = DeviceState{Table: table, Status: status[0]}
+	}
+	return states, nil
+}
+
+func perDevice(out string) map[string][]string {
+	lines := map[string][]string{}
+	for _, line := range strings.Split(out, "\n") {
+		name, rest, ok := strings.Cut(line, ": ")
+		if ok && name != "" && strings.TrimSpace(rest) != "" {
+			lines[name] = append(lines[name], strings.TrimSpace(rest))
+		}
+	}
+	return lines
+}

@@ -20,6 +20,12 @@ type Device struct {
 	OpenCount int
 }
 
+// DeviceState is a device's live table and raw status line.
+type DeviceState struct {
+	Table  Table
+	Status string
+}
+
 // Interface is the set of device-mapper operations ssdcache needs. The real
 // implementation runs dmsetup; tests use an in-memory fake (package dmfake).
 type Interface interface {
@@ -40,6 +46,10 @@ type Interface interface {
 	// Status returns name's raw status line without committing cache metadata
 	// (--noflush), so that sampling adds no I/O.
 	Status(ctx context.Context, name string) (string, error)
+	// States returns the live table and status line (--noflush) of every
+	// device with one call for all tables and one for all statuses, so that
+	// watching N devices costs the same as watching one.
+	States(ctx context.Context) (map[string]DeviceState, error)
 	// List returns every device-mapper device.
 	List(ctx context.Context) ([]Device, error)
 	// Info returns one device; ErrNotFound if it does not exist.

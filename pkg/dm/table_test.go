@@ -130,3 +130,23 @@ func FuzzParseDevNum(f *testing.F) {
 		}
 	})
 }
+
+func TestParseStatesJoinsTablesAndStatusesByName(t *testing.T) {
+	tables := "ssdcache-a: 0 2048 linear 254:1 0\nssdcache-b: 0 4096 cache 254:2 254:3 254:4 128 1 writethrough smq 0\n" +
+		"striped: 0 10 linear 8:0 0\nstriped: 10 10 linear 8:16 0\nnew: 0 8 linear 8:0 0\n"
+	statuses := "ssdcache-a: 0 2048 linear\nssdcache-b: 0 4096 cache 8 10/4096 128 5/16384 1 2 0 0 0 0 0 1 writethrough 2 migration_threshold 2048 smq 0 rw -\n" +
+		"striped: 0 10 linear\nstriped: 10 10 linear\n"
+	states, err := parseStates(tables, statuses)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(states) != 2 {
+		t.Fatalf("states %v: want ssdcache-a and ssdcache-b (striped has two targets, new no status yet)", states)
+	}
+	if _, ok := states["ssdcache-b"].Table.Target.(CacheTarget); !ok || !strings.HasPrefix(states["ssdcache-b"].Status, "0 4096 cache 8 ") {
+		t.Fatalf("ssdcache-b: %+v", states["ssdcache-b"])
+	}
+	if s, err := parseStates("No devices found\n", "No devices found\n"); err != nil || len(s) != 0 {
+		t.Fatalf("no devices: %v, %v", s, err)
+	}
+}

@@ -36,6 +36,8 @@ type DM struct {
 	FailAfter map[string]error
 	// StatusOverride replaces the synthesised status line of a device.
 	StatusOverride map[string]string
+	// StatesCalls counts States calls (one per monitor tick, whatever the devices).
+	StatesCalls int
 	// Record, when set, is called for every mutating operation, so a test can
 	// merge dm calls with other fakes' calls into one ordered log.
 	Record func(event string)
@@ -181,6 +183,29 @@ func (f *DM) Status(_ context.Context, name string) (string, error) {
 	}
 	return fmt.Sprintf("0 %d cache 8 10/4096 %d 0/1000 0 0 0 0 0 0 0 1 %s 2 migration_threshold 2048 smq 0 rw -",
 		d.live.Length, c.BlockSectors, c.Mode), nil
+}
+
+func (f *DM) States(ctx context.Context) (map[string]dm.DeviceState, error) {
+	f.mu.Lock()
+	names := make([]string, 0, len(f.devices))
+	for name := range f.devices {
+		names = append(names, name)
+	}
+	f.StatesCalls++
+	f.mu.Unlock()
+	states := map[string]dm.DeviceState{}
+	for _, name := range names {
+		table, err := f.Table(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		status, err := f.Status(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		states[name] = dm.DeviceState{Table: table, Status: status}
+	}
+	return states, nil
 }
 
 func (f *DM) List(context.Context) ([]dm.Device, error) {
