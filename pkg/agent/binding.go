@@ -133,6 +133,10 @@ func (r *BindingReconciler) apply(ctx context.Context, b *ssdv1.CacheBinding) ou
 	}
 	spec := cache.Spec{SizeBytes: uint64(b.Status.ResolvedSizeBytes), Mode: cache.ModeReadCache, Class: b.Spec.DeviceClass,
 		Owner: ownerOf(b), Warm: b.Spec.Warmup != ssdv1.WarmupNone}
+	// The CRD validated the limit; one it did not (an older CRD) means none.
+	if limit, ok, err := ssdv1.ParseWarmupLimit(b.Spec.WarmupLimit); err == nil && ok {
+		spec.Warm, spec.WarmLimitBytes = spec.Warm && limit > 0, uint64(limit)
+	}
 	if b.Spec.Mode == ssdv1.ModePaused {
 		spec.Mode = cache.ModePaused
 	}

@@ -75,3 +75,24 @@ func TestHotSetsGoWithTheirBinding(t *testing.T) {
 		t.Fatal("the deleted binding's hot set was kept")
 	}
 }
+
+func TestWarmupLimitBoundsTheCopy(t *testing.T) {
+	for limit, want := range map[string]int{"128Ki": 2, "0": 0, "": 3} {
+		n := newNode(t)
+		if err := n.hotSets.Save(vol, hotset.FromBlocks([]uint64{1, 2, 8}, 128)); err != nil {
+			t.Fatal(err)
+		}
+		n.stage(t, nil)
+		b := admitted(ssdv1.ModeReadCache, gib)
+		b.Spec.WarmupLimit = limit
+		r, c, _ := n.reconciler(t, b)
+		reconcileOnce(t, r)
+		got := 0
+		if w := get(t, c).Status.LastWarmup; w != nil {
+			got = int(w.Blocks)
+		}
+		if got != want {
+			t.Errorf("warmupLimit %q: %d blocks warmed, want %d", limit, got, want)
+		}
+	}
+}

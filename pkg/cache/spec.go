@@ -49,9 +49,11 @@ type Spec struct {
 	Mode      Mode
 	// Class names the NVMe pool to carve the cache from; "" means the default.
 	Class string
-	// Warm fills a new cache from the volume's hot set before it goes live.
-	// It never causes a cache to be recreated.
-	Warm bool
+	// Warm fills a new cache from the volume's hot set before it goes live,
+	// at most WarmLimitBytes of it when that is set, and promotes the blocks
+	// read in batches (promote.go). Neither causes a cache to be recreated.
+	Warm           bool
+	WarmLimitBytes uint64
 	// Owner names what asked for the cache (a CacheBinding, as
 	// <namespace>/<name>/<uid>); it is tagged on the cache LVs when they are
 	// created and read back, and never causes a cache to be recreated.

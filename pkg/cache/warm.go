@@ -131,11 +131,15 @@ func (a *applier) warm(ctx context.Context) {
 	}
 	bs := dm.BlockSectorsFor(a.want.cache.SizeBytes)
 	w := newWarming(bs, data.Size/(bs*dm.SectorSize), a.want.length)
-	for i, b := range set.Blocks(w.blockSectors, a.want.length, w.cacheBlocks) {
+	limit := w.cacheBlocks
+	if l := a.want.cache.WarmLimitBytes; l > 0 {
+		limit = min(limit, l/(bs*dm.SectorSize))
+	}
+	for i, b := range set.Blocks(w.blockSectors, a.want.length, limit) {
 		w.copies = append(w.copies, dm.Mapping{Cache: uint64(i), Origin: b})
 	}
 	if len(w.copies) == 0 {
-		return
+		return // nothing saved, or a limit below one block
 	}
 	if err := a.copyHotBlocks(ctx, w, data); err != nil {
 		klog.ErrorS(err, "Could not fill the cache from the hot set; it starts cold", "volumeID", a.volumeID)

@@ -103,6 +103,16 @@ type CacheBindingSpec struct {
 	// +optional
 	// +kubebuilder:default=HotSet
 	Warmup WarmupPolicy `json:"warmup,omitempty"`
+
+	// warmupLimit bounds the bytes one warm-up copies from the origin: a quantity
+	// of whole bytes such as 2Gi, written without a fraction. A larger hot set is
+	// cut in origin order and the rest fills on reads. Empty means the cache's
+	// size; 0 is the same as warmup None.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="!self.matches('[eE][-+]?[0-9]{3,}$')",message="warmupLimit: an exponent may have at most two digits"
+	// +kubebuilder:validation:XValidation:rule="self.matches('[eE][-+]?[0-9]{3,}$') || (isQuantity(self) && quantity(self).isInteger() && quantity(self).sign() >= 0)",message="warmupLimit must be a whole number of bytes such as 2Gi, written without a fraction (1536Mi, not 1.5Gi)"
+	WarmupLimit string `json:"warmupLimit,omitempty"`
 }
 
 // CacheFigures are dm-cache's counters for the binding's cache, as last sampled by

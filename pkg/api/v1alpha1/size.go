@@ -128,3 +128,26 @@ func FormatHitRatio(hits, misses int64) string {
 	pm := new(big.Int).Div(new(big.Int).Mul(big.NewInt(hits), big.NewInt(1000)), big.NewInt(total)).Int64()
 	return fmt.Sprintf("%d.%d%%", pm/10, pm%10)
 }
+
+// ParseWarmupLimit parses CacheBindingSpec.WarmupLimit with the grammar of
+// the CRD's validation: a quantity of whole bytes from 0 to 2^63-1; ok is
+// false for the empty string (no limit but the cache's size).
+func ParseWarmupLimit(s string) (bytes int64, ok bool, err error) {
+	switch {
+	case s == "":
+		return 0, false, nil
+	case len(s) > MaxCacheSizeLength:
+		return 0, false, fmt.Errorf("warmupLimit %q... is %d characters long; at most %d are allowed", s[:MaxCacheSizeLength], len(s), MaxCacheSizeLength)
+	case longExponent.MatchString(s):
+		return 0, false, fmt.Errorf("warmupLimit %q: an exponent may have at most two digits", s)
+	}
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return 0, false, fmt.Errorf("warmupLimit %q: want a quantity of bytes such as 2Gi", s)
+	}
+	n, isInt := q.AsInt64()
+	if !isInt || n < 0 {
+		return 0, false, fmt.Errorf("warmupLimit %q must be a whole number of bytes from 0 to 2^63-1, written without a fraction (1536Mi, not 1.5Gi)", s)
+	}
+	return n, true, nil
+}

@@ -91,3 +91,19 @@ func TestFormatHitRatio(t *testing.T) {
 		}
 	}
 }
+
+func TestParseWarmupLimit(t *testing.T) {
+	for s, want := range map[string]int64{"2Gi": 2 << 30, "0": 0, "1536Mi": 1536 << 20, "1Ti": 1 << 40} {
+		if n, ok, err := ParseWarmupLimit(s); err != nil || !ok || n != want {
+			t.Errorf("%q: %d %v %v, want %d", s, n, ok, err, want)
+		}
+	}
+	if _, ok, err := ParseWarmupLimit(""); ok || err != nil {
+		t.Errorf("empty: %v %v, want no limit", ok, err)
+	}
+	for _, s := range []string{"1.5Gi", "-1", "1e100", "9223372036854775808", "lots", "100m"} {
+		if _, _, err := ParseWarmupLimit(s); err == nil || !strings.Contains(err.Error(), "warmupLimit") {
+			t.Errorf("%q accepted (%v)", s, err)
+		}
+	}
+}
