@@ -113,3 +113,23 @@ func TestAcceptedSizesEndAdmitted(t *testing.T) {
 		waitEvent(t, c, ns, name, ssdv1.ReasonAdmitted, fmt.Sprintf("with %d bytes", bytes))
 	}
 }
+
+// TestWarmupLimitGrammarMatchesTheCRD: the CRD's rules on spec.warmupLimit
+// and ParseWarmupLimit, which the node agent reads it with, agree on every
+// string, at the int64 edges and with exponents, fractions, signs and units.
+func TestWarmupLimitGrammarMatchesTheCRD(t *testing.T) {
+	ctx, c := needAPIServer(t)
+	ns := newNamespace(t, ctx, c)
+	limits := []string{"0", "1", "2Gi", "1536Mi", "1.5Gi", "-1", "+1Gi", "007", "1e3", "1E18", "9e18", "1e19", "1e100",
+		"16777216e4294967296", "9223372036854775807", "9223372036854775808", "8Ei", "7Ei", "100m", "1k", "1K", "0.0", "lots", " 1Gi",
+		strings.Repeat("9", 33)}
+	for i, limit := range limits {
+		obj := bindingObject(ns, fmt.Sprintf("limit-%d", i), map[string]any{"pvcName": "data", "size": "10Gi", "warmupLimit": limit})
+		crdErr := c.Create(ctx, obj, client.DryRunAll, client.FieldValidation("Strict"))
+		n, _, parseErr := ssdv1.ParseWarmupLimit(limit)
+		t.Logf("%-24q CRD %-8s parser %-8s %d %s", limit, verdict(crdErr), verdict(parseErr), n, errText(parseErr))
+		if (crdErr == nil) != (parseErr == nil) {
+			t.Errorf("warmupLimit %q: the CRD says %v, ParseWarmupLimit says %v", limit, orAccepted(crdErr), orAccepted(parseErr))
+		}
+	}
+}

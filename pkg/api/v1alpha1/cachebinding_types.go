@@ -111,7 +111,7 @@ type CacheBindingSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule="!self.matches('[eE][-+]?[0-9]{3,}$')",message="warmupLimit: an exponent may have at most two digits"
-	// +kubebuilder:validation:XValidation:rule="self.matches('[eE][-+]?[0-9]{3,}$') || (isQuantity(self) && quantity(self).isInteger() && quantity(self).sign() >= 0)",message="warmupLimit must be a whole number of bytes such as 2Gi, written without a fraction (1536Mi, not 1.5Gi)"
+	// +kubebuilder:validation:XValidation:rule="self.matches('[eE][-+]?[0-9]{3,}$') || (isQuantity(self) && quantity(self).isInteger() && quantity(self).compareTo(quantity('0')) >= 0)",message="warmupLimit must be a whole number of bytes such as 2Gi, written without a fraction (1536Mi, not 1.5Gi)"
 	WarmupLimit string `json:"warmupLimit,omitempty"`
 }
 
