@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ssdv1 "github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
@@ -130,6 +131,62 @@ func TestWarmupLimitGrammarMatchesTheCRD(t *testing.T) {
 		t.Logf("%-24q CRD %-8s parser %-8s %d %s", limit, verdict(crdErr), verdict(parseErr), n, errText(parseErr))
 		if (crdErr == nil) != (parseErr == nil) {
 			t.Errorf("warmupLimit %q: the CRD says %v, ParseWarmupLimit says %v", limit, orAccepted(crdErr), orAccepted(parseErr))
+		}
+	}
+}
+
+// TestSpecChangesOnAnAdmittedBinding changes the size of an admitted binding
+// to hostile and edge values one after another: every change the API server
+// accepts ends in a sane state (resized and a Resized Event, or kept at the
+// old size with an InsufficientCache Event when the node lacks room), sizes
+// past the volume's being capped at it; every change it refuses leaves the
+// binding as it was.
+func TestSpecChangesOnAnAdmittedBinding(t *testing.T) {
+	ctx, c := needAPIServer(t)
+	ns := newNamespace(t, ctx, c)
+	node := createNode(t, ctx, c, fmt.Sprint(int64(60<<30)))
+	createVolume(t, ctx, c, ns, volume{pvc: "data", node: node}) // 100Gi
+	createBinding(t, ctx, c, ns, "cb", "data", "10Gi")
+	size := int64(10 << 30)
+	waitAdmitted(t, c, ns, "cb", node, size)
+	patch := func(s string) error {
+		return c.Patch(ctx, bindingObject(ns, "cb", nil), client.RawPatch(types.MergePatchType, []byte(`{"spec":{"size":"`+s+`"}}`)))
+	}
+	steps := []struct {
+		size    string
+		resized int64 // 0: the node lacks room; the binding keeps its size
+	}{
+		{"20Gi", 20 << 30},
+		{"92233720368547758e2", 0}, // capped at the volume's 100Gi: more than the node has
+		{"50%", 50 << 30},
+		{"0016Mi", 16 << 20},
+		{"+32Mi", 32 << 20},
+		{"1e10", 10_000_000_000},
+		{"9223372036854775k", 0},
+		{"60Gi", 60 << 30},
+	}
+	for _, s := range steps {
+		if err := patch(s.size); err != nil {
+			t.Fatalf("size %q refused: %v", s.size, err)
+		}
+		if s.resized == 0 {
+			waitEvent(t, c, ns, "cb", ssdv1.ReasonInsufficientCache, "")
+			waitAdmitted(t, c, ns, "cb", node, size)
+			t.Logf("size %q: kept at %d bytes, InsufficientCache", s.size, size)
+			continue
+		}
+		size = s.resized
+		waitAdmitted(t, c, ns, "cb", node, size)
+		waitEvent(t, c, ns, "cb", "Resized", fmt.Sprintf("cache size is now %d bytes", size))
+		t.Logf("size %q: resized to %d bytes", s.size, size)
+	}
+	for _, bad := range []string{"1.5Gi", "-1Gi", "0%", "101%", "1e100", "15Mi", "", "10GB"} {
+		if err := patch(bad); err == nil {
+			t.Fatalf("size %q accepted on an admitted binding", bad)
+		}
+		b := waitAdmitted(t, c, ns, "cb", node, size)
+		if b.Spec.Size != "60Gi" {
+			t.Fatalf("size %q: spec.size is %q after the refusal", bad, b.Spec.Size)
 		}
 	}
 }
