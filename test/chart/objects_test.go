@@ -1,6 +1,7 @@
 package chart
 
 import (
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"maps"
 	"reflect"
 	"slices"
@@ -65,6 +66,10 @@ func checkTyped(t *testing.T, o *unstructured.Unstructured) {
 		typed[storagev1.CSIDriver](t, o)
 	case "StorageClass":
 		typed[storagev1.StorageClass](t, o)
+	case "ValidatingAdmissionPolicy":
+		typed[admissionregistrationv1.ValidatingAdmissionPolicy](t, o)
+	case "ValidatingAdmissionPolicyBinding":
+		typed[admissionregistrationv1.ValidatingAdmissionPolicyBinding](t, o)
 	case "ServiceMonitor":
 		// No Go type here; apply_test.go checks it against a CRD.
 	default:

@@ -75,3 +75,8 @@ app.kubernetes.io/component: {{ .component }}
 {{- define "ssdcache.driverName" -}}
 ssdcache.io
 {{- end -}}
+
+{{/* The node agent's Lease is this prefix and the node's name (ssdv1.AgentLeaseName). */}}
+{{- define "ssdcache.agentLeasePrefix" -}}
+ssdcache-node.
+{{- end -}}
