@@ -111,6 +111,10 @@ func (c *CacheTools) Restore(ctx context.Context, path string, md CacheMetadata)
 	if err != nil {
 		return err
 	}
+	// The directory may not exist yet on a node that saved no hot set so far.
+	if err := os.MkdirAll(c.TempDir, 0o700); err != nil {
+		return err
+	}
 	f, err := os.CreateTemp(c.TempDir, "cache-restore-*.xml")
 	if err != nil {
 		return err

@@ -18,7 +18,9 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 )
 
 // env is what the host tells the guest tests.
@@ -134,7 +136,8 @@ const probeAttempt = 10 * time.Second
 // at once rather than after gRPC's reconnect backoff, which grows to minutes
 // (a plugin killed at a fault point leaves its socket file behind).
 func (p *plugin) probe() error {
-	conn, err := grpc.NewClient("unix://"+p.socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient("unix://"+p.socket, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithUnaryInterceptor(retryAborted))
 	if err != nil {
 		return err
 	}
@@ -336,4 +339,17 @@ func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// retryAborted retries a call the plugin answered Aborted (another operation
+// holds the volume, such as a promotion of the blocks read), as kubelet and
+// the sidecars do, until the suite's deadline.
+func retryAborted(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	for {
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		if status.Code(err) != codes.Aborted || time.Now().After(deadline()) {
+			return err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
