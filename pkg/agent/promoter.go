@@ -35,10 +35,21 @@ type Promoter struct {
 type recentReads struct {
 	blocks map[uint64]struct{}
 	// misses is the cache's read-miss counter at the last tick; missed is
-	// set once it grew since the batch began.
-	misses uint64
-	missed bool
+	// how much it grew since the batch began.
+	misses, missed uint64
+	// notBefore paces promotions: while one runs the volume serves from its
+	// origin, so they may take at most a fifth of the volume's time.
+	notBefore time.Time
 }
+
+// Pacing: a promotion is worth its two table swaps once this many reads
+// missed (a share of the cache's blocks, at least minPromoteMisses), and
+// the next waits promoteIdleFactor times as long as the last one took.
+const (
+	minPromoteMisses   = 16
+	promoteMissesShare = 128
+	promoteIdleFactor  = 4
+)
 
 // NewPromoter returns a promoter; Start runs it. A zero interval takes the default.
 func NewPromoter(e *cache.Engine, locks *cache.VolumeLocks, m *Metrics, c clock.WithTicker, interval time.Duration) *Promoter {
@@ -104,19 +115,22 @@ func (p *Promoter) add(ctx context.Context, id string, blocks []uint64, st dm.Ca
 	r, known := p.reads[id]
 	if !known {
 		// Reads before the first look may have missed: Promote skips what is mapped.
-		r = &recentReads{blocks: map[uint64]struct{}{}, missed: st.ReadMisses > 0}
+		r = &recentReads{blocks: map[uint64]struct{}{}, missed: st.ReadMisses}
 		p.reads[id] = r
-	} else if dm.Delta32(r.misses, st.ReadMisses) > 0 {
-		r.missed = true
+	} else if st.ReadMisses >= r.misses {
+		r.missed += st.ReadMisses - r.misses
+	} else {
+		r.missed += st.ReadMisses // the cache table was loaded again: its counters restarted
 	}
 	r.misses = st.ReadMisses
 	for _, b := range blocks {
 		r.blocks[b] = struct{}{}
 	}
 	switch {
-	case len(r.blocks) == 0:
-	case st.CacheUsed >= st.CacheTotal || !r.missed:
-		r.blocks, r.missed = map[uint64]struct{}{}, false // full, or every read hit
+	case st.CacheUsed >= st.CacheTotal || (len(r.blocks) > 0 && r.missed == 0):
+		r.blocks, r.missed = map[uint64]struct{}{}, 0 // full, or every read hit
+	case r.missed < max(minPromoteMisses, st.CacheTotal/promoteMissesShare) || p.clock.Now().Before(r.notBefore):
+		// keep collecting
 	default:
 		p.promote(ctx, id, r)
 	}
@@ -133,8 +147,11 @@ func (p *Promoter) promote(ctx context.Context, id string, r *recentReads) {
 	for b := range r.blocks {
 		blocks = append(blocks, b)
 	}
-	r.blocks, r.missed = map[uint64]struct{}{}, false
+	r.blocks, r.missed = map[uint64]struct{}{}, 0
+	start := p.clock.Now()
 	res, err := p.engine.Promote(ctx, id, blocks)
+	took := p.clock.Since(start)
+	r.notBefore = start.Add(took * (1 + promoteIdleFactor))
 	if err != nil {
 		klog.ErrorS(err, "Promoting the blocks read", "volumeID", id, "blocks", len(blocks))
 		return
@@ -143,5 +160,5 @@ func (p *Promoter) promote(ctx context.Context, id string, r *recentReads) {
 		p.metrics.batchPromoted.WithLabelValues(id).Add(float64(res.Blocks))
 	}
 	klog.InfoS("Promoted the blocks read", "volumeID", id, "read", len(blocks), "promoted", res.Blocks,
-		"kept", res.Kept, "writtenMeanwhile", res.Dropped, "duration", res.Duration)
+		"kept", res.Kept, "writtenMeanwhile", res.Dropped, "duration", took)
 }

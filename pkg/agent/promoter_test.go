@@ -20,8 +20,13 @@ func TestPromoterPromotesReadsThatMissedAndNotThoseThatHit(t *testing.T) {
 
 	n.dm.StatusOverride[name] = status(0, 0, 0, "rw -")
 	p.Tick(context.Background())
-	n.dm.Read(name, 25*128) // a miss in tracking area 2 (blocks 20-29 of the 10 GiB origin)
-	n.dm.StatusOverride[name] = status(0, 1, 0, "rw -")
+	n.dm.Read(name, 25*128) // misses in tracking area 2 (blocks 20-29 of the 10 GiB origin)
+	n.dm.StatusOverride[name] = status(0, 100, 0, "rw -")
+	p.Tick(context.Background())
+	if len(n.dev.Copied) != 0 {
+		t.Fatalf("promoted after 100 misses, fewer than a 128th of the cache's 16384 blocks: %v", n.dev.Copied)
+	}
+	n.dm.StatusOverride[name] = status(0, 200, 0, "rw -")
 	p.Tick(context.Background())
 	md, _ := n.meta.Get("/dev/nvme/" + vol + ".cache-meta")
 	if len(md.Mappings) != 10 || md.Mappings[0] != (dm.Mapping{Cache: 0, Origin: 20}) {
@@ -38,8 +43,8 @@ func TestPromoterPromotesReadsThatMissedAndNotThoseThatHit(t *testing.T) {
 		t.Fatalf("reads that hit caused a promotion: %v", n.dev.Copied[copies:])
 	}
 
-	n.dm.Read(name, 300*128) // a miss on a full cache is smq's to handle
-	n.dm.StatusOverride[name] = "0 20971520 cache 8 10/4096 128 16384/16384 0 2 0 0 0 0 0 1 writethrough 2 migration_threshold 2048 smq 0 rw -"
+	n.dm.Read(name, 300*128) // misses on a full cache are smq's to handle
+	n.dm.StatusOverride[name] = "0 20971520 cache 8 10/4096 128 16384/16384 0 900 0 0 0 0 0 1 writethrough 2 migration_threshold 2048 smq 0 rw -"
 	p.Tick(context.Background())
 	if len(n.dev.Copied) != copies {
 		t.Fatalf("a full cache was promoted into: %v", n.dev.Copied[copies:])

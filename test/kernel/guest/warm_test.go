@@ -242,21 +242,29 @@ func TestColdConvergence(t *testing.T) {
 }
 
 // waitPromoterIdle waits until the plugin has promoted at least once and
-// then not again for three promote intervals.
+// then not again for three promote intervals and five times as long as its
+// last promotion took (the promoter's pacing may hold a batch back that long).
 func waitPromoterIdle(t *testing.T, p *plugin) {
 	t.Helper()
-	last, still := -1, 0
+	last, since := -1, time.Now()
 	err := poll("the promoter to catch up", agent.DefaultPromoteInterval, func() (bool, string, error) {
-		n := strings.Count(p.log.String(), `"Promoted the blocks read"`)
-		if n > 0 && n == last {
-			still++
-		} else {
-			still = 0
+		lines := promotedLine.FindAllStringSubmatch(p.log.String(), -1)
+		if len(lines) != last {
+			last, since = len(lines), time.Now()
 		}
-		last = n
-		return still >= 3, fmt.Sprintf("%d promotions", n), nil
+		if len(lines) == 0 {
+			return false, "no promotion yet", nil
+		}
+		took, err := time.ParseDuration(lines[len(lines)-1][1])
+		if err != nil {
+			return false, "", err
+		}
+		quiet := time.Since(since)
+		return quiet >= 3*agent.DefaultPromoteInterval && quiet >= 5*took, fmt.Sprintf("%d promotions, the last took %v, quiet for %v", len(lines), took, quiet), nil
 	})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, p.diagnose())
 	}
 }
+
+var promotedLine = regexp.MustCompile(`"Promoted the blocks read".* duration="?([0-9.a-zµ]+)`)
