@@ -40,6 +40,10 @@ type recentReads struct {
 	// notBefore paces promotions: while one runs the volume serves from its
 	// origin, so they may take at most a fifth of the volume's time.
 	notBefore time.Time
+	// afterBatch is set when the last promotion mapped a batch worth its
+	// swaps: the reads made while it ran went to the origin unseen by
+	// dm-cache's miss counter, and likely touched more new data.
+	afterBatch bool
 }
 
 // Pacing: a promotion is worth its two table swaps once this many reads
@@ -123,6 +127,10 @@ func (p *Promoter) add(ctx context.Context, id string, blocks []uint64, st dm.Ca
 		r.missed += st.ReadMisses // the cache table was loaded again: its counters restarted
 	}
 	r.misses = st.ReadMisses
+	if r.afterBatch {
+		r.missed += uint64(len(blocks))
+		r.afterBatch = false
+	}
 	for _, b := range blocks {
 		r.blocks[b] = struct{}{}
 	}
@@ -148,10 +156,12 @@ func (p *Promoter) promote(ctx context.Context, id string, r *recentReads) {
 		blocks = append(blocks, b)
 	}
 	r.blocks, r.missed = map[uint64]struct{}{}, 0
+	klog.V(2).InfoS("Promoting the blocks read", "volumeID", id, "read", len(blocks))
 	start := p.clock.Now()
 	res, err := p.engine.Promote(ctx, id, blocks)
 	took := p.clock.Since(start)
 	r.notBefore = start.Add(took * (1 + promoteIdleFactor))
+	r.afterBatch = err == nil && res.Blocks >= minPromoteMisses
 	if err != nil {
 		klog.ErrorS(err, "Promoting the blocks read", "volumeID", id, "blocks", len(blocks))
 		return

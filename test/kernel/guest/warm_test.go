@@ -215,26 +215,28 @@ func TestWarmUpUnderWrites(t *testing.T) {
 	}
 }
 
-// waitPromoterIdle waits until the plugin has promoted at least once and
-// then not again for three promote intervals and five times as long as its
-// last promotion took (the promoter's pacing may hold a batch back that long).
+// waitPromoterIdle waits until the plugin has promoted at least once, has
+// no promotion running, and has started none for three promote intervals
+// and six times as long as its last promotion took (the promoter's pacing
+// may hold a batch back for five).
 func waitPromoterIdle(t *testing.T, p *plugin) {
 	t.Helper()
 	last, since := -1, time.Now()
 	err := poll("the promoter to catch up", agent.DefaultPromoteInterval, func() (bool, string, error) {
-		lines := promotedLine.FindAllStringSubmatch(p.log.String(), -1)
-		if len(lines) != last {
-			last, since = len(lines), time.Now()
+		log := p.log.String()
+		started, ended := strings.Count(log, `"Promoting the blocks read"`), promotedLine.FindAllStringSubmatch(log, -1)
+		if started != last {
+			last, since = started, time.Now()
 		}
-		if len(lines) == 0 {
-			return false, "no promotion yet", nil
+		if len(ended) == 0 || len(ended) != started {
+			return false, fmt.Sprintf("%d promotions started, %d ended", started, len(ended)), nil
 		}
-		took, err := time.ParseDuration(lines[len(lines)-1][1])
+		took, err := time.ParseDuration(ended[len(ended)-1][1])
 		if err != nil {
 			return false, "", err
 		}
 		quiet := time.Since(since)
-		return quiet >= 3*agent.DefaultPromoteInterval && quiet >= 5*took, fmt.Sprintf("%d promotions, the last took %v, quiet for %v", len(lines), took, quiet), nil
+		return quiet >= 3*agent.DefaultPromoteInterval && quiet >= 6*took, fmt.Sprintf("%d promotions, the last took %v, none started for %v", started, took, quiet), nil
 	})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, p.diagnose())
