@@ -95,3 +95,38 @@ func TestMonitorTickReadsAllVolumesAtOnce(t *testing.T) {
 		t.Fatal("the tick did not observe the third volume's cache")
 	}
 }
+
+// Reads made while a promotion had the cache swapped out went to the origin
+// without dm-cache counting them as misses; after a promotion that mapped a
+// batch they count towards the next one.
+func TestPromoterCountsReadsMadeDuringAPromotion(t *testing.T) {
+	n := newNode(t)
+	n.stage(t, &cache.Spec{SizeBytes: gib, Mode: cache.ModeReadCache, Warm: true})
+	name := cache.DeviceName(vol)
+	n.meta.Put("/dev/nvme/"+vol+".cache-meta", dm.CacheMetadata{BlockSectors: 128, CacheBlocks: gib / (128 * 512), Policy: "smq"})
+	p := NewPromoter(n.engine, n.locks, n.metrics, n.clock, 0)
+	n.dm.StatusOverride[name] = status(0, 0, 0, "rw -")
+	p.Tick(context.Background())
+	for area := uint64(0); area < 2; area++ {
+		n.dm.Read(name, area*10*128)
+	}
+	n.dm.StatusOverride[name] = status(0, 500, 0, "rw -")
+	p.Tick(context.Background()) // promotes blocks 0-19
+	if len(n.dev.Copied) != 1 {
+		t.Fatalf("copies %v, want one promotion", n.dev.Copied)
+	}
+	for area := uint64(10); area < 23; area++ { // 130 blocks read while swapped out
+		n.dm.Read(name, area*10*128)
+	}
+	n.dm.StatusOverride[name] = status(0, 0, 0, "rw -") // the reloaded cache counts from zero
+	p.Tick(context.Background())
+	if len(n.dev.Copied) != 2 {
+		t.Fatalf("copies %v: the reads made during the first promotion were not promoted", n.dev.Copied)
+	}
+	n.dm.Read(name, 50*10*128) // after a promotion of 130 blocks, but with no miss since: kept collecting
+	p.Tick(context.Background())
+	p.Tick(context.Background())
+	if len(n.dev.Copied) != 2 {
+		t.Fatalf("copies %v: ten blocks read without a miss were promoted", n.dev.Copied)
+	}
+}
