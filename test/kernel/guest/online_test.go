@@ -16,7 +16,9 @@ import (
 // reader re-reads a checksummed data set: no I/O error, data intact, fsck clean.
 func TestOnlineCacheOpsUnderIO(t *testing.T) {
 	e := guestEnv(t)
-	p := startPlugin(t, e)
+	// The test changes the cache with an engine of its own, whose locks the
+	// plugin does not share: the plugin must not promote on the volume meanwhile.
+	p := startPlugin(t, e, "--promote-interval=0")
 	v := p.provision(t, "online", 512<<20, nil, fsCapability("ext4"))
 	p.stage(t, v)
 	p.publish(t, v)

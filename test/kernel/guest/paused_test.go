@@ -20,7 +20,9 @@ import (
 // device read: the origin's, although the resumed cache holds those blocks.
 func TestPausedUnderConcurrentWrites(t *testing.T) {
 	e := guestEnv(t)
-	p := startPlugin(t, e)
+	// The test changes the cache with an engine of its own, whose locks the
+	// plugin does not share: the plugin must not promote on the volume meanwhile.
+	p := startPlugin(t, e, "--promote-interval=0")
 	v := p.provision(t, "paused", 256<<20, nil, blockCapability())
 	p.stage(t, v)
 	dev := cache.DevicePath(v.id)

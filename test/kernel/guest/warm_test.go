@@ -167,7 +167,9 @@ func logWarmAgainstHDD(t *testing.T, p *plugin, id string, bytes uint64) {
 // find no difference.
 func TestWarmUpUnderWrites(t *testing.T) {
 	e := guestEnv(t)
-	p := startPlugin(t, e)
+	// The test changes the cache with an engine of its own, whose locks the
+	// plugin does not share: the plugin must not promote on the volume meanwhile.
+	p := startPlugin(t, e, "--promote-interval=0")
 	v := p.provision(t, "warmwrites", 128<<20, nil, blockCapability())
 	p.stage(t, v)
 	dev := cache.DevicePath(v.id)
