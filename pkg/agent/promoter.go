@@ -50,6 +50,9 @@ type recentReads struct {
 // missed (a share of the cache's blocks, at least minPromoteMisses), and
 // the next waits promoteIdleFactor times as long as the last one took.
 const (
+	// promoteTimeout bounds one promotion: its copy reads at most the
+	// cache's size from the HDD.
+	promoteTimeout     = 10 * time.Minute
 	minPromoteMisses   = 16
 	promoteMissesShare = 128
 	promoteIdleFactor  = 4
@@ -158,7 +161,12 @@ func (p *Promoter) promote(ctx context.Context, id string, r *recentReads) {
 	r.blocks, r.missed = map[uint64]struct{}{}, 0
 	klog.V(2).InfoS("Promoting the blocks read", "volumeID", id, "read", len(blocks))
 	start := p.clock.Now()
-	res, err := p.engine.Promote(ctx, id, blocks)
+	// Once begun, a promotion finishes on a context of its own: stopped
+	// halfway (SIGTERM in a rollout) it would leave the volume on its linear
+	// table, uncached, until the next agent attaches the cache again.
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), promoteTimeout)
+	defer cancel()
+	res, err := p.engine.Promote(pctx, id, blocks)
 	took := p.clock.Since(start)
 	r.notBefore = start.Add(took * (1 + promoteIdleFactor))
 	r.afterBatch = err == nil && res.Blocks >= minPromoteMisses
