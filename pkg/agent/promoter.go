@@ -95,7 +95,7 @@ func (p *Promoter) Tick(ctx context.Context) {
 			delete(p.reads, id)
 			continue
 		}
-		p.collect(ctx, id, *st.Status)
+		p.collect(ctx, id, st)
 	}
 	for id := range p.reads {
 		if _, ok := states[id]; !ok {
@@ -106,8 +106,8 @@ func (p *Promoter) Tick(ctx context.Context) {
 
 // collect adds a volume's new reads to its batch and promotes the batch
 // when some of them missed and the cache has room.
-func (p *Promoter) collect(ctx context.Context, id string, st dm.CacheStatus) {
-	blocks, tracked, err := p.engine.ReadBlocks(ctx, id)
+func (p *Promoter) collect(ctx context.Context, id string, st cache.State) {
+	blocks, tracked, err := p.engine.ReadBlocks(ctx, id, st.Table)
 	if err != nil || !tracked {
 		if err != nil {
 			klog.V(2).InfoS("Reading the blocks read", "volumeID", id, "err", err)
@@ -115,7 +115,7 @@ func (p *Promoter) collect(ctx context.Context, id string, st dm.CacheStatus) {
 		delete(p.reads, id)
 		return
 	}
-	p.add(ctx, id, blocks, st)
+	p.add(ctx, id, blocks, *st.Status)
 }
 
 func (p *Promoter) add(ctx context.Context, id string, blocks []uint64, st dm.CacheStatus) {

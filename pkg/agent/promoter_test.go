@@ -12,11 +12,7 @@ import (
 )
 
 func TestPromoterPromotesReadsThatMissedAndNotThoseThatHit(t *testing.T) {
-	n := newNode(t)
-	n.stage(t, &cache.Spec{SizeBytes: gib, Mode: cache.ModeReadCache, Warm: true})
-	name := cache.DeviceName(vol)
-	n.meta.Put("/dev/nvme/"+vol+".cache-meta", dm.CacheMetadata{BlockSectors: 128, CacheBlocks: gib / (128 * 512), Policy: "smq"})
-	p := NewPromoter(n.engine, n.locks, n.metrics, n.clock, 0)
+	n, name, p := warmPromoterNode(t)
 
 	n.dm.StatusOverride[name] = status(0, 0, 0, "rw -")
 	p.Tick(context.Background())
@@ -100,11 +96,7 @@ func TestMonitorTickReadsAllVolumesAtOnce(t *testing.T) {
 // without dm-cache counting them as misses; after a promotion that mapped a
 // batch they count towards the next one.
 func TestPromoterCountsReadsMadeDuringAPromotion(t *testing.T) {
-	n := newNode(t)
-	n.stage(t, &cache.Spec{SizeBytes: gib, Mode: cache.ModeReadCache, Warm: true})
-	name := cache.DeviceName(vol)
-	n.meta.Put("/dev/nvme/"+vol+".cache-meta", dm.CacheMetadata{BlockSectors: 128, CacheBlocks: gib / (128 * 512), Policy: "smq"})
-	p := NewPromoter(n.engine, n.locks, n.metrics, n.clock, 0)
+	n, name, p := warmPromoterNode(t)
 	n.dm.StatusOverride[name] = status(0, 0, 0, "rw -")
 	p.Tick(context.Background())
 	for area := uint64(0); area < 2; area++ {
@@ -129,4 +121,13 @@ func TestPromoterCountsReadsMadeDuringAPromotion(t *testing.T) {
 	if len(n.dev.Copied) != 2 {
 		t.Fatalf("copies %v: ten blocks read without a miss were promoted", n.dev.Copied)
 	}
+}
+
+// warmPromoterNode is a node with a warm cache on vol, empty metadata and a promoter.
+func warmPromoterNode(t *testing.T) (*fakeNode, string, *Promoter) {
+	t.Helper()
+	n := newNode(t)
+	n.stage(t, &cache.Spec{SizeBytes: gib, Mode: cache.ModeReadCache, Warm: true})
+	n.meta.Put("/dev/nvme/"+vol+".cache-meta", dm.CacheMetadata{BlockSectors: 128, CacheBlocks: gib / (128 * 512), Policy: "smq"})
+	return n, cache.DeviceName(vol), NewPromoter(n.engine, n.locks, n.metrics, n.clock, 0)
 }

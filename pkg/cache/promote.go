@@ -36,17 +36,9 @@ func (e *Engine) trackReads(ctx context.Context, volumeID string, table dm.Table
 }
 
 // ReadBlocks returns the cache blocks of a volume's origin read since the
-// previous call (with the block size of its live cache), and false when
-// the volume counts no reads: it has no live cache, or one without
-// warm-up.
-func (e *Engine) ReadBlocks(ctx context.Context, volumeID string) ([]uint64, bool, error) {
-	table, err := e.dm.Table(ctx, DeviceName(volumeID))
-	if errors.Is(err, dm.ErrNotFound) {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, err
-	}
+// previous call, given its live table (from Health), and false when the
+// volume counts no reads: it has no live cache, or one without warm-up.
+func (e *Engine) ReadBlocks(ctx context.Context, volumeID string, table dm.Table) ([]uint64, bool, error) {
 	live, cached := table.Target.(dm.CacheTarget)
 	if !cached {
 		return nil, false, nil

@@ -78,20 +78,20 @@ func TestReadsAreCountedOnlyForWarmCaches(t *testing.T) {
 	w := newWorld(t)
 	w.stage(t, warmCache(gib))
 	w.dm.Read(DeviceName(vol), 25*blockSecs) // tracking area 2: blocks 20-29
-	blocks, tracked, err := w.engine.ReadBlocks(context.Background(), vol)
+	blocks, tracked, err := w.engine.ReadBlocks(context.Background(), vol, w.table(t))
 	if err != nil || !tracked {
 		t.Fatalf("read blocks: tracked %v, %v", tracked, err)
 	}
 	if want := []uint64{20, 21, 22, 23, 24, 25, 26, 27, 28, 29}; !reflect.DeepEqual(blocks, want) {
 		t.Fatalf("read blocks %v, want %v", blocks, want)
 	}
-	if blocks, _, _ := w.engine.ReadBlocks(context.Background(), vol); len(blocks) != 0 {
+	if blocks, _, _ := w.engine.ReadBlocks(context.Background(), vol, w.table(t)); len(blocks) != 0 {
 		t.Fatalf("the reads were reported twice: %v", blocks)
 	}
 	if _, err := w.engine.SetCache(context.Background(), vol, readCache(2*gib)); err != nil {
 		t.Fatal(err)
 	}
-	if _, tracked, _ := w.engine.ReadBlocks(context.Background(), vol); tracked {
+	if _, tracked, _ := w.engine.ReadBlocks(context.Background(), vol, w.table(t)); tracked {
 		t.Fatal("a cache without warm-up counts reads")
 	}
 }
