@@ -7,7 +7,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 IMAGE ?= ssdcache/ssdcache:$(VERSION)
 export CACHE_DIR
 
-.PHONY: all build vet generate manifests verify-generated test test-unit test-api test-kernel test-e2e demo bench bench-api image
+.PHONY: all build vet generate manifests verify-generated test test-unit test-api test-kernel test-e2e demo bench bench-api stress image
 
 all: build
 
@@ -54,6 +54,11 @@ demo:
 ## bench: raw HDD, raw SSD, ssdcache, lvmcache and bcache side by side in the VM
 bench:
 	hack/bench.sh
+
+## stress: 32 volumes staged, cached, published, unpublished and unstaged in parallel for STRESS_ROUNDS rounds (10) in the VM, caches attached and resized meanwhile
+STRESS_ROUNDS ?= 10
+stress:
+	SSDCACHE_STRESS_ROUNDS=$(STRESS_ROUNDS) hack/test-kernel.sh -run '^TestStress$$' -timeout 150m
 
 ## bench-api: 1,000 CacheBindings over 100 nodes on a real API server: admission latency and steady-state status writes
 bench-api:

@@ -419,3 +419,33 @@ func TestSafetyRule4_DeadCacheDeviceDroppedBeforeDMCacheNotices(t *testing.T) {
 		t.Fatalf("drop not recorded with its cause: %q", why)
 	}
 }
+
+// unstagingDM removes the volume's device right after reading the states of
+// all devices, as a NodeUnstage running between the monitor's reads would.
+type unstagingDM struct {
+	*dmfake.DM
+}
+
+func (u unstagingDM) States(ctx context.Context) (map[string]dm.DeviceState, error) {
+	states, err := u.DM.States(ctx)
+	if err == nil {
+		err = u.DM.Remove(ctx, cache.DeviceName(vol))
+	}
+	return states, err
+}
+
+// A volume unstaged between the tick's read of every device's state and its
+// look at that volume's LVs is skipped until the next tick: it crashed the
+// plugin in make stress (32 volumes staged and unstaged at once).
+func TestMonitorSkipsAVolumeUnstagedDuringTheTick(t *testing.T) {
+	n := newNode(t)
+	n.stage(t, &cache.Spec{SizeBytes: gib, Mode: cache.ModeReadCache})
+	engine := cache.NewEngine(cache.Layers{DM: unstagingDM{n.dm}, LVM: n.lvm, Dev: n.dev},
+		cache.Pools{OriginVG: "hdd", CacheVGs: map[string]string{"nvme": "nvme"}, DefaultClass: "nvme"}, nil)
+	var dropped []string
+	mon := NewMonitor(engine, n.dev, n.locks, n.samples, n.metrics, MonitorOptions{Clock: n.clock, OnDrop: func(id string) { dropped = append(dropped, id) }})
+	mon.Tick(context.Background())
+	if len(dropped) != 0 {
+		t.Fatalf("a volume unstaged during the tick was dropped: %v", dropped)
+	}
+}

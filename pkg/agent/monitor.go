@@ -178,6 +178,9 @@ func (m *Monitor) probeCache(ctx context.Context, st cache.State) error {
 			klog.ErrorS(err, "Finding the cache devices", "volumeID", st.VolumeID)
 			return nil // the next tick asks again; a read error is what drops
 		}
+		if !full.Cached {
+			return nil // unstaged or uncached since the tick read its state
+		}
 		known = tableDevices{table: full.Table.String(), paths: full.CacheDevices}
 		m.cacheDevices[st.VolumeID] = known
 	}

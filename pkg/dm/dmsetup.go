@@ -66,8 +66,11 @@ func (d *Dmsetup) ClearInactive(ctx context.Context, name string) error {
 	return err
 }
 
+// Remove retries while the device is busy: udev's blkid opens a device for
+// a moment after every table load, and with many volumes changing at once
+// its queue runs late enough to meet an unstage (make stress saw it).
 func (d *Dmsetup) Remove(ctx context.Context, name string) error {
-	_, err := d.dmsetup(ctx, "remove", name)
+	_, err := d.dmsetup(ctx, "remove", "--retry", name)
 	return err
 }
 

@@ -191,6 +191,31 @@ func TestKernel(t *testing.T) {
 	report(t, res)
 }
 
+// TestStress runs 32 volumes through stage, cache, publish, write, verify,
+// unpublish and unstage in parallel, round after round, while a stand-in
+// for the node agent attaches and resizes caches (make stress; the number of
+// rounds comes from SSDCACHE_STRESS_ROUNDS). The SSD is 2 GiB, not 1, so
+// every volume can hold a cache.
+func TestStress(t *testing.T) {
+	vm.SkipUnlessEnabled(t)
+	rounds := os.Getenv("SSDCACHE_STRESS_ROUNDS")
+	if rounds == "" {
+		t.Skip("long run: make stress sets SSDCACHE_STRESS_ROUNDS")
+	}
+	deadline := suiteDeadline(t)
+	dir := t.TempDir()
+	v, err := vm.New(vm.Config{WorkDir: dir, Timeout: time.Until(deadline), SSDSize: 2 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	build(t, v.ShareDir())
+	res, err := v.Run(context.Background(), guestScript(deadline, "^TestStressParallelVolumes$", "SSDCACHE_STRESS_ROUNDS="+rounds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	report(t, res)
+}
+
 // TestPowerLoss cuts the VM's power while a cached volume is being
 // overwritten, boots again on the same disks and restages: stale cache
 // metadata is discarded and every acknowledged write is there.

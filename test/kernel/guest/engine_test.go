@@ -26,7 +26,9 @@ func realEngine(faults cache.FaultPoints) *cache.Engine {
 	run := command.NewRunner(exec.New())
 	pools := cache.Pools{OriginVG: originVG, CacheVGs: map[string]string{"nvme": cacheVG}, DefaultClass: "nvme"}
 	state := stateDir()
-	return cache.NewEngine(cache.Layers{DM: dm.NewDmsetup(run), LVM: lvm.NewCommand(run, ""), Dev: blockdev.NewHost(run),
+	// LVM reads the pool devices only, as the plugin's does (--devices).
+	lvmCmd := lvm.NewCommand(run, "", os.Getenv("SSDCACHE_HDD"), os.Getenv("SSDCACHE_SSD"))
+	return cache.NewEngine(cache.Layers{DM: dm.NewDmsetup(run), LVM: lvmCmd, Dev: blockdev.NewHost(run),
 		Metadata: dm.NewCacheTools(run, state), HotSets: hotset.InStateDir(state)}, pools, faults)
 }
 
