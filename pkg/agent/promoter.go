@@ -37,12 +37,13 @@ type recentReads struct {
 	// misses is the cache's read-miss counter at the last tick; missed is
 	// how much it grew since the batch began.
 	misses, missed uint64
-	// notBefore paces promotions: while one runs the volume serves from its
-	// origin, so they may take at most a fifth of the volume's time.
+	// notBefore paces promotions: each reads its blocks from the HDD
+	// beside the application's reads, so they may take at most a fifth of
+	// the volume's time.
 	notBefore time.Time
 	// afterBatch is set when the last promotion mapped a batch worth its
-	// swaps: the reads made while it ran went to the origin unseen by
-	// dm-cache's miss counter, and likely touched more new data.
+	// swaps: the reads made while it ran were counted by a table it
+	// replaced, whose counters are gone, and likely touched more new data.
 	afterBatch bool
 }
 
@@ -178,5 +179,5 @@ func (p *Promoter) promote(ctx context.Context, id string, r *recentReads) {
 		p.metrics.batchPromoted.WithLabelValues(id).Add(float64(res.Blocks))
 	}
 	klog.InfoS("Promoted the blocks read", "volumeID", id, "read", len(blocks), "promoted", res.Blocks,
-		"kept", res.Kept, "writtenMeanwhile", res.Dropped, "duration", took)
+		"kept", res.Kept, "writtenMeanwhile", res.Dropped, "duration", took, "uncached", res.Uncached)
 }

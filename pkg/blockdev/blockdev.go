@@ -51,6 +51,14 @@ type Interface interface {
 	// makes them durable, after checking that dst is device want (as
 	// ZeroHead does). Offsets and lengths are multiples of 4096.
 	CopyExtents(ctx context.Context, src, dst string, want dm.DevNum, extents []Extent) error
+	// ReadExtents reads byte ranges of device src (each extent's Src) into
+	// buf (at its Dst) with direct I/O; buf comes from DirectBuffer. The
+	// device is named by number, as tables name their origins.
+	ReadExtents(ctx context.Context, src dm.DevNum, extents []Extent, buf []byte) error
+	// WriteExtents writes byte ranges of buf (each extent's Src) to dst (at
+	// its Dst) with direct I/O and makes them durable, after checking that
+	// dst is device want (as ZeroHead does); buf comes from DirectBuffer.
+	WriteExtents(ctx context.Context, dst string, want dm.DevNum, extents []Extent, buf []byte) error
 	// Wipe erases every signature; only for devices an operator told us to adopt.
 	Wipe(ctx context.Context, path string) error
 	// IOStats returns the bytes read and written through a device since it was created.
@@ -63,7 +71,8 @@ type Interface interface {
 	Holders(path string) ([]string, error)
 }
 
-// Extent is a byte range copied from Src on one device to Dst on another.
+// Extent is a byte range copied from Src on one device (or buffer) to Dst
+// on another.
 type Extent struct {
 	Src, Dst, Length uint64
 }

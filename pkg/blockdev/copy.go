@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -19,10 +21,8 @@ const copyChunk = 4 << 20
 const directAlign = 4096
 
 func (h *Host) CopyExtents(ctx context.Context, src, dst string, want dm.DevNum, extents []Extent) error {
-	for _, e := range extents {
-		if e.Src%directAlign != 0 || e.Dst%directAlign != 0 || e.Length%directAlign != 0 {
-			return fmt.Errorf("copy %s to %s: extent %+v is not aligned to %d bytes", src, dst, e, directAlign)
-		}
+	if err := checkAligned(src, dst, extents); err != nil {
+		return err
 	}
 	in, err := os.OpenFile(src, os.O_RDONLY|unix.O_DIRECT, 0)
 	if err != nil {
@@ -34,31 +34,153 @@ func (h *Host) CopyExtents(ctx context.Context, src, dst string, want dm.DevNum,
 		return err
 	}
 	defer out.Close()
-	// An anonymous mapping is page-aligned, as O_DIRECT wants.
-	buf, err := unix.Mmap(-1, 0, copyChunk, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
-	if err != nil {
-		return err
-	}
-	defer unix.Munmap(buf)
+	buf := DirectBuffer(copyChunk)
 	for _, e := range extents {
 		for done := uint64(0); done < e.Length; {
-			if err := ctx.Err(); err != nil {
+			n := min(e.Length-done, copyChunk)
+			chunk := Extent{Src: e.Src + done, Length: n}
+			if err := readExtent(ctx, in, chunk, buf); err != nil {
 				return err
 			}
-			n := min(e.Length-done, copyChunk)
-			if _, err := in.ReadAt(buf[:n], int64(e.Src+done)); err != nil {
-				return fmt.Errorf("read %s at %d: %w", src, e.Src+done, err)
-			}
-			if _, err := out.WriteAt(buf[:n], int64(e.Dst+done)); err != nil {
-				return fmt.Errorf("write %s at %d: %w", dst, e.Dst+done, err)
+			if err := writeExtent(ctx, out, Extent{Dst: e.Dst + done, Length: n}, buf); err != nil {
+				return err
 			}
 			done += n
 		}
 	}
+	return syncClose(out)
+}
+
+func (h *Host) ReadExtents(ctx context.Context, src dm.DevNum, extents []Extent, buf []byte) error {
+	path, err := nodeOf(src)
+	if err != nil {
+		return err
+	}
+	return readExtents(ctx, path, src, extents, buf)
+}
+
+// readExtents is ReadExtents from path, once checked to be device src.
+func readExtents(ctx context.Context, path string, src dm.DevNum, extents []Extent, buf []byte) error {
+	if err := checkBuffer(path, "buffer", extents, buf, func(e Extent) uint64 { return e.Dst }); err != nil {
+		return err
+	}
+	in, err := openDevice(path, os.O_RDONLY|unix.O_DIRECT, src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	for _, e := range extents {
+		if err := readExtent(ctx, in, e, buf[e.Dst:]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// nodeOf finds the device node of num from the kernel's own name for it
+// (sysfs uevent DEVNAME; devtmpfs creates /dev/<DEVNAME> with or without udev).
+func nodeOf(num dm.DevNum) (string, error) {
+	uevent := fmt.Sprintf("/sys/dev/block/%d:%d/uevent", num.Major, num.Minor)
+	data, err := os.ReadFile(uevent)
+	if err != nil {
+		return "", fmt.Errorf("device %s: %w", num, err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if name, ok := strings.CutPrefix(line, "DEVNAME="); ok && name != "" && !strings.Contains(name, "..") {
+			return "/dev/" + name, nil
+		}
+	}
+	return "", fmt.Errorf("device %s: no DEVNAME in %s", num, uevent)
+}
+
+func (h *Host) WriteExtents(ctx context.Context, dst string, want dm.DevNum, extents []Extent, buf []byte) error {
+	if err := checkBuffer("buffer", dst, extents, buf, func(e Extent) uint64 { return e.Src }); err != nil {
+		return err
+	}
+	out, err := openDevice(dst, os.O_WRONLY|unix.O_DIRECT, want)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	for _, e := range extents {
+		if err := writeExtent(ctx, out, e, buf[e.Src:]); err != nil {
+			return err
+		}
+	}
+	return syncClose(out)
+}
+
+// readExtent reads e.Length bytes at e.Src of in into buf, a chunk at a
+// time, so that a cancelled context stops it soon.
+func readExtent(ctx context.Context, in *os.File, e Extent, buf []byte) error {
+	for done := uint64(0); done < e.Length; {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n := min(e.Length-done, copyChunk)
+		if _, err := in.ReadAt(buf[done:done+n], int64(e.Src+done)); err != nil {
+			return fmt.Errorf("read %s at %d: %w", in.Name(), e.Src+done, err)
+		}
+		done += n
+	}
+	return nil
+}
+
+// writeExtent writes the first e.Length bytes of buf to out at e.Dst.
+func writeExtent(ctx context.Context, out *os.File, e Extent, buf []byte) error {
+	for done := uint64(0); done < e.Length; {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n := min(e.Length-done, copyChunk)
+		if _, err := out.WriteAt(buf[done:done+n], int64(e.Dst+done)); err != nil {
+			return fmt.Errorf("write %s at %d: %w", out.Name(), e.Dst+done, err)
+		}
+		done += n
+	}
+	return nil
+}
+
+func syncClose(out *os.File) error {
 	if err := out.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", dst, err)
+		return fmt.Errorf("sync %s: %w", out.Name(), err)
 	}
 	return out.Close()
+}
+
+// checkAligned refuses extents O_DIRECT cannot move.
+func checkAligned(src, dst string, extents []Extent) error {
+	for _, e := range extents {
+		if e.Src%directAlign != 0 || e.Dst%directAlign != 0 || e.Length%directAlign != 0 {
+			return fmt.Errorf("copy %s to %s: extent %+v is not aligned to %d bytes", src, dst, e, directAlign)
+		}
+	}
+	return nil
+}
+
+// checkBuffer also refuses extents that fall outside buf (at the offset
+// inBuf picks) and a buffer O_DIRECT cannot use.
+func checkBuffer(src, dst string, extents []Extent, buf []byte, inBuf func(Extent) uint64) error {
+	if err := checkAligned(src, dst, extents); err != nil {
+		return err
+	}
+	if len(buf) > 0 && uintptr(unsafe.Pointer(&buf[0]))%directAlign != 0 {
+		return fmt.Errorf("copy %s to %s: the buffer is not aligned to %d bytes (use DirectBuffer)", src, dst, directAlign)
+	}
+	for _, e := range extents {
+		if inBuf(e)+e.Length > uint64(len(buf)) {
+			return fmt.Errorf("copy %s to %s: extent %+v runs past the %d-byte buffer", src, dst, e, len(buf))
+		}
+	}
+	return nil
+}
+
+// DirectBuffer returns n bytes aligned as direct I/O needs: Go's heap does
+// not move objects, so an aligned slice of a larger one stays aligned.
+func DirectBuffer(n uint64) []byte {
+	b := make([]byte, n+directAlign)
+	off := (directAlign - uint64(uintptr(unsafe.Pointer(&b[0])))%directAlign) % directAlign
+	return b[off : off+n : off+n]
 }
 
 // openDevice opens path and checks that it is device want: a path is a name

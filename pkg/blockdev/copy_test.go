@@ -49,3 +49,50 @@ func TestCopyExtentsCopiesEachRange(t *testing.T) {
 		t.Fatal("copied an unaligned extent")
 	}
 }
+
+// A promotion reads blocks into memory and writes them later, elsewhere.
+func TestReadThenWriteExtentsMovesRangesThroughMemory(t *testing.T) {
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "origin"), filepath.Join(dir, "cache")
+	data := make([]byte, 64<<10)
+	for i := range data {
+		data[i] = byte(i / 4096)
+	}
+	if err := os.WriteFile(src, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, make([]byte, 32<<10), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h, ctx := &Host{}, context.Background()
+	buf := DirectBuffer(12 << 10)
+	err := readExtents(ctx, src, dm.DevNum{}, []Extent{{Src: 8 << 10, Dst: 0, Length: 8 << 10}, {Src: 40 << 10, Dst: 8 << 10, Length: 4 << 10}}, buf)
+	if errors.Is(err, unix.EINVAL) {
+		t.Skipf("%s does not take O_DIRECT: %v", dir, err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.WriteExtents(ctx, dst, dm.DevNum{}, []Extent{{Src: 4 << 10, Dst: 20 << 10, Length: 8 << 10}}, buf); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(dst)
+	want := make([]byte, 32<<10)
+	copy(want[20<<10:], data[12<<10:16<<10])
+	copy(want[24<<10:], data[40<<10:44<<10])
+	if !bytes.Equal(got, want) {
+		t.Fatal("the cache file does not hold the ranges written from memory where they belong")
+	}
+	if err := h.WriteExtents(ctx, dst, dm.DevNum{Major: 8, Minor: 1}, []Extent{{Length: 4 << 10}}, buf); err == nil {
+		t.Fatal("wrote onto a path that is not the expected device")
+	}
+	if err := readExtents(ctx, src, dm.DevNum{}, []Extent{{Src: 0, Dst: 8 << 10, Length: 8 << 10}}, buf); err == nil {
+		t.Fatal("read past the end of the buffer")
+	}
+	if err := readExtents(ctx, src, dm.DevNum{Major: 8, Minor: 1}, []Extent{{Length: 4 << 10}}, buf); err == nil {
+		t.Fatal("read from a path that is not the expected device")
+	}
+	if err := readExtents(ctx, src, dm.DevNum{}, []Extent{{Length: 4 << 10}}, make([]byte, 8<<10)[1:4097]); err == nil {
+		t.Fatal("read into a buffer direct I/O cannot use")
+	}
+}

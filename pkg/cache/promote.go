@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"k8s.io/klog/v2"
 
+	"github.com/ssdcache/ssdcache/pkg/blockdev"
 	"github.com/ssdcache/ssdcache/pkg/dm"
 	"github.com/ssdcache/ssdcache/pkg/lvm"
 )
@@ -16,12 +18,12 @@ import (
 // so a first pass over new data is served by the HDD and so, mostly, is the
 // second. Promotion does in one batch what smq would do over passes: the
 // blocks reads brought to a volume (dm-stats counts reads per cache block on
-// the volume's device, whatever its table) are copied into the cache's free
-// blocks and mapped, the same way a warm-up fills a new cache. Its cost is
-// one sequential read of the new blocks from the origin and two table swaps;
-// while the copy runs the volume serves from the origin on a linear table.
-// Blocks the cache already maps keep their place; any block written from
-// before the swap until the cache is back is left unmapped.
+// the volume's device, whatever its table) are read from the origin into
+// memory while the cache serves, then, with the cache swapped out for a linear table only for
+// as long as writing them from memory takes, written into the cache's free
+// blocks and mapped, the same way a warm-up fills a new cache. Blocks the
+// cache already maps keep their place; any block written from before the
+// read until the cache is back is left unmapped.
 
 // TrackReads makes a cached volume's device count reads per cache block
 // (coarser on very large volumes), so that Promote has blocks to promote;
@@ -94,27 +96,35 @@ func liveLVs(lvs []lvm.LV, live dm.CacheTarget) (meta, data lvm.LV, ok bool) {
 	return lvs[i], lvs[j], true
 }
 
-// promote swaps the cache out for a linear table, reads what its metadata
-// maps, copies the new blocks into free cache blocks and loads the cache
-// again with old and new mappings. Writes are counted from before the swap,
-// as from then on they reach the origin alone.
+// maxPromoteBytes bounds the memory one promotion holds blocks in: a
+// larger batch is promoted over several.
+const maxPromoteBytes = 64 << 20
+
+// promote reads the new blocks into memory while the cache serves, swaps
+// the cache out for a linear table, reads what its metadata maps, writes
+// the blocks into free cache blocks and loads the cache again with old and
+// new mappings. Writes are counted from before the read.
 func (a *applier) promote(ctx context.Context, table dm.Table, meta, data lvm.LV, blocks []uint64) error {
 	live, name := table.Target.(dm.CacheTarget), DeviceName(a.volumeID)
 	w := newWarming(live.BlockSectors, data.Size/(live.BlockSectors*dm.SectorSize), table.Length)
 	w.saveMapped = true
-	region, err := a.dm.TrackWrites(ctx, name, w.areaSectors())
-	if err != nil {
+	f := fetched{blocks: a.toFetch(w, blocks), blockBytes: w.blockSectors * dm.SectorSize}
+	if len(f.blocks) == 0 {
+		return nil // all known to be mapped, or no room
+	}
+	if err := a.fetch(ctx, w, &f); err != nil {
 		return err
 	}
-	w.region = region
+	swapped := time.Now()
 	if err := a.reload(ctx, a.op, a.volumeID, linearTable(a.want)); err != nil {
-		return errors.Join(err, a.dm.Untrack(ctx, name, region))
+		return errors.Join(err, a.dm.Untrack(ctx, name, w.region))
 	}
+	defer func() { a.warmed.Uncached = time.Since(swapped) }()
 	md, err := a.metadata.Dump(ctx, meta.Path)
 	if err == nil {
 		w.kept = cleanMappings(md.Mappings)
-		w.copies = intoFreeBlocks(w.kept, blocks, w.cacheBlocks, (table.Length+w.blockSectors-1)/w.blockSectors)
-		err = a.copyBlocks(ctx, w, data)
+		w.copies = intoFreeBlocks(w.kept, f.blocks, w.cacheBlocks, w.originBlocks)
+		err = a.writeFetched(ctx, w, data, f)
 	}
 	if err != nil {
 		klog.ErrorS(err, "Promotion failed; the cache comes back cold", "volumeID", a.volumeID)
@@ -122,6 +132,83 @@ func (a *applier) promote(ctx context.Context, table dm.Table, meta, data lvm.LV
 	}
 	a.warming = w
 	return a.loadWarm(ctx, table, meta)
+}
+
+// fetched are origin blocks read into memory, block i of blocks at
+// i*blockBytes of buf.
+type fetched struct {
+	blocks     []uint64
+	blockBytes uint64
+	buf        []byte
+}
+
+// toFetch picks, in origin order, the blocks read that the cache is not
+// known to hold (its hot set, saved at the last fill or promotion; blocks
+// smq promoted since are found mapped after the swap and skipped), as many
+// as the free blocks and maxPromoteBytes allow.
+func (a *applier) toFetch(w *warming, blocks []uint64) []uint64 {
+	known := map[uint64]bool{}
+	if a.hotSets != nil {
+		if set, ok, err := a.hotSets.Load(a.volumeID); err == nil && ok {
+			for _, b := range set.Blocks(w.blockSectors, w.originBlocks*w.blockSectors, w.cacheBlocks) {
+				known[b] = true
+			}
+		}
+	}
+	room := min(w.cacheBlocks-min(uint64(len(known)), w.cacheBlocks), maxPromoteBytes/(w.blockSectors*dm.SectorSize))
+	var picked []uint64
+	for _, b := range slices.Compact(slices.Sorted(slices.Values(blocks))) {
+		if uint64(len(picked)) == room {
+			break
+		}
+		if b < w.originBlocks && !known[b] {
+			picked = append(picked, b)
+		}
+	}
+	return picked
+}
+
+// fetch starts counting writes, waits out the writes already in flight (a
+// suspend returns once they completed) and reads f's blocks from the
+// origin while the cache serves: a writethrough origin holds every
+// completed write, and reading it directly leaves the volume's read
+// counters, its tracked reads and smq's statistics to the application.
+func (a *applier) fetch(ctx context.Context, w *warming, f *fetched) error {
+	name := DeviceName(a.volumeID)
+	region, err := a.dm.TrackWrites(ctx, name, w.areaSectors())
+	if err != nil {
+		return err
+	}
+	w.region = region
+	err = a.drain(ctx, name)
+	if err == nil {
+		f.buf = blockdev.DirectBuffer(uint64(len(f.blocks)) * f.blockBytes)
+		var ex []blockdev.Extent
+		for i, b := range f.blocks {
+			ex = appendExtent(ex, b*f.blockBytes, uint64(i)*f.blockBytes, f.blockBytes)
+		}
+		err = a.dev.ReadExtents(ctx, a.want.origin, ex, f.buf)
+	}
+	if err != nil {
+		return errors.Join(err, a.dm.Untrack(ctx, name, region))
+	}
+	return nil
+}
+
+// writeFetched writes the fetched blocks w's copies map into the cache data LV.
+func (a *applier) writeFetched(ctx context.Context, w *warming, data lvm.LV, f fetched) error {
+	a.faults.Reached(ctx, a.op+"/copy-hot-set")
+	var ex []blockdev.Extent
+	for _, m := range w.copies {
+		i, _ := slices.BinarySearch(f.blocks, m.Origin) // copies come from f.blocks
+		ex = appendExtent(ex, uint64(i)*f.blockBytes, m.Cache*f.blockBytes, f.blockBytes)
+	}
+	start := time.Now()
+	if err := a.dev.WriteExtents(ctx, data.Path, data.DevNum, ex, f.buf); err != nil {
+		return err
+	}
+	klog.V(2).InfoS("Wrote the blocks read into the cache", "volumeID", a.volumeID, "blocks", len(w.copies), "extents", len(ex), "duration", time.Since(start))
+	return nil
 }
 
 // cleanMappings keeps the mappings a writethrough cache may hold: a dirty

@@ -14,6 +14,10 @@ func TestPromoteMapsReadBlocksIntoFreeCacheBlocksAndKeepsTheMappedOnes(t *testin
 	w := newWorld(t)
 	w.stage(t, warmCache(gib))
 	w.used(t, 3, 4) // cache blocks 0 and 1
+	// As the fill or promotion that mapped them would have saved:
+	if err := w.hotSets.Save(vol, hotset.FromBlocks([]uint64{3, 4}, blockSecs)); err != nil {
+		t.Fatal(err)
+	}
 	w.events = nil
 	res, err := w.engine.Promote(context.Background(), vol, []uint64{40, 4, 5, 6, 5})
 	if err != nil {
@@ -27,16 +31,20 @@ func TestPromoteMapsReadBlocksIntoFreeCacheBlocksAndKeepsTheMappedOnes(t *testin
 	if res.Blocks != 3 || res.Kept != 2 || res.Dropped != 0 {
 		t.Fatalf("report %+v, want 3 promoted and 2 kept", res)
 	}
-	// Only the new blocks are read from the origin: 5-6 in one extent, 40 in another.
-	if len(w.dev.Copied) != 1 || !strings.Contains(w.dev.Copied[0], "2 extents 196608 bytes") {
-		t.Fatalf("copies %v", w.dev.Copied)
+	// Only the blocks not known to be mapped are read, from the origin,
+	// not through the volume's device: 5-6 in one extent, 40 in another;
+	// they are written from memory into cache blocks 2-4, one extent.
+	origin := w.table(t).Target.(dm.CacheTarget).Origin
+	if len(w.dev.Copied) != 2 || !strings.HasPrefix(w.dev.Copied[0], "read "+origin.String()+"->") || !strings.Contains(w.dev.Copied[0], "2 extents 196608 bytes") ||
+		!strings.HasPrefix(w.dev.Copied[1], "write ") || !strings.Contains(w.dev.Copied[1], "1 extents 196608 bytes") {
+		t.Fatalf("transfers %v", w.dev.Copied)
 	}
-	// Writes are counted from before the swap to linear, the copy runs on
-	// the linear table, and the cache is back with the mappings written
-	// while the device was suspended.
-	track, linear := indexOf(w.events, "track-writes"), indexOf(w.events, "dm load", " linear ")
-	copied, cache := indexOf(w.events, "copy "), indexOf(w.events, "dm load", " cache ")
-	if track < 0 || linear < track || copied < linear || cache < copied {
+	// Writes are counted from before the read, which runs on the cache
+	// table; only the write from memory runs on the linear table, and the
+	// cache is back with the mappings written while the device was suspended.
+	track, read, linear := indexOf(w.events, "track-writes"), indexOf(w.events, "read "), indexOf(w.events, "dm load", " linear ")
+	written, cache := indexOf(w.events, "write "), indexOf(w.events, "dm load", " cache ")
+	if track < 0 || read < track || linear < read || written < linear || cache < written {
 		t.Fatalf("promotion out of order:\n%s", strings.Join(w.events, "\n"))
 	}
 	set, _, _ := w.hotSets.Load(vol)
@@ -45,12 +53,15 @@ func TestPromoteMapsReadBlocksIntoFreeCacheBlocksAndKeepsTheMappedOnes(t *testin
 	}
 }
 
-func TestPromoteLeavesOutBlocksWrittenWhileTheCacheWasSwappedOut(t *testing.T) {
+func TestPromoteLeavesOutBlocksWrittenWhileReadOrSwappedOut(t *testing.T) {
 	w := newWorld(t)
 	w.stage(t, warmCache(gib))
 	w.used(t, 3, 55) // tracking areas 0 and 5 (10 blocks each on this origin)
 	w.dev.Record = func(e string) {
-		if strings.HasPrefix(e, "copy ") { // written on the linear table: the cache's copy of 55 is stale
+		switch {
+		case strings.HasPrefix(e, "read "): // while 120 was read: the copy in memory may be stale
+			w.dm.Write(DeviceName(vol), 120*blockSecs)
+		case strings.HasPrefix(e, "write "): // on the linear table: the cache's copy of 55 is stale
 			w.dm.Write(DeviceName(vol), 55*blockSecs+1)
 		}
 	}
@@ -59,11 +70,11 @@ func TestPromoteLeavesOutBlocksWrittenWhileTheCacheWasSwappedOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	md, _ := w.meta.Get(metaPath)
-	if want := []dm.Mapping{{Cache: 0, Origin: 3}, {Cache: 2, Origin: 120}, {Cache: 3, Origin: 200}}; !reflect.DeepEqual(md.Mappings, want) {
-		t.Fatalf("mappings %v, want %v: a block written while swapped out is still mapped", md.Mappings, want)
+	if want := []dm.Mapping{{Cache: 0, Origin: 3}, {Cache: 3, Origin: 200}}; !reflect.DeepEqual(md.Mappings, want) {
+		t.Fatalf("mappings %v, want %v: a block written while read or swapped out is still mapped", md.Mappings, want)
 	}
-	if res.Blocks != 2 || res.Kept != 1 || res.Dropped != 1 {
-		t.Fatalf("report %+v, want 2 promoted, 1 kept, 1 dropped", res)
+	if res.Blocks != 1 || res.Kept != 1 || res.Dropped != 2 {
+		t.Fatalf("report %+v, want 1 promoted, 1 kept, 2 dropped", res)
 	}
 }
 
@@ -93,5 +104,38 @@ func TestReadsAreCountedOnlyForWarmCaches(t *testing.T) {
 	}
 	if _, tracked, _ := w.engine.ReadBlocks(context.Background(), vol, w.table(t)); tracked {
 		t.Fatal("a cache without warm-up counts reads")
+	}
+}
+
+func TestPromoteLeavesTheCacheAloneWhenItHoldsEveryBlockRead(t *testing.T) {
+	w := newWorld(t)
+	w.stage(t, warmCache(gib))
+	w.used(t, 3, 4)
+	if err := w.hotSets.Save(vol, hotset.FromBlocks([]uint64{3, 4}, blockSecs)); err != nil {
+		t.Fatal(err)
+	}
+	w.events = nil
+	res, err := w.engine.Promote(context.Background(), vol, []uint64{4, 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res != (WarmReport{}) || len(w.events) != 0 {
+		t.Fatalf("promoting blocks the cache holds: report %+v, events %v; want nothing done", res, w.events)
+	}
+}
+
+func TestToFetchIsBoundedByFreeBlocksAndMemory(t *testing.T) {
+	a := &applier{Engine: &Engine{}, volumeID: vol}
+	w := newWarming(blockSecs, 3, 100*blockSecs)
+	if got, want := a.toFetch(w, []uint64{9, 2, 7, 5, 100, 2}), []uint64{2, 5, 7}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("with 3 free blocks: %v, want %v", got, want)
+	}
+	many := make([]uint64, 0, 4096)
+	for b := range uint64(4096) {
+		many = append(many, b)
+	}
+	w = newWarming(blockSecs, 1<<20, 1<<40)
+	if got := uint64(len(a.toFetch(w, many))) * blockSecs * dm.SectorSize; got != maxPromoteBytes {
+		t.Fatalf("one promotion holds %d bytes in memory, want at most %d", got, maxPromoteBytes)
 	}
 }

@@ -37,6 +37,9 @@ type WarmReport struct {
 	Dropped uint64
 	// Duration is from the start of the copy to the mappings being written.
 	Duration time.Duration
+	// Uncached is how long a promotion had the cache swapped out, the
+	// volume serving from its origin alone.
+	Uncached time.Duration
 }
 
 // warming is a fill of a cache between the copy and the load of its table.
@@ -45,6 +48,7 @@ type warming struct {
 	blockSectors uint64
 	areaBlocks   uint64 // cache blocks per tracking area
 	cacheBlocks  uint64
+	originBlocks uint64       // the origin's length in cache blocks
 	kept         []dm.Mapping // mapped before; their cache blocks hold them
 	copies       []dm.Mapping // to copy from the origin
 	start        time.Time
@@ -53,7 +57,7 @@ type warming struct {
 }
 
 func newWarming(blockSectors, cacheBlocks, lengthSectors uint64) *warming {
-	return &warming{blockSectors: blockSectors, cacheBlocks: cacheBlocks,
+	return &warming{blockSectors: blockSectors, cacheBlocks: cacheBlocks, originBlocks: (lengthSectors + blockSectors - 1) / blockSectors,
 		areaBlocks: trackingAreaBlocks(blockSectors, lengthSectors), start: time.Now()}
 }
 
@@ -200,14 +204,19 @@ func extentsOf(copies []dm.Mapping, blockSectors uint64) []blockdev.Extent {
 	size := blockSectors * dm.SectorSize
 	var ex []blockdev.Extent
 	for _, m := range copies {
-		src, dst := m.Origin*size, m.Cache*size
-		if n := len(ex); n > 0 && ex[n-1].Src+ex[n-1].Length == src && ex[n-1].Dst+ex[n-1].Length == dst {
-			ex[n-1].Length += size
-			continue
-		}
-		ex = append(ex, blockdev.Extent{Src: src, Dst: dst, Length: size})
+		ex = appendExtent(ex, m.Origin*size, m.Cache*size, size)
 	}
 	return ex
+}
+
+// appendExtent adds a range to ex, extending the last extent when the two
+// are contiguous on both sides.
+func appendExtent(ex []blockdev.Extent, src, dst, size uint64) []blockdev.Extent {
+	if n := len(ex); n > 0 && ex[n-1].Src+ex[n-1].Length == src && ex[n-1].Dst+ex[n-1].Length == dst {
+		ex[n-1].Length += size
+		return ex
+	}
+	return append(ex, blockdev.Extent{Src: src, Dst: dst, Length: size})
 }
 
 // loadWarm loads the cache table with the kept and copied blocks mapped.

@@ -28,7 +28,7 @@ type Devices struct {
 	devices map[string]*Device
 	// Zeroed records ZeroHead calls as "path:bytes".
 	Zeroed []string
-	// Copied records CopyExtents calls.
+	// Copied records CopyExtents, ReadExtents and WriteExtents calls.
 	Copied []string
 	// Record, when set, receives every write, to merge with other fakes' logs.
 	Record func(event string)
@@ -168,6 +168,20 @@ func (f *Devices) Holders(path string) ([]string, error) {
 
 // CopyExtents records the copy as "copy src->dst <n> extents <bytes> bytes".
 func (f *Devices) CopyExtents(_ context.Context, src, dst string, want dm.DevNum, extents []blockdev.Extent) error {
+	return f.transfer("copy", src, dst, want, extents)
+}
+
+// ReadExtents records the read as "read <major:minor>->buffer <n> extents <bytes> bytes".
+func (f *Devices) ReadExtents(_ context.Context, src dm.DevNum, extents []blockdev.Extent, _ []byte) error {
+	return f.transfer("read", src.String(), "buffer", dm.DevNum{}, extents)
+}
+
+// WriteExtents records the write as "write buffer->dst <n> extents <bytes> bytes".
+func (f *Devices) WriteExtents(_ context.Context, dst string, want dm.DevNum, extents []blockdev.Extent, _ []byte) error {
+	return f.transfer("write", "buffer", dst, want, extents)
+}
+
+func (f *Devices) transfer(op, src, dst string, want dm.DevNum, extents []blockdev.Extent) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if d, ok := f.devices[dst]; ok && !d.DevNum.IsZero() && d.DevNum != want {
@@ -180,7 +194,7 @@ func (f *Devices) CopyExtents(_ context.Context, src, dst string, want dm.DevNum
 	for _, e := range extents {
 		n += e.Length
 	}
-	event := fmt.Sprintf("copy %s->%s %d extents %d bytes", src, dst, len(extents), n)
+	event := fmt.Sprintf("%s %s->%s %d extents %d bytes", op, src, dst, len(extents), n)
 	f.Copied = append(f.Copied, event)
 	if f.Record != nil {
 		f.Record(event)
