@@ -13,7 +13,7 @@ all: build
 
 ## build: the three binaries, static, into bin/
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o bin/ ./cmd/...
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X github.com/ssdcache/ssdcache/pkg/version.Version=$(VERSION)" -o bin/ ./cmd/...
 
 ## vet: go vet and gofmt
 vet:
