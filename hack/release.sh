@@ -24,15 +24,21 @@
 # OUT_DIR is replaced as a whole, and only if it is empty or a former release
 # (it holds SHA256SUMS); the new release is assembled beside it first.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-
 log() { echo "release: $*" >&2; }
 die() { log "$*"; exit 1; }
 
 [ $# -ge 1 ] && [ $# -le 2 ] || die "usage: hack/release.sh VERSION [OUT_DIR]"
 raw=$1
-out=${2:-_output/release}
+# A relative OUT_DIR is taken from where the script is called; the default
+# is _output/release in the repository.
+case ${2:-} in
+  "") out=$(cd "$(dirname "$0")/.." && pwd)/_output/release ;;
+  /*) out=$2 ;;
+  *) out=$PWD/$2 ;;
+esac
 out=${out%/}
+[ -n "$out" ] || die "OUT_DIR \"$2\" is not allowed: want a directory below /, which is replaced as a whole"
+cd "$(dirname "$0")/.."
 
 # Semantic Versioning 2.0: numbers without leading zeros; prerelease
 # identifiers are numbers without leading zeros or alphanumerics with "-".

@@ -47,11 +47,22 @@ const imageRepo = "ssdcache/ssdcache"
 // releaseScript runs hack/release.sh with args and returns its stderr.
 func releaseScript(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(repoRoot, "hack", "release.sh"), args...)
+	return releaseScriptIn(t, "", args...)
+}
+
+// releaseScriptIn runs hack/release.sh from the directory dir ("": this one).
+func releaseScriptIn(t *testing.T, dir string, args ...string) (string, error) {
+	t.Helper()
+	script, err := filepath.Abs(filepath.Join(repoRoot, "hack", "release.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(script, args...)
+	cmd.Dir = dir
 	var stderr bytes.Buffer
 	cmd.Stdout = io.Discard
 	cmd.Stderr = &stderr
-	err := cmd.Run()
+	err = cmd.Run()
 	return stderr.String(), err
 }
 
@@ -68,15 +79,21 @@ func TestReleaseRefusesBadVersions(t *testing.T) {
 	}
 }
 
+// A relative OUT_DIR is the caller's, not the repository's: the refusal
+// names the directory the caller meant.
 func TestReleaseKeepsADirectoryThatIsNoRelease(t *testing.T) {
-	out := t.TempDir()
+	parent := t.TempDir()
+	out := filepath.Join(parent, "mine")
 	keep := filepath.Join(out, "notes.txt")
+	if err := os.Mkdir(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(keep, []byte("mine"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	stderr, err := releaseScript(t, "1.2.3", out)
-	if err == nil || !strings.Contains(stderr, "not a former release; refusing to replace it") {
-		t.Fatalf("err %v, stderr %q; want a refusal to replace %s", err, stderr, out)
+	stderr, err := releaseScriptIn(t, parent, "1.2.3", "mine")
+	if want := "OUT_DIR " + out + " holds files but no SHA256SUMS, so it is not a former release; refusing to replace it"; err == nil || !strings.Contains(stderr, want) {
+		t.Fatalf("err %v, stderr %q; want %q", err, stderr, want)
 	}
 	if _, err := os.Stat(keep); err != nil {
 		t.Errorf("%s is gone: %v", keep, err)
