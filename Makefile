@@ -7,13 +7,13 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 IMAGE ?= ssdcache/ssdcache:$(VERSION)
 export CACHE_DIR
 
-.PHONY: all build vet generate manifests verify-generated test test-unit test-api test-kernel test-e2e demo bench bench-api stress image
+.PHONY: all build vet generate manifests verify-generated test test-unit test-release test-api test-kernel test-e2e demo bench bench-api stress image release
 
 all: build
 
 ## build: the three binaries, static, into bin/
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o bin/ ./cmd/...
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X github.com/ssdcache/ssdcache/pkg/version.Version=$(VERSION)" -o bin/ ./cmd/...
 
 ## vet: go vet and gofmt
 vet:
@@ -32,6 +32,10 @@ verify-generated:
 test-unit:
 	$(GO) test -short -count=1 ./...
 
+## test-release: hack/release.sh into a temp dir, then every artifact checked for the version (image from the e2e's cached Debian layer)
+test-release:
+	SSDCACHE_RELEASE=1 $(GO) test -count=1 -timeout 30m ./test/release/
+
 ## test-api: CRD validation and controllers on a real kube-apiserver and etcd
 test-api:
 	hack/test-api.sh
@@ -45,7 +49,7 @@ test-e2e:
 	hack/test-e2e.sh
 
 ## test: everything CI runs
-test: vet verify-generated test-unit test-api test-kernel test-e2e
+test: vet verify-generated test-unit test-release test-api test-kernel test-e2e
 
 ## demo: boot the VM, provision and stage a cached volume through CSI, watch reads converge
 demo:
@@ -63,6 +67,10 @@ stress:
 ## bench-api: 1,000 CacheBindings over 100 nodes on a real API server: admission latency and steady-state status writes
 bench-api:
 	SSDCACHE_API_SCALE=1 hack/test-api.sh -run '^TestScaleAdmission$$' -v -timeout 30m
+
+## release: binaries, image (OCI archive), chart, CRDs and SHA256SUMS of one VERSION (x.y.z) into _output/release/
+release:
+	hack/release.sh "$(VERSION)" _output/release
 
 ## image: the container image, where a container engine exists
 image:

@@ -8,6 +8,9 @@
 # (about 15 minutes on 2 cores the first time) and linked into
 #   ${CACHE_DIR}/e2e/bin/, which is printed on success.
 #
+# `hack/e2e-assets.sh helm` builds (or finds) helm alone and prints its path,
+# for hack/release.sh, which needs nothing else.
+#
 # env: K8S_VERSION (v1.37.2), CONTAINERD_VERSION (v2.4.2), HELM_VERSION (v3.22.0),
 #      CACHE_DIR. csi-provisioner's version is the chart's sidecar tag.
 set -euo pipefail
@@ -43,6 +46,14 @@ install_packages() {
 # have DIR BIN...: every BIN is in DIR (builds move each binary in place last).
 have() { local d=$1 b; shift; for b in "$@"; do [ -x "$d/$b" ] || return 1; done; }
 
+build_helm() {
+  local d=$E2E/helm-$HELM_VERSION
+  have "$d" helm || {
+    log "building helm $HELM_VERSION"
+    mkdir -p "$d" && module_build "$d" helm.sh/helm/v3 "$HELM_VERSION" \
+      "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" "" cmd/helm; }
+}
+
 build_all() {
   local d
   d=$E2E/k8s-$K8S_VERSION
@@ -58,11 +69,7 @@ build_all() {
       "-X $m/version.Version=$CONTAINERD_VERSION -X $m/version.Revision=modproxy" \
       "no_btrfs no_devmapper no_zfs no_aufs" cmd/containerd cmd/containerd-shim-runc-v2 cmd/ctr; }
 
-  d=$E2E/helm-$HELM_VERSION
-  have "$d" helm || {
-    log "building helm $HELM_VERSION"
-    mkdir -p "$d" && module_build "$d" helm.sh/helm/v3 "$HELM_VERSION" \
-      "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" "" cmd/helm; }
+  build_helm
 
   d=$E2E/csi-provisioner-$PROVISIONER_VERSION
   have "$d" csi-provisioner || {
@@ -82,6 +89,9 @@ link_bin() {
   echo "$bin"
 }
 
-install_packages
-build_all
-link_bin
+case "${1:-}" in
+  "") install_packages; build_all; link_bin ;;
+  helm) build_helm; echo "$E2E/helm-$HELM_VERSION/helm" ;;
+  debootstrap) PACKAGES=(debootstrap); install_packages ;; # the image's Debian layer, for make release
+  *) log "unknown argument \"$1\"; want none (everything), helm or debootstrap"; exit 2 ;;
+esac

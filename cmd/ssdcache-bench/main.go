@@ -23,11 +23,12 @@ import (
 	"github.com/ssdcache/ssdcache/pkg/bench/reportcm"
 	"github.com/ssdcache/ssdcache/pkg/command"
 	"github.com/ssdcache/ssdcache/pkg/dm"
+	"github.com/ssdcache/ssdcache/pkg/version"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], system{exec: exec.New(), pod: osPod(), stderr: os.Stderr})
+	code := run(ctx, os.Args[1:], system{exec: exec.New(), pod: osPod(), stdout: os.Stdout, stderr: os.Stderr})
 	stop()
 	klog.Flush()
 	os.Exit(code)
@@ -37,6 +38,7 @@ func main() {
 type system struct {
 	exec   exec.Interface
 	pod    pod
+	stdout io.Writer // only --version writes here
 	stderr io.Writer
 }
 
@@ -52,6 +54,10 @@ func run(ctx context.Context, args []string, sys system) int {
 		fmt.Fprintln(sys.stderr, "ssdcache-bench:", err)
 		return 2
 	}
+	if opts.printVersion {
+		fmt.Fprintln(sys.stdout, version.Get().String("ssdcache-bench"))
+		return 0
+	}
 	runner := command.NewRunner(sys.exec)
 	deps := bench.Deps{
 		Fio:       bench.CommandFioRunner{Runner: runner, Binary: opts.fioBinary},
@@ -59,6 +65,7 @@ func run(ctx context.Context, args []string, sys system) int {
 		Inspector: bench.OSInspector{},
 		Clock:     clock.RealClock{},
 		Progress:  sys.stderr,
+		Version:   version.Version,
 	}
 	b, err := bench.New(opts.config, deps)
 	if err != nil {
@@ -106,6 +113,8 @@ type options struct {
 	outputDir string
 	fioBinary string
 	report    reportFlags
+	// printVersion skips everything else: --version needs no targets.
+	printVersion bool
 }
 
 // listFlag collects a repeatable flag; commas also separate values.
@@ -155,8 +164,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&opts.fioBinary, "fio", "fio", "fio binary")
 	fs.StringVar(&opts.report.configMap, "report-configmap", "", "also write the report into this ConfigMap (keys report.json, report.md, convergence.svg) through the pod's ServiceAccount; empty: only -output-dir")
 	fs.StringVar(&opts.report.namespace, "report-namespace", "", "namespace of -report-configmap; default: $POD_NAMESPACE, else the pod's own namespace (from its ServiceAccount token mount)")
+	fs.BoolVar(&opts.printVersion, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return opts, err
+	}
+	if opts.printVersion {
+		return opts, nil
 	}
 	if fs.NArg() > 0 {
 		return opts, fmt.Errorf("unexpected arguments %q; every setting is a flag", fs.Args())

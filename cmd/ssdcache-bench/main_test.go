@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -14,6 +15,7 @@ import (
 	"github.com/ssdcache/ssdcache/pkg/bench"
 	"github.com/ssdcache/ssdcache/pkg/command"
 	"github.com/ssdcache/ssdcache/pkg/dm"
+	"github.com/ssdcache/ssdcache/pkg/version"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -73,6 +75,17 @@ func TestRunExitCodes(t *testing.T) {
 	}
 	if code := run(context.Background(), []string{"-target", "a=/dev/a", "-working-sets", "1Mi", "-ssd-ref", "b"}, sys); code != 2 {
 		t.Errorf("invalid config: exit %d, want 2", code)
+	}
+}
+
+// --version needs no targets, runs nothing and exits 0.
+func TestRunPrintsVersion(t *testing.T) {
+	var stdout bytes.Buffer
+	fe := &testingexec.FakeExec{} // no CommandScript: any command fails the test
+	code := run(context.Background(), []string{"--version"}, system{exec: fe, pod: noPod(), stdout: &stdout, stderr: io.Discard})
+	want := "ssdcache-bench " + version.Version + " ("
+	if code != 0 || !strings.HasPrefix(stdout.String(), want) || fe.CommandCalls != 0 {
+		t.Errorf("--version: exit %d, stdout %q, %d commands; want 0, %q..., none", code, stdout.String(), fe.CommandCalls, want)
 	}
 }
 

@@ -14,10 +14,12 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	ssdv1 "github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
 	"github.com/ssdcache/ssdcache/pkg/controller"
+	"github.com/ssdcache/ssdcache/pkg/version"
 )
 
 type flags struct {
@@ -27,6 +29,7 @@ type flags struct {
 	pendingResync           time.Duration
 	agentLeaseNamespace     string
 	agentGoneAfter          time.Duration
+	printVersion            bool
 }
 
 func parseFlags() flags {
@@ -39,12 +42,18 @@ func parseFlags() flags {
 	flag.DurationVar(&f.pendingResync, "pending-resync", controller.DefaultPendingResync, "re-examine pending CacheBindings this often without an event")
 	flag.StringVar(&f.agentLeaseNamespace, "agent-lease-namespace", os.Getenv("POD_NAMESPACE"), "namespace where the node agents renew their Leases (the node DaemonSet's); defaults to $POD_NAMESPACE; empty never takes an agent as gone while its Node exists")
 	flag.DurationVar(&f.agentGoneAfter, "agent-gone-after", controller.DefaultAgentGoneAfter, "a node agent whose Lease expired this long ago is gone: the finalizers of its node's CacheBindings are released")
+	flag.BoolVar(&f.printVersion, "version", false, "print the version and exit")
 	flag.Parse()
 	return f
 }
 
 func main() {
-	if err := run(parseFlags()); err != nil {
+	f := parseFlags()
+	if f.printVersion {
+		fmt.Println(version.Get().String("ssdcache-controller"))
+		return
+	}
+	if err := run(f); err != nil {
 		klog.ErrorS(err, "ssdcache-controller failed")
 		klog.Flush()
 		os.Exit(1)
@@ -58,6 +67,10 @@ func run(f flags) error {
 		return err
 	}
 	if err := ssdv1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	// The manager serves controller-runtime's registry on /metrics.
+	if err := version.RegisterBuildInfo(ctrlmetrics.Registry, version.Get()); err != nil {
 		return err
 	}
 	cfg, err := ctrl.GetConfig()
@@ -88,6 +101,6 @@ func run(f flags) error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return err
 	}
-	klog.InfoS("Starting ssdcache-controller", "metrics", f.metricsAddr, "probes", f.probeAddr, "leaderElect", f.leaderElect)
+	klog.InfoS("Starting ssdcache-controller", "version", version.Version, "metrics", f.metricsAddr, "probes", f.probeAddr, "leaderElect", f.leaderElect)
 	return mgr.Start(ctx)
 }

@@ -6,6 +6,7 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"strings"
 	"time"
@@ -16,10 +17,8 @@ import (
 	"github.com/ssdcache/ssdcache/pkg/agent"
 	ssdv1 "github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
 	"github.com/ssdcache/ssdcache/pkg/command"
+	"github.com/ssdcache/ssdcache/pkg/version"
 )
-
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
 
 type options struct {
 	nodeName, endpoint, driverName string
@@ -42,6 +41,8 @@ type options struct {
 	// awaitCSI, when set, makes the process only wait for the CSI endpoint
 	// of another one to answer (the chart's postStart hook).
 	awaitCSI time.Duration
+	// printVersion makes the process print its version and exit.
+	printVersion bool
 }
 
 // list is a comma-separated, repeatable flag.
@@ -84,6 +85,7 @@ func parseFlags() options {
 	flag.DurationVar(&o.commandTimeout, "command-timeout", command.DefaultTimeout, "a dmsetup, lvm, wipefs or blockdev command still running after this long is killed (a hung tool must not hold a volume forever); 0 leaves only the caller's deadline")
 	flag.DurationVar(&o.awaitCSI, "await-csi", 0, "do not run the plugin: wait up to this long for the plugin at --csi-endpoint to answer, then exit (0 once it answers); for a postStart hook that holds the sidecars back until the plugin serves")
 	flag.StringVar(&o.stateDir, "state-dir", "/var/lib/ssdcache", "directory on the node's root disk for what must outlive the process and a reboot: each volume's hot set (hotsets/), with which a new cache of the volume is filled; empty keeps none")
+	flag.BoolVar(&o.printVersion, "version", false, "print the version and exit")
 	flag.StringVar(&o.faultPoint, "fault-point", "", "TESTING ONLY: kill the process with SIGKILL at this fault point, e.g. attach/zero-metadata")
 	flag.Parse()
 	return o
@@ -91,6 +93,10 @@ func parseFlags() options {
 
 func main() {
 	o := parseFlags()
+	if o.printVersion {
+		fmt.Println(version.Get().String("ssdcache-node"))
+		return
+	}
 	ctrl.SetLogger(klog.NewKlogr())
 	ctx := ctrl.SetupSignalHandler()
 	if o.awaitCSI > 0 {

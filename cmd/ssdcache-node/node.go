@@ -20,6 +20,7 @@ import (
 	"github.com/ssdcache/ssdcache/pkg/hotset"
 	"github.com/ssdcache/ssdcache/pkg/lvm"
 	"github.com/ssdcache/ssdcache/pkg/mounter"
+	"github.com/ssdcache/ssdcache/pkg/version"
 )
 
 // node is everything the plugin runs, assembled over the real OS layers.
@@ -62,7 +63,7 @@ func newNode(ctx context.Context, o options, m *agent.Metrics) (*node, error) {
 	}
 	n.engine = cache.NewEngine(layers, pools, faultPoints(o.faultPoint))
 	n.driver, err = csi.NewDriver(csi.Config{
-		DriverName: o.driverName, Version: version, NodeID: o.nodeName, Endpoint: o.endpoint, MaxVolumesPerNode: o.maxVolumes,
+		DriverName: o.driverName, Version: version.Version, NodeID: o.nodeName, Endpoint: o.endpoint, MaxVolumesPerNode: o.maxVolumes,
 	}, csi.Deps{Engine: n.engine, LVM: l, Mounter: mounter.NewHost(e), Locks: n.locks, Metrics: n.csiMetrics,
 		Ready: n.pools.Ready, Staged: n.onStaged(o.agent)})
 	return n, err

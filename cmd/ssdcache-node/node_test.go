@@ -2,18 +2,19 @@ package main
 
 import (
 	"context"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-
-	"github.com/ssdcache/ssdcache/pkg/agent"
 
 	"github.com/ssdcache/ssdcache/pkg/blockdev"
 	"github.com/ssdcache/ssdcache/pkg/blockdev/blockdevfake"
 	"github.com/ssdcache/ssdcache/pkg/lvm"
 	"github.com/ssdcache/ssdcache/pkg/lvm/lvmfake"
+	"github.com/ssdcache/ssdcache/pkg/version"
 )
 
 const (
@@ -75,7 +76,7 @@ func TestListFlagSplitsAndRepeats(t *testing.T) {
 func TestMetricsGatherWithoutConflicts(t *testing.T) {
 	csiMetrics := newCSIMetrics("ssdcache.io")
 	csiMetrics.RecordMetrics("/csi.v1.Node/NodeStageVolume", nil, time.Second)
-	if _, err := agent.NewMetrics(ctrlmetrics.Registry); err != nil {
+	if _, err := registerMetrics(ctrlmetrics.Registry); err != nil {
 		t.Fatal(err)
 	}
 	families, err := nodeGatherer(csiMetrics).Gather()
@@ -85,10 +86,29 @@ func TestMetricsGatherWithoutConflicts(t *testing.T) {
 	names := map[string]bool{}
 	for _, f := range families {
 		names[f.GetName()] = true
+		if f.GetName() == "ssdcache_build_info" {
+			checkBuildInfo(t, f)
+		}
 	}
-	for _, want := range []string{"csi_plugin_operations_seconds", "process_start_time_seconds"} {
+	for _, want := range []string{"csi_plugin_operations_seconds", "process_start_time_seconds", "ssdcache_build_info"} {
 		if !names[want] {
 			t.Errorf("/metrics lacks %s", want)
 		}
+	}
+}
+
+// checkBuildInfo wants one series of value 1 whose version is the binary's.
+func checkBuildInfo(t *testing.T, f *dto.MetricFamily) {
+	t.Helper()
+	if len(f.GetMetric()) != 1 {
+		t.Fatalf("ssdcache_build_info has %d series, want 1", len(f.GetMetric()))
+	}
+	m := f.GetMetric()[0]
+	labels := map[string]string{}
+	for _, l := range m.GetLabel() {
+		labels[l.GetName()] = l.GetValue()
+	}
+	if labels["version"] != version.Version || labels["goversion"] != runtime.Version() || m.GetGauge().GetValue() != 1 {
+		t.Errorf("ssdcache_build_info %v = %v, want version %q, goversion %q, value 1", labels, m.GetGauge().GetValue(), version.Version, runtime.Version())
 	}
 }

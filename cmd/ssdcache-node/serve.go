@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/kubernetes-csi/csi-lib-utils/metrics"
 	"net/http"
 	"time"
 
+	"github.com/kubernetes-csi/csi-lib-utils/metrics"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
@@ -20,10 +20,11 @@ import (
 
 	"github.com/ssdcache/ssdcache/pkg/agent"
 	ssdv1 "github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
+	"github.com/ssdcache/ssdcache/pkg/version"
 )
 
 func run(ctx context.Context, o options) error {
-	m, err := agent.NewMetrics(ctrlmetrics.Registry)
+	m, err := registerMetrics(ctrlmetrics.Registry)
 	if err != nil {
 		return err
 	}
@@ -41,10 +42,20 @@ func run(ctx context.Context, o options) error {
 	return runManager(ctx, o, n, cfg, metricsServer)
 }
 
+// registerMetrics puts the agent's cache series and ssdcache_build_info on
+// reg, the registry that /metrics serves (nodeGatherer).
+func registerMetrics(reg prometheus.Registerer) (*agent.Metrics, error) {
+	m, err := agent.NewMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	return m, version.RegisterBuildInfo(reg, version.Get())
+}
+
 // runStandalone serves CSI, the monitor and metrics without the Kubernetes
 // API: for the kernel test suite and for debugging a node.
 func runStandalone(ctx context.Context, n *node, cfg agent.Config, metrics *metricsEndpoint) error {
-	klog.InfoS("Starting ssdcache-node without the CacheBinding agent", "version", version)
+	klog.InfoS("Starting ssdcache-node without the CacheBinding agent", "version", version.Version)
 	g, ctx := errgroup.WithContext(ctx)
 	mon := agent.NewMonitor(n.engine, n.dev, n.locks, agent.NewSamples(), cfg.Metrics, agent.MonitorOptions{
 		HealthInterval: cfg.HealthInterval, SampleInterval: cfg.SampleInterval})
@@ -96,7 +107,7 @@ func runManager(ctx context.Context, o options, n *node, cfg agent.Config, metri
 	if err := mgr.AddReadyzCheck("pools", func(*http.Request) error { return n.pools.Ready() }); err != nil {
 		return err
 	}
-	klog.InfoS("Starting ssdcache-node", "version", version, "node", o.nodeName)
+	klog.InfoS("Starting ssdcache-node", "version", version.Version, "node", o.nodeName)
 	return mgr.Start(ctx)
 }
 

@@ -43,7 +43,7 @@ func TestRealFioEndToEnd(t *testing.T) {
 	var progress bytes.Buffer
 	b, err := New(cfg, Deps{
 		Fio: CommandFioRunner{Runner: command.NewRunner(exec.New()), Binary: fio}, Inspector: OSInspector{},
-		Clock: clock.RealClock{}, Progress: &progress,
+		Clock: clock.RealClock{}, Progress: &progress, Version: "integration",
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -24,7 +24,7 @@ func writeHeader(b *strings.Builder, r *Report) {
 	if r.Error != "" {
 		fmt.Fprintf(b, "**Stopped early:** %s\n\n", r.Error)
 	}
-	fmt.Fprintf(b, "- %s, %s to %s (%s)\n", orDash(r.FioVersion), r.StartedAt.Format("2006-01-02 15:04:05Z"),
+	fmt.Fprintf(b, "- ssdcache-bench %s, %s, %s to %s (%s)\n", orDash(r.Version), orDash(r.FioVersion), r.StartedAt.Format("2006-01-02 15:04:05Z"),
 		r.FinishedAt.Format("15:04:05Z"), r.FinishedAt.Sub(r.StartedAt).Round(1e9))
 	fmt.Fprintf(b, "- %d runs per working set, %s pause between runs, random seed %d, read-only %t\n",
 		c.Runs, c.Interval, c.RandSeed, c.ReadOnly)

@@ -10,11 +10,13 @@ const SchemaVersion = 1
 
 // Report is everything one benchmark invocation measured and derived.
 type Report struct {
-	SchemaVersion int       `json:"schemaVersion"`
-	FioVersion    string    `json:"fioVersion"`
-	StartedAt     time.Time `json:"startedAt"`
-	FinishedAt    time.Time `json:"finishedAt"`
-	Config        Config    `json:"config"`
+	SchemaVersion int `json:"schemaVersion"`
+	// Version is the version of the ssdcache-bench that measured.
+	Version    string    `json:"version"`
+	FioVersion string    `json:"fioVersion"`
+	StartedAt  time.Time `json:"startedAt"`
+	FinishedAt time.Time `json:"finishedAt"`
+	Config     Config    `json:"config"`
 	// Prefilled lists targets whose files were laid out before run 1.
 	Prefilled   []string      `json:"prefilled"`
 	Results     []Result      `json:"results"`

@@ -18,6 +18,9 @@ type Deps struct {
 	Inspector TargetInspector
 	Clock     clock.Clock
 	Progress  io.Writer // one line per test, for a person watching
+	// Version is ssdcache-bench's own version (pkg/version), recorded in
+	// the report so figures can be matched to the release that measured them.
+	Version string
 }
 
 // Bench runs one validated plan.
@@ -32,8 +35,8 @@ func New(cfg Config, deps Deps) (*Bench, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if deps.Fio == nil || deps.Inspector == nil || deps.Clock == nil || deps.Progress == nil {
-		return nil, errors.New("bench: Fio, Inspector, Clock and Progress are required")
+	if deps.Fio == nil || deps.Inspector == nil || deps.Clock == nil || deps.Progress == nil || deps.Version == "" {
+		return nil, errors.New("bench: Fio, Inspector, Clock, Progress and Version are required")
 	}
 	for _, t := range cfg.Targets {
 		if t.DMDevice != "" && deps.Counters == nil {
@@ -46,7 +49,7 @@ func New(cfg Config, deps Deps) (*Bench, error) {
 // Run prepares the targets, runs every working set's runs and analyses them.
 // On error it still returns the report of what was measured, with Error set.
 func (b *Bench) Run(ctx context.Context) (*Report, error) {
-	r := &Report{SchemaVersion: SchemaVersion, Config: b.cfg, StartedAt: b.deps.Clock.Now().UTC()}
+	r := &Report{SchemaVersion: SchemaVersion, Version: b.deps.Version, Config: b.cfg, StartedAt: b.deps.Clock.Now().UTC()}
 	err := b.prepare(ctx, r)
 	if err == nil {
 		err = b.runWorkingSets(ctx, r)

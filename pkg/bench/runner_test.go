@@ -3,6 +3,9 @@ package bench
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +30,9 @@ func testConfig(t *testing.T) Config {
 	}
 }
 
+// testVersion stands for the ssdcache-bench version the binary passes in.
+const testVersion = "1.2.3-rc.1"
+
 type harness struct {
 	fio      *recordedFio
 	counters *steppingCounters
@@ -41,7 +47,7 @@ func newHarness() *harness {
 		progress: &bytes.Buffer{},
 	}
 	h.deps = Deps{
-		Fio: h.fio, Counters: h.counters, Clock: clocktesting.NewFakeClock(time.Unix(0, 0)), Progress: h.progress,
+		Fio: h.fio, Counters: h.counters, Clock: clocktesting.NewFakeClock(time.Unix(0, 0)), Progress: h.progress, Version: testVersion,
 		Inspector: fakeInspector{
 			"/dev/ssd": {Kind: KindBlock, Size: 1 << 30},
 			"/dev/hdd": {Kind: KindBlock, Size: 1 << 30},
@@ -241,6 +247,50 @@ func TestRunStopsWhenCancelledDuringInterval(t *testing.T) {
 	r, err := b.Run(ctx)
 	if err == nil || r.Error == "" || len(r.Results) == 0 {
 		t.Fatalf("err %v, report error %q, %d results; want a cancelled partial report", err, r.Error, len(r.Results))
+	}
+}
+
+// The report says which ssdcache-bench measured, in report.json and in the
+// header of report.md, so figures can be matched to a release.
+func TestReportRecordsTheBenchVersion(t *testing.T) {
+	h := newHarness()
+	b, err := New(testConfig(t), h.deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := b.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := WriteFiles(dir, r); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, ReportJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var top map[string]any
+	if err := json.Unmarshal(data, &top); err != nil {
+		t.Fatal(err)
+	}
+	if top["version"] != testVersion {
+		t.Errorf("report.json version = %v, want %q", top["version"], testVersion)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, ReportMarkdown))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "- ssdcache-bench " + testVersion + ", fio-3.33, "; !strings.Contains(string(md), want) {
+		t.Errorf("report.md header lacks %q:\n%s", want, md)
+	}
+}
+
+func TestNewRequiresTheVersion(t *testing.T) {
+	h := newHarness()
+	h.deps.Version = ""
+	if _, err := New(testConfig(t), h.deps); err == nil || !strings.Contains(err.Error(), "Version") {
+		t.Fatalf("err = %v, want Version named as required", err)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -29,6 +30,10 @@ func (s *suite) metrics(ctx context.Context, t *testing.T) {
 	}
 	if !strings.Contains(body, "ssdcache_cache_pool_up 1") {
 		t.Errorf("metrics do not report the cache pool up")
+	}
+	// The project image's binaries report test/e2e/images' default version.
+	if !regexp.MustCompile(`(?m)^ssdcache_build_info\{[^}]*version="e2e"\} 1$`).MatchString(body) {
+		t.Errorf("metrics lack ssdcache_build_info{version=\"e2e\"} 1")
 	}
 }
 

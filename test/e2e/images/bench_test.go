@@ -39,7 +39,7 @@ func BenchmarkWarmProjectBuild(b *testing.B) {
 		}
 		build += time.Since(start)
 		start = time.Now()
-		if err := builder.buildProjectBinaries(ctx, o.Logger, repoRoot, df, b.TempDir()); err != nil {
+		if err := builder.buildProjectBinaries(ctx, o.Logger, repoRoot, e2eVersion, df, b.TempDir()); err != nil {
 			b.Fatal(err)
 		}
 		reference += time.Since(start)

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/ssdcache/ssdcache/pkg/version"
 )
 
 const repoRoot = "../../.."
@@ -47,15 +49,15 @@ func TestRepositoryDockerfileIsUnderstood(t *testing.T) {
 	if len(df.SedEdits) == 0 || df.SedEdits[0].File != "/etc/lvm/lvm.conf" {
 		t.Errorf("sed edits %+v, want the lvm.conf udev edits", df.SedEdits)
 	}
-	if df.User == "" || len(df.Entrypoint) == 0 || !strings.Contains(df.GoLDFlags, "${VERSION}") {
-		t.Errorf("user %q entrypoint %q ldflags %q: want all three", df.User, df.Entrypoint, df.GoLDFlags)
+	if df.User == "" || len(df.Entrypoint) == 0 || !strings.Contains(df.GoLDFlags, "-X "+version.Symbol+"=${VERSION}") {
+		t.Errorf("user %q entrypoint %q ldflags %q: want all three, the ldflags setting %s", df.User, df.Entrypoint, df.GoLDFlags, version.Symbol)
 	}
 }
 
 const sampleDockerfile = `# comment
 ARG GO_VERSION=1.26
 FROM golang:${GO_VERSION}-bookworm AS build
-RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/ ./cmd/...
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X github.com/ssdcache/ssdcache/pkg/version.Version=${VERSION}" -o /out/ ./cmd/...
 
 FROM debian:trixie-slim
 RUN apt-get update \
@@ -85,7 +87,7 @@ func TestParseDockerfile(t *testing.T) {
 		Env:        []string{"DM_DISABLE_UDEV=1", "NOTE=two words"},
 		User:       "1:2",
 		Entrypoint: []string{"/usr/bin/a", "--flag"},
-		GoLDFlags:  "-s -w -X main.version=${VERSION}",
+		GoLDFlags:  "-s -w -X github.com/ssdcache/ssdcache/pkg/version.Version=${VERSION}",
 	}
 	if !reflect.DeepEqual(df, want) {
 		t.Errorf("parsed\n%#v\nwant\n%#v", df, want)

@@ -11,7 +11,8 @@ import (
 	"k8s.io/utils/exec"
 )
 
-// e2eVersion is what the binaries report as their version in the e2e image.
+// e2eVersion is what the binaries report as their version in the e2e
+// image unless Options.Version says otherwise.
 const e2eVersion = "e2e"
 
 // BuildStatic builds the Go main package pkg (e.g. "./test/e2e/images/pause")
@@ -30,8 +31,9 @@ func (b *Builder) BuildStatic(ctx context.Context, repoRoot, pkg, out string) er
 }
 
 // buildProjectBinaries builds ./cmd/<name> for every binary the Dockerfile
-// copies, with the Dockerfile's -ldflags, into dir.
-func (b *Builder) buildProjectBinaries(ctx context.Context, logger klog.Logger, repoRoot string, df *Dockerfile, dir string) error {
+// copies, with the Dockerfile's -ldflags and ${VERSION} set to version,
+// into dir.
+func (b *Builder) buildProjectBinaries(ctx context.Context, logger klog.Logger, repoRoot, version string, df *Dockerfile, dir string) error {
 	pkgs := make([]string, 0, len(df.Binaries))
 	for _, name := range df.Binaries {
 		if _, err := os.Stat(filepath.Join(repoRoot, "cmd", name)); err != nil {
@@ -39,7 +41,7 @@ func (b *Builder) buildProjectBinaries(ctx context.Context, logger klog.Logger, 
 		}
 		pkgs = append(pkgs, "./cmd/"+name)
 	}
-	ldflags := strings.ReplaceAll(df.GoLDFlags, "${VERSION}", e2eVersion)
+	ldflags := strings.ReplaceAll(df.GoLDFlags, "${VERSION}", version)
 	return b.goBuild(ctx, logger, repoRoot, ldflags, dir+string(filepath.Separator), pkgs...)
 }
 

@@ -36,6 +36,9 @@ type Options struct {
 	// ProjectRef names the project image, e.g. "docker.io/ssdcache/ssdcache:e2e";
 	// empty skips it.
 	ProjectRef string
+	// Version is what the project image's binaries report (the Dockerfile's
+	// ${VERSION}); defaults to "e2e". hack/release.sh passes the release's.
+	Version string
 	// Binaries are single static binary images (sidecars, pause).
 	Binaries []BinaryImage
 	// DebianMirror and DebianSecurityMirror default to deb.debian.org.
@@ -116,6 +119,9 @@ func (o Options) withDefaults(logger klog.Logger) Options {
 	if o.DebianSecurityMirror == "" {
 		o.DebianSecurityMirror = DefaultDebianSecurityMirror
 	}
+	if o.Version == "" {
+		o.Version = e2eVersion
+	}
 	return o
 }
 
@@ -132,6 +138,11 @@ func (o Options) validate() error {
 		}
 		if o.RepoRoot == "" || o.CacheDir == "" {
 			return fmt.Errorf("Options.RepoRoot %q and Options.CacheDir %q must be set to build the project image", o.RepoRoot, o.CacheDir)
+		}
+		// The version lands inside -ldflags, which go build splits at spaces
+		// and quotes.
+		if strings.ContainsAny(o.Version, " \t\n'\"\\") {
+			return fmt.Errorf("Options.Version %q: want no spaces, quotes or backslashes (it is passed in -ldflags)", o.Version)
 		}
 	}
 	seen := map[string]bool{o.ProjectRef: o.ProjectRef != ""}

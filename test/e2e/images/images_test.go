@@ -94,6 +94,7 @@ func TestOptionsValidation(t *testing.T) {
 		"missing binary": {Options{OutDir: "/x", Binaries: []BinaryImage{{Ref: "localhost/p:1", Binary: bin + "x", Entrypoint: []string{"/p"}}}}, "Options.Binaries[0].Binary"},
 		"duplicate ref":  {Options{OutDir: "/x", Binaries: []BinaryImage{good, good}}, "Options.Binaries[1].Ref"},
 		"project alone":  {Options{OutDir: "/x", ProjectRef: "docker.io/a/b:c"}, "Options.RepoRoot"},
+		"spaced version": {Options{OutDir: "/x", ProjectRef: "docker.io/a/b:c", RepoRoot: "/r", CacheDir: "/c", Version: "1.0 -X x"}, `Options.Version "1.0 -X x": want no spaces`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

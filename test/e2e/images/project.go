@@ -67,7 +67,7 @@ func (b *Builder) writeBinariesLayer(ctx context.Context, o Options, df *Dockerf
 		return err
 	}
 	defer os.RemoveAll(buildDir)
-	if err := b.buildProjectBinaries(ctx, o.Logger, o.RepoRoot, df, buildDir); err != nil {
+	if err := b.buildProjectBinaries(ctx, o.Logger, o.RepoRoot, o.Version, df, buildDir); err != nil {
 		return err
 	}
 	files := make([]layerFile, 0, len(df.Binaries))

@@ -1,4 +1,5 @@
-// Command mkimages writes the e2e cluster's image archives by hand:
+// Command mkimages writes the e2e cluster's image archives by hand, and the
+// release's image archive for hack/release.sh (-version):
 //
 //	go run ./test/e2e/images/cmd/mkimages -out /tmp/images \
 //	    -project docker.io/ssdcache/ssdcache:e2e \
@@ -41,6 +42,7 @@ func main() {
 	var binaries binaryFlags
 	flag.StringVar(&o.OutDir, "out", "", "directory for the .tar archives (required)")
 	flag.StringVar(&o.ProjectRef, "project", "", "ref of the project image; empty skips it")
+	flag.StringVar(&o.Version, "version", "", "version the project image's binaries report (the Dockerfile's ${VERSION}); default e2e")
 	flag.StringVar(&o.RepoRoot, "repo", ".", "repository root (Dockerfile, cmd/)")
 	flag.StringVar(&o.CacheDir, "cache", defaultCacheDir(), "cache dir; the Debian layer goes under <cache>/e2e/images")
 	flag.Var(&binaries, "binary", "single-binary image REF=HOSTPATH:ENTRYPOINT (repeatable)")
