@@ -16,6 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . hack/lib/gobuild.sh
+. hack/lib/apt.sh
 
 K8S_VERSION=${K8S_VERSION:-v1.37.2}
 CONTAINERD_VERSION=${CONTAINERD_VERSION:-v2.4.2}
@@ -30,18 +31,6 @@ log() { echo "e2e-assets: $*" >&2; }
 command -v go >/dev/null || { log "go is not on PATH (need Go >= 1.26)"; exit 1; }
 [ -n "$PROVISIONER_VERSION" ] || { log "no csi-provisioner tag in charts/ssdcache/values.yaml"; exit 1; }
 
-install_packages() {
-  local missing=() p
-  for p in "${PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-  done
-  [ ${#missing[@]} -eq 0 ] && return 0
-  log "installing ${missing[*]}"
-  [ "$(id -u)" -eq 0 ] || { log "need root to apt-get install ${missing[*]}"; exit 1; }
-  apt-get -o DPkg::Lock::Timeout=600 update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq \
-    --no-install-recommends "${missing[@]}" >&2
-}
 
 # have DIR BIN...: every BIN is in DIR (builds move each binary in place last).
 have() { local d=$1 b; shift; for b in "$@"; do [ -x "$d/$b" ] || return 1; done; }
@@ -90,8 +79,8 @@ link_bin() {
 }
 
 case "${1:-}" in
-  "") install_packages; build_all; link_bin ;;
+  "") apt_install e2e-assets "${PACKAGES[@]}"; build_all; link_bin ;;
   helm) build_helm; echo "$E2E/helm-$HELM_VERSION/helm" ;;
-  debootstrap) PACKAGES=(debootstrap); install_packages ;; # the image's Debian layer, for make release
+  debootstrap) apt_install e2e-assets debootstrap ;; # the image's Debian layer, for make release
   *) log "unknown argument \"$1\"; want none (everything), helm or debootstrap"; exit 2 ;;
 esac

@@ -7,6 +7,7 @@
 # module comes from the host root. Prints the cache directory on success.
 set -euo pipefail
 export LC_ALL=C
+. "$(dirname "$0")/../lib/apt.sh"
 
 PACKAGES=(qemu-system-x86 linux-image-amd64 lvm2 dmsetup thin-provisioning-tools
   e2fsprogs xfsprogs fio bcache-tools busybox-static udev cpio util-linux fdisk kmod gzip)
@@ -14,19 +15,6 @@ CACHE_ROOT=${CACHE_DIR:-$HOME/.cache/ssdcache}/vm
 # Bump when the init below changes, so stale caches are rebuilt.
 INITRD_FORMAT=1
 
-install_packages() {
-  local missing=()
-  for p in "${PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-  done
-  [ ${#missing[@]} -eq 0 ] && return 0
-  echo "setup: installing ${missing[*]}" >&2
-  [ "$(id -u)" -eq 0 ] || { echo "setup: need root to apt-get install ${missing[*]}" >&2; exit 1; }
-  # Another apt may be running on a shared machine: wait for its lock.
-  apt-get -o DPkg::Lock::Timeout=600 update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq \
-    --no-install-recommends "${missing[@]}" >&2
-}
 
 kernel_version() {
   ls /lib/modules | while read -r k; do [ -e "/boot/vmlinuz-$k" ] && echo "$k"; done | sort -V | tail -1
@@ -64,7 +52,7 @@ EOS
 }
 
 main() {
-  install_packages
+  apt_install setup "${PACKAGES[@]}"
   local k dir
   k=$(kernel_version)
   [ -n "$k" ] || { echo "setup: no kernel with modules under /lib/modules and /boot/vmlinuz-*" >&2; exit 1; }
