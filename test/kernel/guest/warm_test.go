@@ -104,6 +104,7 @@ func TestWarmRestage(t *testing.T) {
 	blockBytes := cacheStatus(t, v.id).BlockSectors * dm.SectorSize
 	t.Logf("cold pass 1: %v", readPass(t, v.id, sums))
 	waitPromoterIdle(t, p)
+	logPromotions(t, p)
 	r := readPass(t, v.id, sums)
 	used := cacheStatus(t, v.id).CacheUsed
 	t.Logf("cold pass 2: %v; %d blocks cached", r, used)
@@ -245,4 +246,27 @@ func waitPromoterIdle(t *testing.T, p *plugin) {
 	}
 }
 
-var promotedLine = regexp.MustCompile(`"Promoted the blocks read".* duration="?([0-9.a-zµ]+)`)
+var (
+	promotedLine = regexp.MustCompile(`"Promoted the blocks read".* duration="?([0-9.a-zµ]+)`)
+	uncachedLine = regexp.MustCompile(`"Promoted the blocks read".* promoted=(\d+) .*duration="?([0-9.a-zµ]+)"? uncached="?([0-9.a-zµ]+)`)
+)
+
+// logPromotions logs how many blocks the promotions so far mapped, how long
+// they took and how long of that the volume was left uncached. A figure,
+// not a verdict.
+func logPromotions(t *testing.T, p *plugin) {
+	t.Helper()
+	var blocks int
+	var took, uncached time.Duration
+	lines := uncachedLine.FindAllStringSubmatch(p.log.String(), -1)
+	for _, m := range lines {
+		n, _ := strconv.Atoi(m[1])
+		d, err1 := time.ParseDuration(m[2])
+		u, err2 := time.ParseDuration(m[3])
+		if err1 != nil || err2 != nil {
+			t.Fatalf("promotion line %q: %v %v", m[0], err1, err2)
+		}
+		blocks, took, uncached = blocks+n, took+d, uncached+u
+	}
+	t.Logf("%d promotions mapped %d blocks in %v, of which the volume was uncached %v", len(lines), blocks, took.Round(time.Millisecond), uncached.Round(time.Millisecond))
+}
