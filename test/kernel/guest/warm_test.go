@@ -246,6 +246,29 @@ func waitPromoterIdle(t *testing.T, p *plugin) {
 	}
 }
 
+// TestColdPassesBackToBack reads 24 MiB of new data on a 128 MiB cache six
+// times, one second apart, and logs each pass's hit ratio: how the promoter
+// does when the application gives it no idle time (not in the default run;
+// SSDCACHE_GUEST_RUN='^TestColdPassesBackToBack$'). Figures, not verdicts.
+func TestColdPassesBackToBack(t *testing.T) {
+	e := guestEnv(t)
+	p := startPlugin(t, e)
+	v := p.provision(t, "backtoback", 256<<20, cached("128Mi"), fsCapability("ext4"))
+	p.stage(t, v)
+	p.publish(t, v)
+	sums := dataset(t, v.target, 24)
+	var ratios []string
+	for pass := 1; pass <= 6; pass++ {
+		r := readPass(t, v.id, sums)
+		ratios = append(ratios, fmt.Sprintf("%.2f", r.hitRatio()))
+		t.Logf("pass %d: %v", pass, r)
+		time.Sleep(time.Second)
+	}
+	t.Logf("hit ratio per pass, back to back: %s", strings.Join(ratios, ", "))
+	logPromotions(t, p)
+	p.teardown(t, v)
+}
+
 var (
 	promotedLine = regexp.MustCompile(`"Promoted the blocks read".* duration="?([0-9.a-zµ]+)`)
 	uncachedLine = regexp.MustCompile(`"Promoted the blocks read".* promoted=(\d+) .*duration="?([0-9.a-zµ]+)"? uncached="?([0-9.a-zµ]+)`)
