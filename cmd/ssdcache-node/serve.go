@@ -27,18 +27,32 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	n, err := newNode(ctx, o, m)
+	if !o.agent {
+		n, err := newNode(o, m, nil)
+		if err != nil {
+			return err
+		}
+		return runStandalone(ctx, n, agentConfig(o, n, m), newMetricsEndpoint(o, n))
+	}
+	mgr, err := newManager(o)
 	if err != nil {
 		return err
 	}
-	metricsServer := &metricsEndpoint{addr: o.metricsAddr, gatherer: nodeGatherer(n.csiMetrics)}
-	cfg := agent.Config{NodeName: o.nodeName, Engine: n.engine, Dev: n.dev, Locks: n.locks, Metrics: m, Pools: n.pools,
+	n, err := newNode(o, m, mgr.GetEventRecorder(agent.EventSource))
+	if err != nil {
+		return err
+	}
+	return runManager(ctx, o, mgr, n, agentConfig(o, n, m), newMetricsEndpoint(o, n))
+}
+
+func agentConfig(o options, n *node, m *agent.Metrics) agent.Config {
+	return agent.Config{NodeName: o.nodeName, Engine: n.engine, Dev: n.dev, Locks: n.locks, Metrics: m, Pools: n.pools,
 		CacheClass: n.cacheClass, HealthInterval: o.healthInterval, SampleInterval: o.sampleInterval,
 		FiguresInterval: o.statusInterval, PromoteInterval: o.promoteInterval, VolumeEvents: n.volumeEvents, LeaseNamespace: o.leaseNamespace}
-	if !o.agent {
-		return runStandalone(ctx, n, cfg, metricsServer)
-	}
-	return runManager(ctx, o, n, cfg, metricsServer)
+}
+
+func newMetricsEndpoint(o options, n *node) *metricsEndpoint {
+	return &metricsEndpoint{addr: o.metricsAddr, gatherer: nodeGatherer(n.csiMetrics)}
 }
 
 // runStandalone serves CSI, the monitor and metrics without the Kubernetes
@@ -48,7 +62,7 @@ func runStandalone(ctx context.Context, n *node, cfg agent.Config, metrics *metr
 	g, ctx := errgroup.WithContext(ctx)
 	mon := agent.NewMonitor(n.engine, n.dev, n.locks, agent.NewSamples(), cfg.Metrics, agent.MonitorOptions{
 		HealthInterval: cfg.HealthInterval, SampleInterval: cfg.SampleInterval})
-	runnables := map[string]interface{ Start(context.Context) error }{"csi": n.driver, "pools": n.pools, "monitor": mon, "metrics": metrics}
+	runnables := map[string]interface{ Start(context.Context) error }{"csi": n.driver, "pool-setup": n.setup, "pools": n.pools, "monitor": mon, "metrics": metrics}
 	if p := cfg.Promoter(); p != nil {
 		runnables["promoter"] = p
 	}
@@ -62,25 +76,25 @@ func runStandalone(ctx context.Context, n *node, cfg agent.Config, metrics *metr
 	return g.Wait()
 }
 
-func runManager(ctx context.Context, o options, n *node, cfg agent.Config, metrics *metricsEndpoint) error {
+func newManager(o options) (ctrl.Manager, error) {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return err
+		return nil, err
 	}
 	if err := ssdv1.AddToScheme(scheme); err != nil {
-		return err
+		return nil, err
 	}
 	restCfg, err := ctrl.GetConfig()
 	if err != nil {
-		return fmt.Errorf("loading kubeconfig (pass --agent=false to run without the API): %w", err)
+		return nil, fmt.Errorf("loading kubeconfig (pass --agent=false to run without the API): %w", err)
 	}
-	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{Scheme: scheme,
+	return ctrl.NewManager(restCfg, ctrl.Options{Scheme: scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"}, // served by metricsEndpoint with the CSI series
 		HealthProbeBindAddress: o.probeAddr})
-	if err != nil {
-		return err
-	}
-	for _, r := range []interface{ Start(context.Context) error }{n.driver, n.pools, metrics} {
+}
+
+func runManager(ctx context.Context, o options, mgr ctrl.Manager, n *node, cfg agent.Config, metrics *metricsEndpoint) error {
+	for _, r := range []interface{ Start(context.Context) error }{n.driver, n.setup, n.pools, metrics} {
 		if err := mgr.Add(runnable(r.Start)); err != nil {
 			return err
 		}
@@ -89,11 +103,13 @@ func runManager(ctx context.Context, o options, n *node, cfg agent.Config, metri
 		return err
 	}
 	// Both checks read memory only: a probe on a busy node must never start,
-	// wait for or kill an LVM or dm command.
+	// wait for or kill an LVM or dm command. Readiness is the CSI Probe's
+	// answer: false while the origin pool is not set up (its devices are
+	// missing or refused; the set-up retries) or the last scan is stale.
 	if err := mgr.AddHealthzCheck("csi", func(*http.Request) error { return n.driver.Serving() }); err != nil {
 		return err
 	}
-	if err := mgr.AddReadyzCheck("pools", func(*http.Request) error { return n.pools.Ready() }); err != nil {
+	if err := mgr.AddReadyzCheck("pools", func(*http.Request) error { return n.setup.Ready() }); err != nil {
 		return err
 	}
 	klog.InfoS("Starting ssdcache-node", "version", version, "node", o.nodeName)

@@ -21,7 +21,7 @@ func (e *Engine) OriginLV(ctx context.Context, volumeID string) (Origin, error) 
 	if err := ValidateVolumeID(volumeID); err != nil {
 		return Origin{}, err
 	}
-	lv, err := lvm.FindLV(ctx, e.lvm, e.pools.OriginVG, volumeID)
+	lv, err := lvm.FindLV(ctx, e.lvm, e.Pools().OriginVG, volumeID)
 	if err != nil {
 		return Origin{}, err
 	}
@@ -32,7 +32,7 @@ func (e *Engine) OriginLV(ctx context.Context, volumeID string) (Origin, error) 
 		if err := e.lvm.ActivateLV(ctx, lv.VG, lv.Name); err != nil {
 			return Origin{}, fmt.Errorf("activate origin of volume %s: %w", volumeID, err)
 		}
-		if lv, err = lvm.FindLV(ctx, e.lvm, e.pools.OriginVG, volumeID); err != nil {
+		if lv, err = lvm.FindLV(ctx, e.lvm, e.Pools().OriginVG, volumeID); err != nil {
 			return Origin{}, err
 		}
 	}
