@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -28,7 +29,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	if !o.agent {
-		n, err := newNode(o, m, nil)
+		n, err := setUpNode(ctx, o, m, nil)
 		if err != nil {
 			return err
 		}
@@ -38,11 +39,24 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	n, err := newNode(o, m, mgr.GetEventRecorder(agent.EventSource))
+	n, err := setUpNode(ctx, o, m, mgr.GetEventRecorder(agent.EventSource))
 	if err != nil {
 		return err
 	}
 	return runManager(ctx, o, mgr, n, agentConfig(o, n, m), newMetricsEndpoint(o, n))
+}
+
+// setUpNode assembles the node and makes the first attempt at its pools
+// before anything else runs: on a node whose disks are there, the agent,
+// the monitor and the sweep of unclaimed caches start knowing the cache
+// pool, as they always did. Later attempts run in the background.
+func setUpNode(ctx context.Context, o options, m *agent.Metrics, rec events.EventRecorder) (*node, error) {
+	n, err := newNode(o, m, rec)
+	if err != nil {
+		return nil, err
+	}
+	n.setup.Attempt(ctx)
+	return n, nil
 }
 
 func agentConfig(o options, n *node, m *agent.Metrics) agent.Config {

@@ -110,12 +110,20 @@ func NewPoolSetup(cfg PoolSetupConfig, deps PoolSetupDeps) *PoolSetup {
 }
 
 // Start tries at once, then every interval until every pool is up; it is a
-// controller-runtime Runnable.
+// controller-runtime Runnable. It first publishes the state again: an
+// attempt made before the manager started may have had its Event dropped.
 func (s *PoolSetup) Start(ctx context.Context) error {
+	s.mu.Lock()
+	for _, st := range s.states {
+		st.reported = ""
+	}
+	s.mu.Unlock()
 	ticker := s.cfg.Clock.NewTicker(s.cfg.Interval)
 	defer ticker.Stop()
 	for {
-		if !s.allUp() {
+		if s.allUp() {
+			s.publish() // says nothing new after the first time
+		} else {
 			s.Attempt(ctx)
 		}
 		select {

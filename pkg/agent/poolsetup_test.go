@@ -237,14 +237,20 @@ func TestPoolSetupRefusesOverlappingSelectors(t *testing.T) {
 	}
 }
 
-// Start retries on its interval and stops trying once every pool is up.
+// Start retries on its interval and stops trying once every pool is up. It
+// records the state of the attempt made before it again, whose Event the
+// manager, not started yet, may have dropped.
 func TestPoolSetupRetriesOnItsInterval(t *testing.T) {
 	w := newSetupWorld(t, PoolSpec{PoolDevices: lvm.PoolDevices{Paths: []string{hddByID}}}, PoolSpec{})
+	w.setup.Attempt(context.Background())
+	if e := w.nextEvent(); !strings.HasPrefix(e, "Warning PoolNotReady") {
+		t.Fatalf("first attempt's Event = %q", e)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = w.setup.Start(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
-	waitFor(t, "the first attempt", func() bool { return w.nextEvent() != "" })
+	waitFor(t, "the state recorded again", func() bool { return strings.HasPrefix(w.nextEvent(), "Warning PoolNotReady") })
 	if err := w.setup.Ready(); err == nil || !strings.Contains(err.Error(), hddByID) {
 		t.Fatalf("Ready() = %v, want the missing device named", err)
 	}
@@ -253,6 +259,18 @@ func TestPoolSetupRetriesOnItsInterval(t *testing.T) {
 		w.clk.Step(DefaultPoolRetryInterval)
 		return w.setup.Ready() == nil
 	})
+	waitFor(t, "the PoolReady Event", func() bool { return strings.HasPrefix(w.nextEvent(), "Normal PoolReady") })
+	before := len(w.recorded)
+	for range 3 {
+		w.clk.Step(DefaultPoolRetryInterval)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if e := w.nextEvent(); e != "" {
+		t.Errorf("Event after the pools were up: %q", e)
+	}
+	if len(w.recorded) != before {
+		t.Errorf("set-up kept changing pools once they were up: %v", w.recorded[before:])
+	}
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
