@@ -95,7 +95,8 @@ func TestZeroHeadRefusesAnotherDevice(t *testing.T) {
 
 // TestSysInventory reads a tree laid out as /dev/disk/by-id and
 // /sys/class/block are: two links of one HDD, an NVMe, a partition and a dm
-// device, and a dangling link of a device that went away.
+// device, a dangling link of a device that went away and a link to a file
+// sysfs does not know.
 func TestSysInventory(t *testing.T) {
 	root := t.TempDir()
 	inv := SysInventory{ByIDDir: filepath.Join(root, "by-id"), SysBlock: filepath.Join(root, "sys")}
@@ -110,13 +111,14 @@ func TestSysInventory(t *testing.T) {
 		{"dm-0", map[string]string{"size": "2048", "queue/rotational": "0"}},
 	} {
 		writeFile(t, filepath.Join(dev, d.name), "")
+		writeFile(t, filepath.Join(dev, "notblock"), "")
 		for k, v := range d.attrs {
 			writeFile(t, filepath.Join(inv.SysBlock, d.name, k), v)
 		}
 	}
 	for link, target := range map[string]string{
 		"wwn-0x5000c500a1b2c3d4": "sda", "ata-ST4000NM0035_ZC1": "sda", "ata-ST4000NM0035_ZC1-part1": "sda1",
-		"nvme-Samsung_SSD_980_PRO_1TB_S5": "nvme0n1", "dm-name-vg-lv": "dm-0", "ata-gone": "sdz",
+		"nvme-Samsung_SSD_980_PRO_1TB_S5": "nvme0n1", "dm-name-vg-lv": "dm-0", "ata-gone": "sdz", "ata-nosysfs": "notblock",
 	} {
 		symlink(t, filepath.Join(dev, target), filepath.Join(inv.ByIDDir, link))
 	}

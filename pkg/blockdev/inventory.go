@@ -74,7 +74,7 @@ func (s SysInventory) Disks() ([]Disk, error) {
 		d, ok := byNode[node]
 		if !ok {
 			if d, err = s.describe(node); err != nil {
-				return nil, err
+				continue // not a block device sysfs knows: nothing a selector may pick
 			}
 			byNode[node] = d
 			order = append(order, node)
