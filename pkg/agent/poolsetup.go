@@ -184,14 +184,37 @@ func (s *PoolSetup) plan() map[string]poolPlan {
 		}
 		plans[role] = p
 	}
-	o, c := plans[PoolOrigin], plans[PoolCache]
-	if err == nil && o.err == nil && c.err == nil && len(plans) == 2 {
-		if err := lvm.CheckDisjoint(disks, s.cfg.Origin.PoolDevices, s.cfg.Cache.PoolDevices, o.cfg.Devices, c.cfg.Devices); err != nil {
-			o.err, c.err = err, err
-			plans[PoolOrigin], plans[PoolCache] = o, c
-		}
+	if err == nil && s.cfg.Cache.Configured() {
+		s.checkDisjoint(disks, plans)
 	}
 	return plans
+}
+
+// checkDisjoint fails the pools being set up when a disk is among both
+// pools' devices: those resolved now or, for a pool already up, those it
+// was set up with.
+func (s *PoolSetup) checkDisjoint(disks []blockdev.Disk, plans map[string]poolPlan) {
+	devices := map[string][]string{}
+	for _, role := range []string{PoolOrigin, PoolCache} {
+		if p, ok := plans[role]; ok {
+			if p.err != nil {
+				return // nothing to compare with
+			}
+			devices[role] = p.cfg.Devices
+			continue
+		}
+		s.mu.Lock()
+		devices[role] = s.states[role].devices
+		s.mu.Unlock()
+	}
+	err := lvm.CheckDisjoint(disks, s.cfg.Origin.PoolDevices, s.cfg.Cache.PoolDevices, devices[PoolOrigin], devices[PoolCache])
+	if err == nil {
+		return
+	}
+	for role, p := range plans {
+		p.err = err
+		plans[role] = p
+	}
 }
 
 // specs are the configured pools.

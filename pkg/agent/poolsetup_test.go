@@ -237,6 +237,34 @@ func TestPoolSetupRefusesOverlappingSelectors(t *testing.T) {
 	}
 }
 
+// A cache selector retried after the origin pool came up may not pick one
+// of the origin's disks (here through a by-id link udev added late): the
+// overlap is named, not left to LVM's refusal.
+func TestPoolSetupCacheSelectorMustNotPickTheOriginsDisks(t *testing.T) {
+	w := newSetupWorld(t, PoolSpec{PoolDevices: lvm.PoolDevices{Paths: []string{hddByID}}},
+		PoolSpec{PoolDevices: lvm.PoolDevices{Selector: selector(t, "by-id=/dev/disk/by-id/wwn-*")}})
+	hdd := blockdevfake.Device{Node: "/dev/sdb", Size: 4 << 40, Rotational: true}
+	w.dev.Add(hddByID, hdd)
+	w.setup.Attempt(context.Background())
+	if err := w.setup.Ready(); err != nil {
+		t.Fatalf("origin: %v", err)
+	}
+	w.dev.Add("/dev/disk/by-id/wwn-0x5000c500a1", hdd)
+	w.setup.Attempt(context.Background())
+	w.setup.mu.Lock()
+	reason := w.setup.states[PoolCache].reason
+	w.setup.mu.Unlock()
+	if !strings.Contains(reason, "one pool only") || !strings.Contains(reason, "/dev/sdb") {
+		t.Fatalf("cache pool reason = %q, want the overlap with the origin's disk", reason)
+	}
+	if w.poolReady(t, PoolCache) != 0 || len(w.cacheUp) != 0 {
+		t.Fatal("the cache pool came up on an overlapping selector")
+	}
+	if err := w.setup.Ready(); err != nil {
+		t.Fatalf("the origin pool, up, stopped being ready: %v", err)
+	}
+}
+
 // Start retries on its interval and stops trying once every pool is up. It
 // records the state of the attempt made before it again, whose Event the
 // manager, not started yet, may have dropped.
