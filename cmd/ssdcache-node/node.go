@@ -9,6 +9,7 @@ import (
 
 	"github.com/kubernetes-csi/csi-lib-utils/metrics"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/exec"
 
 	"github.com/ssdcache/ssdcache/pkg/agent"
@@ -63,6 +64,8 @@ func newNode(o options, m *agent.Metrics, rec events.EventRecorder) (*node, erro
 		pools: agent.NewPoolWatch(l, o.originVG, nil, m, agent.PoolWatchOptions{Interval: o.poolScanInterval, StaleAfter: o.poolStaleAfter})}
 	if cachePool.Configured() {
 		n.cacheClass = o.cacheClass
+	} else {
+		klog.InfoS("No cache devices configured; volumes will not be cached")
 	}
 	layers := cache.Layers{DM: dm.NewDmsetup(run), LVM: l, Dev: dev}
 	if o.stateDir != "" {
