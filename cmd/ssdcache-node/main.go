@@ -17,6 +17,7 @@ import (
 	"github.com/ssdcache/ssdcache/pkg/agent"
 	ssdv1 "github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
 	"github.com/ssdcache/ssdcache/pkg/command"
+	"github.com/ssdcache/ssdcache/pkg/lvm"
 	"github.com/ssdcache/ssdcache/pkg/version"
 )
 
@@ -24,6 +25,7 @@ type options struct {
 	nodeName, endpoint, driverName string
 	originVG, cacheVG, cacheClass  string
 	originDevices, cacheDevices    list
+	originSelector, cacheSelector  lvm.Selector
 	adoptDevices                   list
 	lvmConfig                      string
 	metricsAddr, probeAddr         string
@@ -33,6 +35,7 @@ type options struct {
 	statusInterval                 time.Duration
 	promoteInterval                time.Duration
 	poolScanInterval               time.Duration
+	poolRetryInterval              time.Duration
 	poolStaleAfter                 time.Duration
 	commandTimeout                 time.Duration
 	faultPoint                     string
@@ -69,6 +72,8 @@ func parseFlags() options {
 	flag.StringVar(&o.cacheVG, "cache-vg", "ssdcache-nvme", "volume group of cache slices (NVMe)")
 	flag.Var(&o.cacheDevices, "cache-devices", "NVMe devices of the cache volume group, as /dev/disk/by-id paths; none runs the node without cache")
 	flag.StringVar(&o.cacheClass, "cache-class", "nvme", "device class name of the cache volume group (StorageClass parameter ssdcache.io/device-class)")
+	flag.Var(&o.originSelector, "origin-selector", "selects more HDDs of the origin volume group on each node, by their /dev/disk/by-id links and sysfs: comma-separated by-id=<glob of by-id paths>, model=<glob>, min-size=<quantity>, max-size=<quantity>, rotational=<bool>; whole disks only")
+	flag.Var(&o.cacheSelector, "cache-selector", "selects more NVMe/SSD devices of the cache volume group on each node, as --origin-selector does")
 	flag.Var(&o.adoptDevices, "adopt-devices", "devices that may be wiped although they carry a filesystem, partition table or LVM signature")
 	flag.StringVar(&o.lvmConfig, "lvm-config", "", "extra lvm --config, e.g. for nodes without udev")
 	flag.StringVar(&o.metricsAddr, "metrics-address", ":9810", "address of the Prometheus /metrics endpoint; empty disables it")
@@ -81,6 +86,7 @@ func parseFlags() options {
 	flag.DurationVar(&o.statusInterval, "status-interval", agent.DefaultFiguresInterval, "least time between two writes of a CacheBinding's cache figures (hits, fill) to its status")
 	flag.DurationVar(&o.promoteInterval, "promote-interval", agent.DefaultPromoteInterval, "how often the blocks read on caches that warm up (spec.warmup HotSet) are copied into their free cache blocks at once, instead of over the several passes dm-cache's smq needs; 0 turns it off")
 	flag.DurationVar(&o.poolScanInterval, "pool-scan-interval", agent.DefaultPoolScanInterval, "how often the volume groups are read for readiness, the CSI Probe and the capacity report")
+	flag.DurationVar(&o.poolRetryInterval, "pool-retry-interval", agent.DefaultPoolRetryInterval, "how often a pool whose devices are missing, refused or not selected is set up again (the node stays running, not ready while its origin pool is not up)")
 	flag.DurationVar(&o.poolStaleAfter, "pool-stale-after", agent.DefaultPoolStaleAfter, "readiness turns false when no LVM scan has succeeded for this long; a scan running longer is abandoned")
 	flag.DurationVar(&o.commandTimeout, "command-timeout", command.DefaultTimeout, "a dmsetup, lvm, wipefs or blockdev command still running after this long is killed (a hung tool must not hold a volume forever); 0 leaves only the caller's deadline")
 	flag.DurationVar(&o.awaitCSI, "await-csi", 0, "do not run the plugin: wait up to this long for the plugin at --csi-endpoint to answer, then exit (0 once it answers); for a postStart hook that holds the sidecars back until the plugin serves")

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/kubernetes-csi/csi-lib-utils/metrics"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/exec"
 
@@ -30,8 +31,11 @@ type node struct {
 	locks      *cache.VolumeLocks
 	driver     *csi.Driver
 	csiMetrics metrics.CSIMetricsManager
-	// cacheClass is the device class of the cache pool; "" when it did not come up.
+	// cacheClass is the device class of the cache pool; "" when none is configured.
 	cacheClass string
+	// setup brings the pools up and retries while their devices are missing
+	// or refused; its Ready is the node's readiness and CSI Probe.
+	setup *agent.PoolSetup
 	// pools reads the volume groups in the background for readiness, Probe
 	// and the capacity report.
 	pools *agent.PoolWatch
@@ -39,34 +43,84 @@ type node struct {
 	volumeEvents *agent.VolumeEvents
 }
 
-func newNode(ctx context.Context, o options, m *agent.Metrics) (*node, error) {
+// newNode assembles the plugin; rec (nil without the API) receives the
+// Events of pool set-up on the Node. Only a configuration no node could
+// use fails here: missing or refused devices leave the node running, not
+// ready, and retried.
+func newNode(o options, m *agent.Metrics, rec events.EventRecorder) (*node, error) {
 	if o.nodeName == "" {
 		return nil, errors.New("--node-name (or $NODE_NAME) is required")
+	}
+	origin, cachePool, err := poolSpecs(o)
+	if err != nil {
+		return nil, err
 	}
 	e := exec.New()
 	run := command.NewRunner(e, os.Environ()...).WithTimeout(o.commandTimeout)
 	dev := blockdev.NewHost(run)
-	l := lvm.NewCommand(run, o.lvmConfig, slices.Concat(o.originDevices, o.cacheDevices)...)
-	pools, cacheVGs, err := setUpPools(ctx, o, lvm.NewPools(l, dev))
-	if err != nil {
-		return nil, err
-	}
+	// LVM reads only the pool devices; selectors add theirs once resolved.
+	l := lvm.NewCommand(run, o.lvmConfig)
+	l.UseDevices(slices.Concat(origin.Paths, cachePool.Paths))
 	n := &node{dev: dev, locks: cache.NewVolumeLocks(), csiMetrics: newCSIMetrics(o.driverName),
-		pools: agent.NewPoolWatch(l, o.originVG, cacheVGs, m, agent.PoolWatchOptions{Interval: o.poolScanInterval, StaleAfter: o.poolStaleAfter})}
-	if len(cacheVGs) > 0 {
+		pools: agent.NewPoolWatch(l, o.originVG, nil, m, agent.PoolWatchOptions{Interval: o.poolScanInterval, StaleAfter: o.poolStaleAfter})}
+	if cachePool.Configured() {
 		n.cacheClass = o.cacheClass
+	} else {
+		klog.InfoS("No cache devices configured; volumes will not be cached")
 	}
 	layers := cache.Layers{DM: dm.NewDmsetup(run), LVM: l, Dev: dev}
 	if o.stateDir != "" {
 		layers.Metadata = dm.NewCacheTools(run, o.stateDir)
 		layers.HotSets = hotset.InStateDir(o.stateDir)
 	}
-	n.engine = cache.NewEngine(layers, pools, faultPoints(o.faultPoint))
+	n.engine = cache.NewEngine(layers, cache.Pools{OriginVG: o.originVG, DefaultClass: o.cacheClass}, faultPoints(o.faultPoint))
+	n.setup = agent.NewPoolSetup(
+		agent.PoolSetupConfig{NodeName: o.nodeName, Origin: origin, Cache: cachePool, CacheClass: o.cacheClass, Interval: o.poolRetryInterval},
+		agent.PoolSetupDeps{Inventory: blockdev.NewHostInventory(), Pools: lvm.NewPools(l, dev), LVM: l, Watch: n.pools,
+			OnCacheUp: n.engine.AddCachePool, Metrics: m, Events: rec})
 	n.driver, err = csi.NewDriver(csi.Config{
 		DriverName: o.driverName, Version: version.Version, NodeID: o.nodeName, Endpoint: o.endpoint, MaxVolumesPerNode: o.maxVolumes,
 	}, csi.Deps{Engine: n.engine, LVM: l, Mounter: mounter.NewHost(e), Locks: n.locks, Metrics: n.csiMetrics,
-		Ready: n.pools.Ready, Staged: n.onStaged(o.agent)})
+		Ready: n.setup.Ready, Staged: n.onStaged(o.agent)})
 	return n, err
+}
+
+// poolSpecs checks the pool flags, the same on every node a DaemonSet runs
+// on: what is wrong here no retry fixes, so the plugin exits.
+func poolSpecs(o options) (origin, cachePool agent.PoolSpec, err error) {
+	origin = agent.PoolSpec{PoolDevices: lvm.PoolDevices{VG: o.originVG, Paths: o.originDevices, Selector: o.originSelector}}
+	cachePool = agent.PoolSpec{PoolDevices: lvm.PoolDevices{VG: o.cacheVG, Paths: o.cacheDevices, Selector: o.cacheSelector}}
+	if !origin.Configured() {
+		return origin, cachePool, errors.New("the origin pool has no devices: pass --origin-devices, --origin-selector or both")
+	}
+	// An adopted device goes to the pool that names it, or that may select
+	// it: each attempt keeps only the adopt devices among a pool's devices.
+	for _, d := range o.adoptDevices {
+		toOrigin := slices.Contains(o.originDevices, d) || !o.originSelector.IsZero()
+		toCache := slices.Contains(o.cacheDevices, d) || !o.cacheSelector.IsZero()
+		switch {
+		case !lvm.IsByIDPath(d):
+			return origin, cachePool, fmt.Errorf("--adopt-devices: %q: only stable %s<id> paths are allowed: %w", d, lvm.ByIDDir, lvm.ErrInvalidDevice)
+		case !toOrigin && !toCache:
+			return origin, cachePool, fmt.Errorf("--adopt-devices: %s is in neither --origin-devices nor --cache-devices, and no selector could pick it", d)
+		}
+		if toOrigin {
+			origin.Adopt = append(origin.Adopt, d)
+		}
+		if toCache {
+			cachePool.Adopt = append(cachePool.Adopt, d)
+		}
+	}
+	for _, p := range []agent.PoolSpec{origin, cachePool} {
+		if len(p.Paths) == 0 {
+			continue
+		}
+		adopt := slices.DeleteFunc(slices.Clone(p.Adopt), func(d string) bool { return !slices.Contains(p.Paths, d) })
+		if err := lvm.ValidatePoolConfig(lvm.PoolConfig{VG: p.VG, Role: "pool", Devices: p.Paths, Adopt: adopt}); err != nil {
+			return origin, cachePool, err
+		}
+	}
+	return origin, cachePool, nil
 }
 
 // onStaged decides who gives a staged volume its cache: the node agent, for
@@ -78,34 +132,6 @@ func (n *node) onStaged(withAgent bool) func(context.Context, csi.StagedVolume) 
 	}
 	n.volumeEvents = agent.NewVolumeEvents()
 	return func(_ context.Context, v csi.StagedVolume) { n.volumeEvents.Notify(v.ID) }
-}
-
-// setUpPools creates or checks both volume groups. The origin pool must come
-// up: it holds the data. A cache pool that cannot (a dead or refused SSD)
-// leaves the node running uncached, so volumes stay usable.
-func setUpPools(ctx context.Context, o options, pools *lvm.Pools) (cache.Pools, []string, error) {
-	p := cache.Pools{OriginVG: o.originVG, CacheVGs: map[string]string{}, DefaultClass: o.cacheClass}
-	for _, d := range o.adoptDevices {
-		if !slices.Contains(o.originDevices, d) && !slices.Contains(o.cacheDevices, d) {
-			return p, nil, fmt.Errorf("--adopt-devices: %s is in neither --origin-devices nor --cache-devices", d)
-		}
-	}
-	adopt := func(devices []string) []string {
-		return slices.DeleteFunc(slices.Clone(o.adoptDevices), func(d string) bool { return !slices.Contains(devices, d) })
-	}
-	if _, err := pools.Ensure(ctx, lvm.PoolConfig{VG: o.originVG, Role: "origin", Devices: o.originDevices, Adopt: adopt(o.originDevices)}); err != nil {
-		return p, nil, fmt.Errorf("origin pool: %w", err)
-	}
-	if len(o.cacheDevices) == 0 {
-		klog.InfoS("No cache devices configured; volumes will not be cached")
-		return p, nil, nil
-	}
-	if _, err := pools.Ensure(ctx, lvm.PoolConfig{VG: o.cacheVG, Role: "cache", Devices: o.cacheDevices, Adopt: adopt(o.cacheDevices)}); err != nil {
-		klog.ErrorS(err, "Cache pool unavailable; running without cache", "vg", o.cacheVG)
-		return p, nil, nil
-	}
-	p.CacheVGs[o.cacheClass] = o.cacheVG
-	return p, []string{o.cacheVG}, nil
 }
 
 // newCSIMetrics counts CSI calls as csi_plugin_operations_seconds. Its

@@ -1,8 +1,8 @@
 package main
 
 import (
-	"context"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,10 +10,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	"github.com/ssdcache/ssdcache/pkg/blockdev"
-	"github.com/ssdcache/ssdcache/pkg/blockdev/blockdevfake"
 	"github.com/ssdcache/ssdcache/pkg/lvm"
-	"github.com/ssdcache/ssdcache/pkg/lvm/lvmfake"
 	"github.com/ssdcache/ssdcache/pkg/version"
 )
 
@@ -22,42 +19,53 @@ const (
 	ssd = "/dev/disk/by-id/nvme-SSD"
 )
 
-func devices(ssdSignature string) *blockdevfake.Devices {
-	d := blockdevfake.New()
-	d.Add(hdd, blockdevfake.Device{Node: "/dev/sda", Size: 100 << 30})
-	dev := blockdevfake.Device{Node: "/dev/nvme0n1", Size: 10 << 30}
-	if ssdSignature != "" {
-		dev.Signatures = []blockdev.Signature{{Type: ssdSignature, Offset: "0x0"}}
-	}
-	d.Add(ssd, dev)
-	return d
-}
-
-func TestAdoptDevicesGoToTheirOwnPool(t *testing.T) {
-	o := options{originVG: "hdd", cacheVG: "nvme", cacheClass: "nvme",
-		originDevices: list{hdd}, cacheDevices: list{ssd}, adoptDevices: list{ssd}}
-	pools, vgs, err := setUpPools(context.Background(), o, lvm.NewPools(lvmfake.New(), devices("xfs")))
+func mustSelector(t *testing.T, s string) lvm.Selector {
+	t.Helper()
+	sel, err := lvm.ParseSelector(s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pools.CacheVGs["nvme"] != "nvme" || len(vgs) != 1 {
-		t.Fatalf("adopted cache device not used: %+v %v", pools, vgs)
+	return sel
+}
+
+// An adopted device goes to the pool that names it or may select it.
+func TestAdoptDevicesGoToTheirOwnPool(t *testing.T) {
+	o := options{originVG: "hdd", cacheVG: "nvme", originDevices: list{hdd}, cacheDevices: list{ssd}, adoptDevices: list{ssd}}
+	origin, cachePool, err := poolSpecs(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(origin.Adopt) != 0 || !slices.Equal(cachePool.Adopt, []string{ssd}) {
+		t.Fatalf("adopt: origin %v, cache %v", origin.Adopt, cachePool.Adopt)
+	}
+	o = options{originVG: "hdd", cacheVG: "nvme", originDevices: list{hdd}, cacheSelector: mustSelector(t, "rotational=false"), adoptDevices: list{ssd}}
+	if _, cachePool, err = poolSpecs(o); err != nil || !slices.Equal(cachePool.Adopt, []string{ssd}) {
+		t.Fatalf("adopt with a cache selector: %v, %v", cachePool.Adopt, err)
 	}
 }
 
-func TestRefusedCacheDeviceLeavesNodeUncached(t *testing.T) {
-	o := options{originVG: "hdd", cacheVG: "nvme", cacheClass: "nvme", originDevices: list{hdd}, cacheDevices: list{ssd}}
-	pools, vgs, err := setUpPools(context.Background(), o, lvm.NewPools(lvmfake.New(), devices("ext4")))
-	if err != nil || len(vgs) != 0 || len(pools.CacheVGs) != 0 {
-		t.Fatalf("want an uncached node, got %+v %v %v", pools, vgs, err)
+// What is wrong with the flags is wrong on every node: the plugin exits
+// rather than retrying.
+func TestPoolFlagsNoNodeCouldUse(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		o    options
+		want string
+	}{
+		{"no origin devices", options{originVG: "hdd"}, "--origin-devices, --origin-selector or both"},
+		{"adopt outside the pools", options{originVG: "hdd", originDevices: list{hdd}, adoptDevices: list{"/dev/disk/by-id/other"}}, "--adopt-devices"},
+		{"adopt by kernel name", options{originVG: "hdd", originSelector: mustSelector(t, "rotational=true"), adoptDevices: list{"/dev/sdb"}}, "only stable"},
+		{"kernel name", options{originVG: "hdd", originDevices: list{"/dev/sdb"}}, "only stable /dev/disk/by-id/<id> paths"},
+		{"listed twice", options{originVG: "hdd", originDevices: list{hdd, hdd}}, "listed twice"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if _, _, err := poolSpecs(c.o); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v, want %q", err, c.want)
+			}
+		})
 	}
-}
-
-func TestAdoptDeviceOutsideThePools(t *testing.T) {
-	o := options{originVG: "hdd", originDevices: list{hdd}, adoptDevices: list{"/dev/disk/by-id/other"}}
-	_, _, err := setUpPools(context.Background(), o, lvm.NewPools(lvmfake.New(), devices("")))
-	if err == nil || !strings.Contains(err.Error(), "--adopt-devices") {
-		t.Fatalf("err = %v", err)
+	if _, _, err := poolSpecs(options{originVG: "hdd", originSelector: mustSelector(t, "model=ST4000*")}); err != nil {
+		t.Fatalf("a selector alone was refused: %v", err)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -28,18 +29,45 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	n, err := newNode(ctx, o, m)
+	if !o.agent {
+		n, err := setUpNode(ctx, o, m, nil)
+		if err != nil {
+			return err
+		}
+		return runStandalone(ctx, n, agentConfig(o, n, m), newMetricsEndpoint(o, n))
+	}
+	mgr, err := newManager(o)
 	if err != nil {
 		return err
 	}
-	metricsServer := &metricsEndpoint{addr: o.metricsAddr, gatherer: nodeGatherer(n.csiMetrics)}
-	cfg := agent.Config{NodeName: o.nodeName, Engine: n.engine, Dev: n.dev, Locks: n.locks, Metrics: m, Pools: n.pools,
+	n, err := setUpNode(ctx, o, m, mgr.GetEventRecorder(agent.EventSource))
+	if err != nil {
+		return err
+	}
+	return runManager(ctx, o, mgr, n, agentConfig(o, n, m), newMetricsEndpoint(o, n))
+}
+
+// setUpNode assembles the node and makes the first attempt at its pools
+// before anything else runs: on a node whose disks are there, the agent,
+// the monitor and the sweep of unclaimed caches start knowing the cache
+// pool, as they always did. Later attempts run in the background.
+func setUpNode(ctx context.Context, o options, m *agent.Metrics, rec events.EventRecorder) (*node, error) {
+	n, err := newNode(o, m, rec)
+	if err != nil {
+		return nil, err
+	}
+	n.setup.Attempt(ctx)
+	return n, nil
+}
+
+func agentConfig(o options, n *node, m *agent.Metrics) agent.Config {
+	return agent.Config{NodeName: o.nodeName, Engine: n.engine, Dev: n.dev, Locks: n.locks, Metrics: m, Pools: n.pools,
 		CacheClass: n.cacheClass, HealthInterval: o.healthInterval, SampleInterval: o.sampleInterval,
 		FiguresInterval: o.statusInterval, PromoteInterval: o.promoteInterval, VolumeEvents: n.volumeEvents, LeaseNamespace: o.leaseNamespace}
-	if !o.agent {
-		return runStandalone(ctx, n, cfg, metricsServer)
-	}
-	return runManager(ctx, o, n, cfg, metricsServer)
+}
+
+func newMetricsEndpoint(o options, n *node) *metricsEndpoint {
+	return &metricsEndpoint{addr: o.metricsAddr, gatherer: nodeGatherer(n.csiMetrics)}
 }
 
 // registerMetrics puts the agent's cache series and ssdcache_build_info on
@@ -59,7 +87,7 @@ func runStandalone(ctx context.Context, n *node, cfg agent.Config, metrics *metr
 	g, ctx := errgroup.WithContext(ctx)
 	mon := agent.NewMonitor(n.engine, n.dev, n.locks, agent.NewSamples(), cfg.Metrics, agent.MonitorOptions{
 		HealthInterval: cfg.HealthInterval, SampleInterval: cfg.SampleInterval})
-	runnables := map[string]interface{ Start(context.Context) error }{"csi": n.driver, "pools": n.pools, "monitor": mon, "metrics": metrics}
+	runnables := map[string]interface{ Start(context.Context) error }{"csi": n.driver, "pool-setup": n.setup, "pools": n.pools, "monitor": mon, "metrics": metrics}
 	if p := cfg.Promoter(); p != nil {
 		runnables["promoter"] = p
 	}
@@ -73,25 +101,25 @@ func runStandalone(ctx context.Context, n *node, cfg agent.Config, metrics *metr
 	return g.Wait()
 }
 
-func runManager(ctx context.Context, o options, n *node, cfg agent.Config, metrics *metricsEndpoint) error {
+func newManager(o options) (ctrl.Manager, error) {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return err
+		return nil, err
 	}
 	if err := ssdv1.AddToScheme(scheme); err != nil {
-		return err
+		return nil, err
 	}
 	restCfg, err := ctrl.GetConfig()
 	if err != nil {
-		return fmt.Errorf("loading kubeconfig (pass --agent=false to run without the API): %w", err)
+		return nil, fmt.Errorf("loading kubeconfig (pass --agent=false to run without the API): %w", err)
 	}
-	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{Scheme: scheme,
+	return ctrl.NewManager(restCfg, ctrl.Options{Scheme: scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"}, // served by metricsEndpoint with the CSI series
 		HealthProbeBindAddress: o.probeAddr})
-	if err != nil {
-		return err
-	}
-	for _, r := range []interface{ Start(context.Context) error }{n.driver, n.pools, metrics} {
+}
+
+func runManager(ctx context.Context, o options, mgr ctrl.Manager, n *node, cfg agent.Config, metrics *metricsEndpoint) error {
+	for _, r := range []interface{ Start(context.Context) error }{n.driver, n.setup, n.pools, metrics} {
 		if err := mgr.Add(runnable(r.Start)); err != nil {
 			return err
 		}
@@ -100,11 +128,13 @@ func runManager(ctx context.Context, o options, n *node, cfg agent.Config, metri
 		return err
 	}
 	// Both checks read memory only: a probe on a busy node must never start,
-	// wait for or kill an LVM or dm command.
+	// wait for or kill an LVM or dm command. Readiness is the CSI Probe's
+	// answer: false while the origin pool is not set up (its devices are
+	// missing or refused; the set-up retries) or the last scan is stale.
 	if err := mgr.AddHealthzCheck("csi", func(*http.Request) error { return n.driver.Serving() }); err != nil {
 		return err
 	}
-	if err := mgr.AddReadyzCheck("pools", func(*http.Request) error { return n.pools.Ready() }); err != nil {
+	if err := mgr.AddReadyzCheck("pools", func(*http.Request) error { return n.setup.Ready() }); err != nil {
 		return err
 	}
 	klog.InfoS("Starting ssdcache-node", "version", version.Version, "node", o.nodeName)

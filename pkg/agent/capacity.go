@@ -72,10 +72,14 @@ func (c *CapacityReporter) Report(ctx context.Context) error {
 	if err := c.reader.Get(ctx, client.ObjectKey{Name: c.nodeName}, node); err != nil {
 		return err
 	}
+	class := c.class
+	if total == 0 {
+		class = "" // the cache pool is not up (yet): no class to admit bindings of
+	}
 	want := map[string]string{
 		ssdv1.AnnotationCacheCapacityBytes: strconv.FormatUint(total/100*(100-metadataReservePercent), 10),
 		ssdv1.AnnotationCacheFreeBytes:     strconv.FormatUint(free, 10),
-		ssdv1.AnnotationCacheDeviceClass:   c.class,
+		ssdv1.AnnotationCacheDeviceClass:   class,
 	}
 	before := node.DeepCopy()
 	changed := false
@@ -91,6 +95,6 @@ func (c *CapacityReporter) Report(ctx context.Context) error {
 		return nil
 	}
 	klog.InfoS("Reporting cache capacity", "node", c.nodeName, "capacity", want[ssdv1.AnnotationCacheCapacityBytes],
-		"free", free, "deviceClass", c.class)
+		"free", free, "deviceClass", class)
 	return c.writer.Patch(ctx, node, client.MergeFrom(before))
 }

@@ -17,6 +17,7 @@ type Metrics struct {
 	usedBlocks, totalBlocks, blockBytes, dirtyBlocks, healthy           *prometheus.GaugeVec
 	drops, batchPromoted                                                *prometheus.CounterVec
 	poolUp                                                              prometheus.Gauge
+	nodePoolReady                                                       *prometheus.GaugeVec
 }
 
 // NewMetrics creates the series and registers them with reg.
@@ -48,9 +49,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Bytes written to the volume's device."}, []string{"volume"}),
 		poolUp: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "ssdcache", Name: "cache_pool_up",
 			Help: "1 when the last LVM scan found the node's cache volume group, 0 when the node runs without cache."}),
+		nodePoolReady: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "ssdcache", Subsystem: "node", Name: "pool_ready",
+			Help: "1 once the node's pool (origin or cache) is set up on its devices, 0 while they are missing or refused (retried)."}, []string{"pool"}),
 	}
 	for _, c := range []prometheus.Collector{m.readHits, m.readMisses, m.writeHits, m.writeMisses, m.promotions,
-		m.demotions, m.usedBlocks, m.totalBlocks, m.blockBytes, m.dirtyBlocks, m.healthy, m.drops, m.batchPromoted, m.readBytes, m.writtenBytes, m.poolUp} {
+		m.demotions, m.usedBlocks, m.totalBlocks, m.blockBytes, m.dirtyBlocks, m.healthy, m.drops, m.batchPromoted, m.readBytes, m.writtenBytes, m.poolUp, m.nodePoolReady} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -65,6 +68,15 @@ func (m *Metrics) SetPoolUp(up bool) {
 	} else {
 		m.poolUp.Set(0)
 	}
+}
+
+// SetNodePoolReady records whether the pool of role (PoolOrigin, PoolCache) is set up.
+func (m *Metrics) SetNodePoolReady(role string, up bool) {
+	v := 0.0
+	if up {
+		v = 1
+	}
+	m.nodePoolReady.WithLabelValues(role).Set(v)
 }
 
 // observe adds the counter deltas between prev and cur and sets the gauges.

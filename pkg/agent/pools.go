@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -76,6 +77,15 @@ func NewPoolWatch(l lvm.Interface, originVG string, cacheVGs []string, m *Metric
 	return w
 }
 
+// SetCacheVGs replaces the cache pools watched: the node's pool set-up adds
+// one once its devices are usable. Only pools that set-up brought up are
+// watched, so a foreign VG of the same name is never reported as capacity.
+func (w *PoolWatch) SetCacheVGs(vgs []string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.cacheVGs = slices.Clone(vgs)
+}
+
 // Start scans until ctx ends; it is a controller-runtime Runnable.
 func (w *PoolWatch) Start(ctx context.Context) error {
 	ticker := w.clock.NewTicker(w.interval)
@@ -133,7 +143,10 @@ func (w *PoolWatch) read(ctx context.Context) (poolScan, error) {
 	if scan.origin, err = get(w.originVG); err != nil {
 		return scan, err
 	}
-	for _, name := range w.cacheVGs {
+	w.mu.Lock()
+	cacheVGs := w.cacheVGs
+	w.mu.Unlock()
+	for _, name := range cacheVGs {
 		vg, err := get(name)
 		if err != nil {
 			return scan, err

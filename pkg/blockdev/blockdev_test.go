@@ -92,3 +92,79 @@ func TestZeroHeadRefusesAnotherDevice(t *testing.T) {
 		t.Fatalf("refused path was written: %q", got)
 	}
 }
+
+// TestSysInventory reads a tree laid out as /dev/disk/by-id and
+// /sys/class/block are: two links of one HDD, an NVMe, a partition and a dm
+// device, a dangling link of a device that went away and a link to a file
+// sysfs does not know.
+func TestSysInventory(t *testing.T) {
+	root := t.TempDir()
+	inv := SysInventory{ByIDDir: filepath.Join(root, "by-id"), SysBlock: filepath.Join(root, "sys")}
+	dev := filepath.Join(root, "dev")
+	for _, d := range []struct {
+		name  string
+		attrs map[string]string
+	}{
+		{"sda", map[string]string{"size": "7814037168", "queue/rotational": "1", "device/model": "ST4000NM0035-1V4 \n"}},
+		{"sda1", map[string]string{"size": "2048", "partition": "1"}},
+		{"nvme0n1", map[string]string{"size": "1953525168", "queue/rotational": "0", "device/model": "Samsung SSD 980 PRO 1TB"}},
+		{"dm-0", map[string]string{"size": "2048", "queue/rotational": "0"}},
+	} {
+		writeFile(t, filepath.Join(dev, d.name), "")
+		writeFile(t, filepath.Join(dev, "notblock"), "")
+		for k, v := range d.attrs {
+			writeFile(t, filepath.Join(inv.SysBlock, d.name, k), v)
+		}
+	}
+	for link, target := range map[string]string{
+		"wwn-0x5000c500a1b2c3d4": "sda", "ata-ST4000NM0035_ZC1": "sda", "ata-ST4000NM0035_ZC1-part1": "sda1",
+		"nvme-Samsung_SSD_980_PRO_1TB_S5": "nvme0n1", "dm-name-vg-lv": "dm-0", "ata-gone": "sdz", "ata-nosysfs": "notblock",
+	} {
+		symlink(t, filepath.Join(dev, target), filepath.Join(inv.ByIDDir, link))
+	}
+	disks, err := inv.Disks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]Disk{}
+	for _, d := range disks {
+		got[filepath.Base(d.Node)] = d
+	}
+	if len(got) != 4 {
+		t.Fatalf("disks = %+v, want sda, sda1, nvme0n1 and dm-0", disks)
+	}
+	sda := got["sda"]
+	if sda.Size != 7814037168*512 || !sda.Rotational || sda.Model != "ST4000NM0035-1V4" || sda.Partition || sda.DeviceMapper ||
+		!reflect.DeepEqual(sda.Links, []string{filepath.Join(inv.ByIDDir, "ata-ST4000NM0035_ZC1"), filepath.Join(inv.ByIDDir, "wwn-0x5000c500a1b2c3d4")}) {
+		t.Errorf("sda = %+v", sda)
+	}
+	if nvme := got["nvme0n1"]; nvme.Rotational || nvme.Model != "Samsung SSD 980 PRO 1TB" {
+		t.Errorf("nvme0n1 = %+v", nvme)
+	}
+	if !got["sda1"].Partition || !got["dm-0"].DeviceMapper {
+		t.Errorf("sda1 = %+v, dm-0 = %+v", got["sda1"], got["dm-0"])
+	}
+	if disks, err := (SysInventory{ByIDDir: filepath.Join(root, "none")}).Disks(); err != nil || len(disks) != 0 {
+		t.Errorf("without a by-id dir: %v, %v", disks, err)
+	}
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func symlink(t *testing.T, target, link string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+}

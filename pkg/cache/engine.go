@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -67,8 +69,10 @@ type Engine struct {
 	dev      blockdev.Interface
 	metadata dm.MetadataTools
 	hotSets  hotset.Store
-	pools    Pools
 	faults   FaultPoints
+
+	poolsMu sync.RWMutex
+	pools   Pools
 }
 
 // NewEngine returns an engine over the given OS layers.
@@ -76,6 +80,7 @@ func NewEngine(l Layers, pools Pools, faults FaultPoints) *Engine {
 	if faults == nil {
 		faults = NoFaults{}
 	}
+	pools.CacheVGs = maps.Clone(pools.CacheVGs) // AddCachePool changes the engine's own
 	e := &Engine{dm: l.DM, lvm: l.LVM, dev: l.Dev, pools: pools, faults: faults}
 	if l.Metadata != nil && l.HotSets != nil {
 		e.metadata, e.hotSets = l.Metadata, l.HotSets
@@ -84,7 +89,25 @@ func NewEngine(l Layers, pools Pools, faults FaultPoints) *Engine {
 }
 
 // Pools returns the engine's pool configuration.
-func (e *Engine) Pools() Pools { return e.pools }
+func (e *Engine) Pools() Pools {
+	e.poolsMu.RLock()
+	defer e.poolsMu.RUnlock()
+	p := e.pools
+	p.CacheVGs = maps.Clone(p.CacheVGs)
+	return p
+}
+
+// AddCachePool makes vg the cache pool of class: the node plugin sets up a
+// cache pool whose devices were missing or refused at start once they are
+// usable, without a restart.
+func (e *Engine) AddCachePool(class, vg string) {
+	e.poolsMu.Lock()
+	defer e.poolsMu.Unlock()
+	if e.pools.CacheVGs == nil {
+		e.pools.CacheVGs = map[string]string{}
+	}
+	e.pools.CacheVGs[class] = vg
+}
 
 // observe reads the kernel's table and the volume's cache LVs.
 func (e *Engine) observe(ctx context.Context, volumeID string) (observed, error) {
@@ -112,8 +135,9 @@ func (e *Engine) observe(ctx context.Context, volumeID string) (observed, error)
 }
 
 func (e *Engine) cacheVGs() []string {
-	vgs := make([]string, 0, len(e.pools.CacheVGs))
-	for _, vg := range e.pools.CacheVGs {
+	pools := e.Pools()
+	vgs := make([]string, 0, len(pools.CacheVGs))
+	for _, vg := range pools.CacheVGs {
 		if !slices.Contains(vgs, vg) {
 			vgs = append(vgs, vg)
 		}

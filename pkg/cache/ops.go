@@ -76,7 +76,7 @@ func (e *Engine) SetCache(ctx context.Context, volumeID string, spec *Spec) (Res
 		if err := spec.Validate(); err != nil {
 			return Result{}, err
 		}
-		if want.vg, err = e.pools.CacheVG(spec.Class); err != nil {
+		if want.vg, err = e.Pools().CacheVG(spec.Class); err != nil {
 			return Result{}, err
 		}
 	}
@@ -174,7 +174,7 @@ func (e *Engine) specOf(obs observed) (Spec, bool) {
 }
 
 func (e *Engine) classOf(vg string) string {
-	for class, v := range e.pools.CacheVGs {
+	for class, v := range e.Pools().CacheVGs {
 		if v == vg {
 			return class
 		}

@@ -3,8 +3,6 @@ package cache
 import (
 	"context"
 	"fmt"
-	"path/filepath"
-	"strings"
 
 	"github.com/ssdcache/ssdcache/pkg/blockdev"
 	"github.com/ssdcache/ssdcache/pkg/dm"
@@ -23,7 +21,7 @@ func (e *Engine) OriginLV(ctx context.Context, volumeID string) (Origin, error) 
 	if err := ValidateVolumeID(volumeID); err != nil {
 		return Origin{}, err
 	}
-	lv, err := lvm.FindLV(ctx, e.lvm, e.pools.OriginVG, volumeID)
+	lv, err := lvm.FindLV(ctx, e.lvm, e.Pools().OriginVG, volumeID)
 	if err != nil {
 		return Origin{}, err
 	}
@@ -34,7 +32,7 @@ func (e *Engine) OriginLV(ctx context.Context, volumeID string) (Origin, error) 
 		if err := e.lvm.ActivateLV(ctx, lv.VG, lv.Name); err != nil {
 			return Origin{}, fmt.Errorf("activate origin of volume %s: %w", volumeID, err)
 		}
-		if lv, err = lvm.FindLV(ctx, e.lvm, e.pools.OriginVG, volumeID); err != nil {
+		if lv, err = lvm.FindLV(ctx, e.lvm, e.Pools().OriginVG, volumeID); err != nil {
 			return Origin{}, err
 		}
 	}
@@ -74,15 +72,8 @@ func (e *Engine) OriginDisk(ctx context.Context, path string) (Origin, error) {
 // driver or LVM already uses. LVM is asked through the device's own
 // signature, not a PV scan: the node's LVM reads only its pool devices.
 func (e *Engine) refuseDiskInUse(ctx context.Context, path, node string) error {
-	if strings.HasPrefix(filepath.Base(node), "dm-") {
-		return fmt.Errorf("device %s (%s) is a device-mapper device, such as another volume's LV; only whole disks can be static volumes: %w", path, node, lvm.ErrDeviceInUse)
-	}
-	holders, err := e.dev.Holders(node)
-	if err != nil {
-		return fmt.Errorf("device %s: read holders: %w", path, err)
-	}
-	if len(holders) > 0 {
-		return fmt.Errorf("device %s (%s) is in use by %s; refusing to use it as a disk: %w", path, node, strings.Join(holders, ", "), lvm.ErrDeviceInUse)
+	if err := lvm.RefuseStacked(e.dev, path, node, "as a disk (only whole disks nobody uses can be static volumes)"); err != nil {
+		return err
 	}
 	sigs, err := e.dev.Signatures(ctx, node)
 	if err != nil {

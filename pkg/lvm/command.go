@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/ssdcache/ssdcache/pkg/command"
 	"github.com/ssdcache/ssdcache/pkg/dm"
@@ -18,9 +19,17 @@ type Command struct {
 	// config is passed as --config to every command, e.g. to disable udev
 	// synchronisation on nodes (or VMs) without udev.
 	config string
-	// devices, when set, are the only devices LVM may read (--devices).
-	devices string
+
+	mu sync.Mutex
+	// devices are the only devices LVM may read (--devices) when restricted.
+	devices    string
+	restricted bool
 }
+
+// ErrNoPoolDevices is returned by a Command restricted to no device at all
+// (no pool device resolved on the node yet): LVM would otherwise read every
+// block device, the tenants' volumes too.
+var ErrNoPoolDevices = errors.New("no pool device known on this node yet; not running LVM")
 
 // NewCommand returns the real LVM layer. config may be empty. devices, when
 // given, are the only block devices LVM scans: the node's pool devices.
@@ -29,7 +38,20 @@ type Command struct {
 // label there would make a second "ssdcache-hdd" appear, and on a node with
 // many volumes every command pays for scanning them all.
 func NewCommand(run *command.Runner, config string, devices ...string) *Command {
-	return &Command{run: run, config: config, devices: strings.Join(devices, ",")}
+	c := &Command{run: run, config: config}
+	if len(devices) > 0 {
+		c.UseDevices(devices)
+	}
+	return c
+}
+
+// UseDevices restricts LVM to devices from now on: the node plugin's pool
+// devices, which device selectors resolve at run time. An empty list makes
+// every command fail with ErrNoPoolDevices instead of scanning the node.
+func (c *Command) UseDevices(devices []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.devices, c.restricted = strings.Join(devices, ","), true
 }
 
 var _ Interface = (*Command)(nil)
@@ -39,8 +61,14 @@ func (c *Command) lvm(ctx context.Context, sub string, args ...string) ([]byte, 
 	if c.config != "" {
 		full = append(full, "--config", c.config)
 	}
-	if c.devices != "" {
-		full = append(full, "--devices", c.devices)
+	c.mu.Lock()
+	devices, restricted := c.devices, c.restricted
+	c.mu.Unlock()
+	if restricted && devices == "" {
+		return nil, fmt.Errorf("lvm %s: %w", sub, ErrNoPoolDevices)
+	}
+	if devices != "" {
+		full = append(full, "--devices", devices)
 	}
 	return c.run.Run(ctx, "lvm", append(full, args...)...)
 }

@@ -110,6 +110,24 @@ func TestCommandsSeeOnlyThePoolDevices(t *testing.T) {
 	}
 }
 
+// Devices a selector resolved later replace the list; a restriction to no
+// device runs no LVM at all rather than one that scans every device.
+func TestUseDevicesNeverWidensTheScan(t *testing.T) {
+	var calls []recorded
+	c := NewCommand(fakeExec(t, &calls, lvsOutput), "")
+	c.UseDevices(nil)
+	if _, err := c.ListLVs(context.Background(), "ssdcache-hdd"); !errors.Is(err, ErrNoPoolDevices) || len(calls) != 0 {
+		t.Fatalf("restricted to nothing: err %v, %d commands run", err, len(calls))
+	}
+	c.UseDevices([]string{"/dev/disk/by-id/hdd-2"})
+	if _, err := c.ListLVs(context.Background(), "ssdcache-hdd"); err != nil {
+		t.Fatal(err)
+	}
+	if i := slices.Index(calls[0].args, "--devices"); i < 0 || calls[0].args[i+1] != "/dev/disk/by-id/hdd-2" {
+		t.Fatalf("lvs args %v: want --devices /dev/disk/by-id/hdd-2", calls[0].args)
+	}
+}
+
 func TestParseReportErrors(t *testing.T) {
 	if _, err := parseReport([]byte("not json")); err == nil {
 		t.Fatal("garbage accepted")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -163,6 +164,9 @@ func (p *Pools) checkDevice(ctx context.Context, cfg PoolConfig, d string, pvVG 
 	} else if isPV && vg != "" {
 		return false, fmt.Errorf("pool %s: device %s (%s) belongs to volume group %q; remove it there first: %w", cfg.VG, d, node, vg, ErrDeviceInUse)
 	}
+	if err := RefuseStacked(p.dev, d, node, "in pool "+cfg.VG); err != nil {
+		return false, err
+	}
 	sigs, err := p.dev.Signatures(ctx, d)
 	if err != nil {
 		return false, fmt.Errorf("pool %s: device %s: read signatures: %w", cfg.VG, d, err)
@@ -176,6 +180,26 @@ func (p *Pools) checkDevice(ctx context.Context, cfg PoolConfig, d string, pvVG 
 	}
 	klog.InfoS("Wiping adopted device", "vg", cfg.VG, "device", d, "signatures", describe(sigs))
 	return true, p.dev.Wipe(ctx, d)
+}
+
+// RefuseStacked fails for a device the kernel already uses: a device-mapper
+// device (another volume's LV, a dm-crypt mapping) or one with holders
+// (device-mapper, md or bcache stacked on it), which no signature may show.
+// use says what the device was wanted for ("as a disk", "in pool X"). A
+// pool's own member has holders (its LVs): callers ask only about devices
+// that are not.
+func RefuseStacked(dev blockdev.Interface, path, node, use string) error {
+	if strings.HasPrefix(filepath.Base(node), "dm-") {
+		return fmt.Errorf("device %s (%s) is a device-mapper device, such as another volume's LV; refusing to use it %s: %w", path, node, use, ErrDeviceInUse)
+	}
+	holders, err := dev.Holders(node)
+	if err != nil {
+		return fmt.Errorf("device %s: read holders: %w", path, err)
+	}
+	if len(holders) > 0 {
+		return fmt.Errorf("device %s (%s) is in use by %s; refusing to use it %s: %w", path, node, strings.Join(holders, ", "), use, ErrDeviceInUse)
+	}
+	return nil
 }
 
 func describe(sigs []blockdev.Signature) string {

@@ -17,6 +17,7 @@ const (
 	ext4  = "/dev/disk/by-id/nvme-ext4"
 	gpt   = "/dev/disk/by-id/ata-gpt"
 	pv    = "/dev/disk/by-id/ata-foreign-pv"
+	held  = "/dev/disk/by-id/ata-held"
 )
 
 func world() (*lvmfake.LVM, *blockdevfake.Devices) {
@@ -25,6 +26,7 @@ func world() (*lvmfake.LVM, *blockdevfake.Devices) {
 	dev.Add(ext4, blockdevfake.Device{Node: "/dev/nvme1n1", Size: 10 << 30, Signatures: []blockdev.Signature{{Type: "ext4", Offset: "0x438"}}})
 	dev.Add(gpt, blockdevfake.Device{Node: "/dev/sda", Size: 10 << 30, Signatures: []blockdev.Signature{{Type: "gpt", Offset: "0x200"}, {Type: "PMBR", Offset: "0x1fe"}}})
 	dev.Add(pv, blockdevfake.Device{Node: "/dev/sdb", Size: 10 << 30, Signatures: []blockdev.Signature{{Type: blockdev.LVMMember, Offset: "0x218"}}})
+	dev.Add(held, blockdevfake.Device{Node: "/dev/sdc", Size: 10 << 30, Holders: []string{"dm-7"}})
 	l := lvmfake.New()
 	l.Resolve = func(d string) string { n, _ := dev.Resolve(d); return n }
 	l.AddPV("/dev/sdb", "homevg")
@@ -40,6 +42,8 @@ func TestSafetyRule3_RefusesDevicesInUse(t *testing.T) {
 		{ext4, "carries a ext4 signature at offset 0x438"},
 		{gpt, "carries a gpt signature"},
 		{pv, `belongs to volume group "homevg"`},
+		// A plain dm-crypt or multipath map leaves no signature: holders show it.
+		{held, "is in use by dm-7"},
 	} {
 		t.Run(tc.device, func(t *testing.T) {
 			l, dev := world()

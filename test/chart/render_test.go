@@ -30,7 +30,7 @@ const (
 )
 
 // valuesFiles are the configurations every test renders; "" is the chart's defaults.
-var valuesFiles = []string{"", "testdata/full.yaml", "testdata/groups.yaml", "testdata/external-rbac.yaml", "testdata/bench-tiny.yaml"}
+var valuesFiles = []string{"", "testdata/full.yaml", "testdata/groups.yaml", "testdata/fleet.yaml", "testdata/external-rbac.yaml", "testdata/bench-tiny.yaml"}
 
 // rendered is one render of the chart.
 type rendered struct {

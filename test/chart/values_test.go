@@ -27,6 +27,15 @@ func TestSchemaRefusesBadValues(t *testing.T) {
 		{"bad duration", map[string]any{"node": map[string]any{"healthInterval": "1 second"}}, "healthInterval"},
 		{"report ConfigMap name", map[string]any{"bench": map[string]any{"reportConfigMap": "Bench_Report"}}, "reportConfigMap"},
 		{"group without selector", map[string]any{"node": map[string]any{"nodeGroups": []any{map[string]any{"name": "a"}}}}, "nodeSelector"},
+		{"group with an empty selector", map[string]any{"node": map[string]any{"nodeGroups": []any{map[string]any{"name": "a", "nodeSelector": map[string]any{}}}}}, "nodeSelector"},
+		{"selector outside by-id", map[string]any{"node": map[string]any{"originSelector": map[string]any{"byId": "/dev/sd*"}}}, "byId"},
+		{"unknown selector key", map[string]any{"node": map[string]any{"cacheSelector": map[string]any{"serial": "S1"}}}, "serial"},
+		{"selector size", map[string]any{"node": map[string]any{"originSelector": map[string]any{"minSize": "two terabytes"}}}, "minSize"},
+		{"selector rotational", map[string]any{"node": map[string]any{"originSelector": map[string]any{"rotational": "yes"}}}, "rotational"},
+		{"group selector", map[string]any{"node": map[string]any{"nodeGroups": []any{map[string]any{"name": "a", "nodeSelector": map[string]any{"a": "b"},
+			"cacheSelector": map[string]any{"model": "a,b"}}}}}, "model"},
+		{"toleration operator", map[string]any{"node": map[string]any{"tolerations": []any{map[string]any{"operator": "Always"}}}}, "operator"},
+		{"retry interval", map[string]any{"node": map[string]any{"poolRetryInterval": "soon"}}, "poolRetryInterval"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

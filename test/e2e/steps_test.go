@@ -53,6 +53,9 @@ func (s *suite) helmInstall(ctx context.Context, t *testing.T) {
 	if err := os.WriteFile(values, raw, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The chart's node plugin runs only on nodes an operator labelled, as
+	// the README's install says.
+	s.kubectl(ctx, t, "label", "node", "e2e-node", "ssdcache.io/node=true", "--overwrite")
 	if _, err := s.c.Helm(ctx, "install", release, filepath.Join(s.repo, "charts", "ssdcache"),
 		"--namespace", namespace, "--create-namespace", "--values", values, timeoutFlag(ctx)); err != nil {
 		t.Fatalf("%v\n%s", err, s.explain(ctx, object{ns: namespace}))

@@ -80,3 +80,37 @@ ssdcache.io
 {{- define "ssdcache.agentLeasePrefix" -}}
 ssdcache-node.
 {{- end -}}
+
+{{/* A device selector as ssdcache-node's --origin-selector and --cache-selector read it. */}}
+{{- define "ssdcache.selectorArg" -}}
+{{- $parts := list -}}
+{{- with .byId }}{{ $parts = append $parts (printf "by-id=%s" .) }}{{ end -}}
+{{- with .model }}{{ $parts = append $parts (printf "model=%s" .) }}{{ end -}}
+{{- with .minSize }}{{ $parts = append $parts (printf "min-size=%v" .) }}{{ end -}}
+{{- with .maxSize }}{{ $parts = append $parts (printf "max-size=%v" .) }}{{ end -}}
+{{- if hasKey . "rotational" }}{{ $parts = append $parts (printf "rotational=%t" .rotational) }}{{ end -}}
+{{- join "," $parts -}}
+{{- end -}}
+
+{{/* Fails on node values no node could run with: the same volume group for
+both pools, two groups of one name, or two groups whose node selectors are
+the same (their DaemonSets would run two plugins on each of those nodes). */}}
+{{- define "ssdcache.checkNodeGroups" -}}
+{{- $node := .Values.node -}}
+{{- if eq $node.originVG $node.cacheVG -}}
+{{- fail (printf "node.originVG and node.cacheVG are both %q: the HDD and NVMe pools need volume groups of their own" $node.originVG) -}}
+{{- end -}}
+{{- $seen := dict -}}
+{{- $selectors := dict -}}
+{{- range $g := $node.nodeGroups -}}
+{{- if hasKey $seen .name -}}
+{{- fail (printf "node.nodeGroups: the name %q is used twice; each group is a DaemonSet named after it" .name) -}}
+{{- end -}}
+{{- $_ := set $seen .name true -}}
+{{- $sel := merge (dict) (.nodeSelector | default dict) $node.nodeSelector | toJson -}}
+{{- with get $selectors $sel -}}
+{{- fail (printf "node.nodeGroups %s and %s select the same nodes (nodeSelector %s): a node would run two plugins fighting over its disks; give each group a nodeSelector of its own" . $g.name $sel) -}}
+{{- end -}}
+{{- $_ := set $selectors $sel .name -}}
+{{- end -}}
+{{- end -}}

@@ -5,6 +5,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/ssdcache/ssdcache/pkg/blockdev"
@@ -19,6 +22,9 @@ type Device struct {
 	Signatures []blockdev.Signature
 	// Holders are the devices stacked on this one (e.g. dm-3).
 	Holders []string
+	// What Disks reports for device selectors.
+	Model                 string
+	Rotational, Partition bool
 }
 
 // Devices is a fake blockdev.Interface keyed by the path callers use
@@ -43,7 +49,10 @@ func New() *Devices {
 	return &Devices{devices: map[string]*Device{}, Stats: map[dm.DevNum]blockdev.IOStats{}, Failing: map[string]bool{}}
 }
 
-var _ blockdev.Interface = (*Devices)(nil)
+var (
+	_ blockdev.Interface = (*Devices)(nil)
+	_ blockdev.Inventory = (*Devices)(nil)
+)
 
 // Add registers a device under path (and under its node name).
 func (f *Devices) Add(path string, d Device) {
@@ -54,6 +63,53 @@ func (f *Devices) Add(path string, d Device) {
 	if d.Node != "" {
 		f.devices[d.Node] = &dev
 	}
+}
+
+// Remove unplugs the device registered under path, with every other path
+// of it.
+func (f *Devices) Remove(path string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d, ok := f.devices[path]
+	if !ok {
+		return
+	}
+	for p, other := range f.devices {
+		if other == d {
+			delete(f.devices, p)
+		}
+	}
+}
+
+// Disks lists the devices registered under a /dev/disk/by-id path, one per
+// node, as the host's inventory groups links.
+func (f *Devices) Disks() ([]blockdev.Disk, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	byNode := map[string]*blockdev.Disk{}
+	for path, d := range f.devices {
+		if !strings.HasPrefix(path, "/dev/disk/by-id/") {
+			continue
+		}
+		node := d.Node
+		if node == "" {
+			node = path
+		}
+		disk, ok := byNode[node]
+		if !ok {
+			disk = &blockdev.Disk{Node: node, Size: d.Size, Model: d.Model, Rotational: d.Rotational, Partition: d.Partition,
+				DeviceMapper: strings.HasPrefix(filepath.Base(node), "dm-")}
+			byNode[node] = disk
+		}
+		disk.Links = append(disk.Links, path)
+	}
+	disks := make([]blockdev.Disk, 0, len(byNode))
+	for _, d := range byNode {
+		slices.Sort(d.Links)
+		disks = append(disks, *d)
+	}
+	slices.SortFunc(disks, func(a, b blockdev.Disk) int { return strings.Compare(a.Node, b.Node) })
+	return disks, nil
 }
 
 func (f *Devices) get(path string) (*Device, error) {

@@ -29,7 +29,9 @@ func loopDisk(t *testing.T, e env, name string, prepare string) (byID, node stri
 
 // Safety rule 3 on real devices: a disk named in the pool list that carries
 // a filesystem or a partition table is refused and left byte for byte as it
-// was; a kernel device name is refused before anything is looked at.
+// was, the plugin running not ready and saying why (it retries: the
+// operator may wipe the disk); a kernel device name is refused before
+// anything is looked at, and the plugin exits, as no retry can fix it.
 func TestSafetyRule3_RefusesDisksInUse(t *testing.T) {
 	e := guestEnv(t)
 	cases := []struct {
@@ -47,12 +49,21 @@ func TestSafetyRule3_RefusesDisksInUse(t *testing.T) {
 				device = node
 			}
 			before := sh(t, "dd if=%s bs=1M count=4 status=none | sha256sum", node)
-			out, err := runNodeToExit(e, "--origin-vg=safety-"+c.name, "--origin-devices="+device)
-			if err == nil {
-				t.Fatalf("ssdcache-node accepted %s:\n%s", device, out)
-			}
-			if !strings.Contains(out, c.want) || !strings.Contains(out, device) {
-				t.Fatalf("refusal does not say %q about %s (%v):\n%s", c.want, device, err, out)
+			if c.device == "" {
+				p := startUnready(t, e, "safety-"+c.name, "--origin-vg=safety-"+c.name, "--origin-devices="+device)
+				p.waitNotReady(c.want)
+				if !strings.Contains(p.log.String(), device) {
+					t.Fatalf("refusal does not name %s:\n%s", device, p.log)
+				}
+				p.stop()
+			} else {
+				out, err := runNodeToExit(e, "--origin-vg=safety-"+c.name, "--origin-devices="+device)
+				if err == nil {
+					t.Fatalf("ssdcache-node accepted %s:\n%s", device, out)
+				}
+				if !strings.Contains(out, c.want) || !strings.Contains(out, device) {
+					t.Fatalf("refusal does not say %q about %s (%v):\n%s", c.want, device, err, out)
+				}
 			}
 			if after := sh(t, "dd if=%s bs=1M count=4 status=none | sha256sum", node); after != before {
 				t.Fatalf("refused device %s was written to", device)
