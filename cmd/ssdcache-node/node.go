@@ -52,7 +52,7 @@ func newNode(ctx context.Context, o options, m *agent.Metrics) (*node, error) {
 		return nil, err
 	}
 	n := &node{dev: dev, locks: cache.NewVolumeLocks(), csiMetrics: newCSIMetrics(o.driverName),
-		pools: agent.NewPoolWatch(l, o.originVG, cacheVGs, m, agent.PoolWatchOptions{Interval: o.poolScanInterval, StaleAfter: o.poolStaleAfter})}
+		pools: agent.NewPoolWatch(l, o.originVG, cacheVGs, m, agent.PoolWatchOptions{Interval: o.poolScanInterval, StaleAfter: o.poolStaleAfter, Classes: pools.CacheVGs})}
 	if len(cacheVGs) > 0 {
 		n.cacheClass = o.cacheClass
 	}

@@ -17,6 +17,7 @@ type Metrics struct {
 	usedBlocks, totalBlocks, blockBytes, dirtyBlocks, healthy           *prometheus.GaugeVec
 	drops, batchPromoted                                                *prometheus.CounterVec
 	poolUp                                                              prometheus.Gauge
+	poolSize, poolFree                                                  *prometheus.GaugeVec
 }
 
 // NewMetrics creates the series and registers them with reg.
@@ -48,14 +49,42 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Bytes written to the volume's device."}, []string{"volume"}),
 		poolUp: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "ssdcache", Name: "cache_pool_up",
 			Help: "1 when the last LVM scan found the node's cache volume group, 0 when the node runs without cache."}),
+		poolSize: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "ssdcache", Subsystem: "pool", Name: "size_bytes",
+			Help: "Size of a pool's volume group at the last LVM scan; pool is origin or cache, class the cache device class."}, []string{"pool", "vg", "class"}),
+		poolFree: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "ssdcache", Subsystem: "pool", Name: "free_bytes",
+			Help: "Unallocated bytes of a pool's volume group at the last LVM scan."}, []string{"pool", "vg", "class"}),
 	}
 	for _, c := range []prometheus.Collector{m.readHits, m.readMisses, m.writeHits, m.writeMisses, m.promotions,
-		m.demotions, m.usedBlocks, m.totalBlocks, m.blockBytes, m.dirtyBlocks, m.healthy, m.drops, m.batchPromoted, m.readBytes, m.writtenBytes, m.poolUp} {
+		m.demotions, m.usedBlocks, m.totalBlocks, m.blockBytes, m.dirtyBlocks, m.healthy, m.drops, m.batchPromoted, m.readBytes, m.writtenBytes,
+		m.poolUp, m.poolSize, m.poolFree} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
 	}
 	return m, nil
+}
+
+// PoolBytes is one configured volume group as a pool scan read it.
+type PoolBytes struct {
+	// Pool is "origin" or "cache"; Class is the cache device class ("" for the origin).
+	Pool, VG, Class string
+	// Found is false when the scan did not find the volume group.
+	Found      bool
+	Size, Free uint64
+}
+
+// SetPools records the pools' sizes; a volume group the scan did not find
+// has no series, rather than a size of 0 that would read as a full pool.
+func (m *Metrics) SetPools(pools []PoolBytes) {
+	for _, p := range pools {
+		if !p.Found {
+			m.poolSize.DeleteLabelValues(p.Pool, p.VG, p.Class)
+			m.poolFree.DeleteLabelValues(p.Pool, p.VG, p.Class)
+			continue
+		}
+		m.poolSize.WithLabelValues(p.Pool, p.VG, p.Class).Set(float64(p.Size))
+		m.poolFree.WithLabelValues(p.Pool, p.VG, p.Class).Set(float64(p.Free))
+	}
 }
 
 // SetPoolUp records whether the cache pool is usable.
