@@ -37,6 +37,8 @@ type node struct {
 	pools *agent.PoolWatch
 	// volumeEvents tells the agent of staged volumes (nil without the agent).
 	volumeEvents *agent.VolumeEvents
+	// metrics learn each staged volume's PVC from its volume context.
+	metrics *agent.Metrics
 }
 
 func newNode(ctx context.Context, o options, m *agent.Metrics) (*node, error) {
@@ -51,7 +53,7 @@ func newNode(ctx context.Context, o options, m *agent.Metrics) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &node{dev: dev, locks: cache.NewVolumeLocks(), csiMetrics: newCSIMetrics(o.driverName),
+	n := &node{dev: dev, locks: cache.NewVolumeLocks(), csiMetrics: newCSIMetrics(o.driverName), metrics: m,
 		pools: agent.NewPoolWatch(l, o.originVG, cacheVGs, m, agent.PoolWatchOptions{Interval: o.poolScanInterval, StaleAfter: o.poolStaleAfter, Classes: pools.CacheVGs})}
 	if len(cacheVGs) > 0 {
 		n.cacheClass = o.cacheClass
@@ -73,11 +75,17 @@ func newNode(ctx context.Context, o options, m *agent.Metrics) (*node, error) {
 // the volume's CacheBinding (the only owner of a cache), or without the
 // agent the volume context itself.
 func (n *node) onStaged(withAgent bool) func(context.Context, csi.StagedVolume) {
-	if !withAgent {
-		return attachFromVolumeContext(n.engine, n.locks)
+	next := attachFromVolumeContext(n.engine, n.locks)
+	if withAgent {
+		n.volumeEvents = agent.NewVolumeEvents()
+		next = func(_ context.Context, v csi.StagedVolume) { n.volumeEvents.Notify(v.ID) }
 	}
-	n.volumeEvents = agent.NewVolumeEvents()
-	return func(_ context.Context, v csi.StagedVolume) { n.volumeEvents.Notify(v.ID) }
+	return func(ctx context.Context, v csi.StagedVolume) {
+		if ns, pvc := csi.PVCOf(v.Context); pvc != "" && n.metrics != nil {
+			n.metrics.SetOwner(v.ID, agent.VolumeOwner{Namespace: ns, PVC: pvc})
+		}
+		next(ctx, v)
+	}
 }
 
 // setUpPools creates or checks both volume groups. The origin pool must come

@@ -213,7 +213,7 @@ func TestNodeSidecars(t *testing.T) {
 	ds := typed[appsv1.DaemonSet](t, render(t, "").one(t, "DaemonSet", "ssd-ssdcache-node"))
 	spec := ds.Spec.Template.Spec
 	prov := container(t, spec, "csi-provisioner")
-	mustHaveArgs(t, prov, "--node-deployment=true", "--enable-capacity=true", "--capacity-ownerref-level=1",
+	mustHaveArgs(t, prov, "--node-deployment=true", "--enable-capacity=true", "--capacity-ownerref-level=1", "--extra-create-metadata=true",
 		"--feature-gates=Topology=true", "--strict-topology=true", "--immediate-topology=false",
 		"--node-deployment-immediate-binding=false", "--leader-election=false", "--csi-address=/csi/csi.sock")
 	for name, field := range map[string]string{"NODE_NAME": "spec.nodeName", "NAMESPACE": "metadata.namespace", "POD_NAME": "metadata.name"} {
