@@ -134,6 +134,15 @@ func (m *Metrics) SetOwner(volumeID string, o VolumeOwner) {
 	}
 }
 
+// Owner is the PVC volumeID's series are labelled with; ok is false while
+// the node does not know it.
+func (m *Metrics) Owner(volumeID string) (o VolumeOwner, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	o, ok = m.owners[volumeID]
+	return o, ok
+}
+
 // add adds n to volumeID's series of c.
 func (m *Metrics) add(c *prometheus.CounterVec, volumeID string, n float64) {
 	m.mu.Lock()
