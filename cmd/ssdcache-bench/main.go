@@ -23,6 +23,7 @@ import (
 	"github.com/ssdcache/ssdcache/pkg/bench/reportcm"
 	"github.com/ssdcache/ssdcache/pkg/command"
 	"github.com/ssdcache/ssdcache/pkg/dm"
+	"github.com/ssdcache/ssdcache/pkg/logging"
 	"github.com/ssdcache/ssdcache/pkg/version"
 )
 
@@ -57,6 +58,10 @@ func run(ctx context.Context, args []string, sys system) int {
 	if opts.printVersion {
 		fmt.Fprintln(sys.stdout, version.Get().String("ssdcache-bench"))
 		return 0
+	}
+	if err := opts.logging.Apply(); err != nil {
+		fmt.Fprintln(sys.stderr, "ssdcache-bench:", err)
+		return 2
 	}
 	runner := command.NewRunner(sys.exec)
 	deps := bench.Deps{
@@ -115,6 +120,7 @@ type options struct {
 	report    reportFlags
 	// printVersion skips everything else: --version needs no targets.
 	printVersion bool
+	logging      *logging.Options
 }
 
 // listFlag collects a repeatable flag; commas also separate values.
@@ -140,9 +146,9 @@ type rawFlags struct {
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("ssdcache-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	klog.InitFlags(fs)
 	var raw rawFlags
 	var opts options
+	opts.logging = logging.AddFlags(fs)
 	c := &opts.config
 	fs.Var(&raw.targets, "target", "name=path of a block device or a file in a mounted volume; repeat for side-by-side targets (e.g. raw-ssd=/dev/vdb)")
 	fs.Var(&raw.dmDevices, "dm-cache", "name=dm-device: the target's dm-cache device (dm name or /dev/mapper path) whose counters are sampled around each test; repeatable")

@@ -19,6 +19,7 @@ import (
 
 	ssdv1 "github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
 	"github.com/ssdcache/ssdcache/pkg/controller"
+	"github.com/ssdcache/ssdcache/pkg/logging"
 	"github.com/ssdcache/ssdcache/pkg/version"
 )
 
@@ -30,11 +31,12 @@ type flags struct {
 	agentLeaseNamespace     string
 	agentGoneAfter          time.Duration
 	printVersion            bool
+	logging                 *logging.Options
 }
 
 func parseFlags() flags {
 	var f flags
-	klog.InitFlags(nil)
+	f.logging = logging.AddFlags(flag.CommandLine)
 	flag.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; 0 disables it")
 	flag.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints")
 	flag.BoolVar(&f.leaderElect, "leader-elect", true, "elect a leader so that only one replica reconciles at a time")
@@ -61,6 +63,9 @@ func main() {
 }
 
 func run(f flags) error {
+	if err := f.logging.Apply(); err != nil {
+		return err
+	}
 	ctrl.SetLogger(klog.NewKlogr())
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/ssdcache/ssdcache/pkg/agent"
 	ssdv1 "github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
 	"github.com/ssdcache/ssdcache/pkg/command"
+	"github.com/ssdcache/ssdcache/pkg/logging"
 	"github.com/ssdcache/ssdcache/pkg/lvm"
 	"github.com/ssdcache/ssdcache/pkg/version"
 )
@@ -46,6 +47,7 @@ type options struct {
 	awaitCSI time.Duration
 	// printVersion makes the process print its version and exit.
 	printVersion bool
+	logging      *logging.Options
 }
 
 // list is a comma-separated, repeatable flag.
@@ -63,7 +65,7 @@ func (l *list) Set(v string) error {
 
 func parseFlags() options {
 	var o options
-	klog.InitFlags(nil)
+	o.logging = logging.AddFlags(flag.CommandLine)
 	flag.StringVar(&o.nodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (the Node object and the CSI node ID); defaults to $NODE_NAME")
 	flag.StringVar(&o.endpoint, "csi-endpoint", "unix:///csi/csi.sock", "CSI gRPC endpoint")
 	flag.StringVar(&o.driverName, "driver-name", ssdv1.DriverName, "CSI driver name")
@@ -102,6 +104,10 @@ func main() {
 	if o.printVersion {
 		fmt.Println(version.Get().String("ssdcache-node"))
 		return
+	}
+	if err := o.logging.Apply(); err != nil {
+		fmt.Fprintln(os.Stderr, "ssdcache-node:", err)
+		os.Exit(2)
 	}
 	ctrl.SetLogger(klog.NewKlogr())
 	ctx := ctrl.SetupSignalHandler()

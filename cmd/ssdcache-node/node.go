@@ -41,6 +41,8 @@ type node struct {
 	pools *agent.PoolWatch
 	// volumeEvents tells the agent of staged volumes (nil without the agent).
 	volumeEvents *agent.VolumeEvents
+	// metrics learn each staged volume's PVC from its volume context.
+	metrics *agent.Metrics
 }
 
 // newNode assembles the plugin; rec (nil without the API) receives the
@@ -61,8 +63,9 @@ func newNode(o options, m *agent.Metrics, rec events.EventRecorder) (*node, erro
 	// LVM reads only the pool devices; selectors add theirs once resolved.
 	l := lvm.NewCommand(run, o.lvmConfig)
 	l.UseDevices(slices.Concat(origin.Paths, cachePool.Paths))
-	n := &node{dev: dev, locks: cache.NewVolumeLocks(), csiMetrics: newCSIMetrics(o.driverName),
-		pools: agent.NewPoolWatch(l, o.originVG, nil, m, agent.PoolWatchOptions{Interval: o.poolScanInterval, StaleAfter: o.poolStaleAfter})}
+	n := &node{dev: dev, locks: cache.NewVolumeLocks(), csiMetrics: newCSIMetrics(o.driverName), metrics: m,
+		pools: agent.NewPoolWatch(l, o.originVG, nil, m, agent.PoolWatchOptions{Interval: o.poolScanInterval, StaleAfter: o.poolStaleAfter,
+			Classes: map[string]string{o.cacheClass: o.cacheVG}})}
 	if cachePool.Configured() {
 		n.cacheClass = o.cacheClass
 	} else {
@@ -127,11 +130,17 @@ func poolSpecs(o options) (origin, cachePool agent.PoolSpec, err error) {
 // the volume's CacheBinding (the only owner of a cache), or without the
 // agent the volume context itself.
 func (n *node) onStaged(withAgent bool) func(context.Context, csi.StagedVolume) {
-	if !withAgent {
-		return attachFromVolumeContext(n.engine, n.locks)
+	next := attachFromVolumeContext(n.engine, n.locks)
+	if withAgent {
+		n.volumeEvents = agent.NewVolumeEvents()
+		next = func(_ context.Context, v csi.StagedVolume) { n.volumeEvents.Notify(v.ID) }
 	}
-	n.volumeEvents = agent.NewVolumeEvents()
-	return func(_ context.Context, v csi.StagedVolume) { n.volumeEvents.Notify(v.ID) }
+	return func(ctx context.Context, v csi.StagedVolume) {
+		if ns, pvc := csi.PVCOf(v.Context); pvc != "" && n.metrics != nil {
+			n.metrics.SetOwner(v.ID, agent.VolumeOwner{Namespace: ns, PVC: pvc})
+		}
+		next(ctx, v)
+	}
 }
 
 // newCSIMetrics counts CSI calls as csi_plugin_operations_seconds. Its

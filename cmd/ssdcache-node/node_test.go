@@ -1,15 +1,20 @@
 package main
 
 import (
+	"context"
 	"runtime"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/ssdcache/ssdcache/pkg/agent"
+	ssdv1 "github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
+	"github.com/ssdcache/ssdcache/pkg/csi"
 	"github.com/ssdcache/ssdcache/pkg/lvm"
 	"github.com/ssdcache/ssdcache/pkg/version"
 )
@@ -118,5 +123,29 @@ func checkBuildInfo(t *testing.T, f *dto.MetricFamily) {
 	}
 	if labels["version"] != version.Version || labels["goversion"] != runtime.Version() || m.GetGauge().GetValue() != 1 {
 		t.Errorf("ssdcache_build_info %v = %v, want version %q, goversion %q, value 1", labels, m.GetGauge().GetValue(), version.Version, runtime.Version())
+	}
+}
+
+// NodeStage's volume context names the PVC (from CreateVolume, which copies
+// csi-provisioner's --extra-create-metadata): the metrics take it at once,
+// with or without the agent.
+func TestStagedVolumesLabelTheirMetricsWithTheirPVC(t *testing.T) {
+	for _, withAgent := range []bool{true, false} {
+		m, err := agent.NewMetrics(prometheus.NewRegistry())
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := &node{metrics: m}
+		staged := n.onStaged(withAgent)
+		// Uncached, so the standalone path attaches nothing and needs no engine.
+		staged(context.Background(), csi.StagedVolume{ID: "pvc-1", Context: map[string]string{
+			ssdv1.ParamCacheMode: ssdv1.CacheModeNone, csi.ContextPVCName: "data", csi.ContextPVCNamespace: "team-a"}})
+		staged(context.Background(), csi.StagedVolume{ID: "pvc-2", Context: map[string]string{ssdv1.ParamCacheMode: ssdv1.CacheModeNone}})
+		if o, ok := m.Owner("pvc-1"); !ok || o != (agent.VolumeOwner{Namespace: "team-a", PVC: "data"}) {
+			t.Errorf("agent %v: owner of pvc-1 %+v (known %v), want team-a/data", withAgent, o, ok)
+		}
+		if _, ok := m.Owner("pvc-2"); ok {
+			t.Errorf("agent %v: a volume without PVC metadata got an owner", withAgent)
+		}
 	}
 }

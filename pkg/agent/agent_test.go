@@ -110,7 +110,7 @@ func TestSafetyRule4_FailingCacheDroppedOnline(t *testing.T) {
 	if why, ok := n.samples.Dropped(vol); !ok || !strings.Contains(why, "Fail") || len(dropped) != 1 {
 		t.Fatalf("drop not recorded: %q %v", why, dropped)
 	}
-	if got := testutil.ToFloat64(n.metrics.drops.WithLabelValues(vol)); got != 1 {
+	if got := testutil.ToFloat64(n.metrics.drops.With(n.metrics.labels(vol))); got != 1 {
 		t.Fatalf("drops metric %v", got)
 	}
 }
@@ -210,20 +210,20 @@ func TestMetricsAreWrapSafeDeltas(t *testing.T) {
 	n.clock.Step(DefaultSampleInterval)
 	n.dm.StatusOverride[name] = status(5, 30, 7, "rw -") // hits wrapped by 11
 	n.monitor.Tick(context.Background())
-	if got := testutil.ToFloat64(n.metrics.readHits.WithLabelValues(vol)); got != 11 {
+	if got := testutil.ToFloat64(n.metrics.readHits.With(n.metrics.labels(vol))); got != 11 {
 		t.Fatalf("read hits %v, want 11", got)
 	}
-	if got := testutil.ToFloat64(n.metrics.readMisses.WithLabelValues(vol)); got != 20 {
+	if got := testutil.ToFloat64(n.metrics.readMisses.With(n.metrics.labels(vol))); got != 20 {
 		t.Fatalf("read misses %v, want 20", got)
 	}
-	if got := testutil.ToFloat64(n.metrics.usedBlocks.WithLabelValues(vol)); got != 100 {
+	if got := testutil.ToFloat64(n.metrics.usedBlocks.With(n.metrics.labels(vol))); got != 100 {
 		t.Fatalf("used blocks %v", got)
 	}
 	// Between sample intervals nothing is re-read into the series.
 	n.dm.StatusOverride[name] = status(100, 30, 7, "rw -")
 	n.clock.Step(time.Second)
 	n.monitor.Tick(context.Background())
-	if got := testutil.ToFloat64(n.metrics.readHits.WithLabelValues(vol)); got != 11 {
+	if got := testutil.ToFloat64(n.metrics.readHits.With(n.metrics.labels(vol))); got != 11 {
 		t.Fatalf("sampled before the interval: %v", got)
 	}
 }
@@ -249,7 +249,7 @@ func (n *fakeNode) reconciler(t *testing.T, objs ...client.Object) (*BindingReco
 	t.Helper()
 	c := fake.NewClientBuilder().WithScheme(newScheme(t)).WithObjects(objs...).WithStatusSubresource(&ssdv1.CacheBinding{}).Build()
 	rec := events.NewFakeRecorder(10)
-	return NewBindingReconciler(c, rec, n.engine, n.locks, n.samples, node, BindingOptions{Clock: n.clock}), c, rec
+	return NewBindingReconciler(c, rec, n.engine, n.locks, n.samples, node, BindingOptions{Clock: n.clock, Metrics: n.metrics}), c, rec
 }
 
 func reconcileOnce(t *testing.T, r *BindingReconciler) ctrl.Result {
@@ -358,8 +358,8 @@ func TestFiguresWrittenAtMostOncePerInterval(t *testing.T) {
 	n.monitor.Tick(context.Background())
 	reconcileOnce(t, r)
 	first := get(t, c).Status.Cache
-	if first == nil || first.HitRatio != "75.0%" || first.Promotions != 5 {
-		t.Fatalf("figures %+v", first)
+	if first == nil || first.HitRatio != "75.0%" || first.Promotions != 5 || first.RecentHitRatio != "" {
+		t.Fatalf("figures %+v (no recent ratio from one sample)", first)
 	}
 	n.clock.Step(DefaultSampleInterval)
 	n.dm.StatusOverride[name] = status(60, 10, 9, "rw -")
@@ -371,7 +371,8 @@ func TestFiguresWrittenAtMostOncePerInterval(t *testing.T) {
 	n.clock.Step(DefaultFiguresInterval)
 	n.monitor.Tick(context.Background())
 	reconcileOnce(t, r)
-	if got := get(t, c).Status.Cache; got.ReadHits != 60 {
+	// Since attach 60 of 70 reads hit; in the window since the first sample, all 30.
+	if got := get(t, c).Status.Cache; got.ReadHits != 60 || got.HitRatio != "85.7%" || got.RecentHitRatio != "100.0%" {
 		t.Fatalf("figures not refreshed after the interval: %+v", got)
 	}
 }
@@ -397,10 +398,10 @@ func TestVolumeThroughputCountersFromDeltas(t *testing.T) {
 	n.dev.Stats[num] = blockdev.IOStats{ReadBytes: 5 << 20, WriteBytes: 8192}
 	n.clock.Step(DefaultSampleInterval)
 	n.monitor.Tick(context.Background())
-	if got := testutil.ToFloat64(n.metrics.readBytes.WithLabelValues(vol)); got != 4<<20 {
+	if got := testutil.ToFloat64(n.metrics.readBytes.With(n.metrics.labels(vol))); got != 4<<20 {
 		t.Fatalf("read bytes %v, want %d", got, 4<<20)
 	}
-	if got := testutil.ToFloat64(n.metrics.writtenBytes.WithLabelValues(vol)); got != 4096 {
+	if got := testutil.ToFloat64(n.metrics.writtenBytes.With(n.metrics.labels(vol))); got != 4096 {
 		t.Fatalf("written bytes %v", got)
 	}
 }
@@ -447,5 +448,68 @@ func TestMonitorSkipsAVolumeUnstagedDuringTheTick(t *testing.T) {
 	mon.Tick(context.Background())
 	if len(dropped) != 0 {
 		t.Fatalf("a volume unstaged during the tick was dropped: %v", dropped)
+	}
+}
+
+// A volume sampled before its binding is read (a plugin restart) gets its
+// PVC's labels from the binding, with its counters carried over: one series
+// per volume, never a reset.
+func TestMetricsTakeThePVCFromTheBinding(t *testing.T) {
+	n := newNode(t)
+	n.stage(t, &cache.Spec{SizeBytes: gib, Mode: cache.ModeReadCache})
+	name := "ssdcache-" + vol
+	n.dm.StatusOverride[name] = status(10, 10, 1, "rw -")
+	n.monitor.Tick(context.Background())
+	n.clock.Step(DefaultSampleInterval)
+	n.dm.StatusOverride[name] = status(40, 10, 1, "rw -")
+	n.monitor.Tick(context.Background())
+	unowned := prometheus.Labels{LabelVolume: vol, LabelNamespace: "", LabelPVC: ""}
+	if got := testutil.ToFloat64(n.metrics.readHits.With(unowned)); got != 30 {
+		t.Fatalf("read hits before the binding: %v", got)
+	}
+	r, _, _ := n.reconciler(t, admitted(ssdv1.ModeReadCache, gib))
+	reconcileOnce(t, r)
+	owned := prometheus.Labels{LabelVolume: vol, LabelNamespace: "ns", LabelPVC: "data"}
+	if got := testutil.ToFloat64(n.metrics.readHits.With(owned)); got != 30 {
+		t.Fatalf("read hits under the PVC's labels: %v, want the 30 carried over", got)
+	}
+	n.clock.Step(DefaultSampleInterval)
+	n.dm.StatusOverride[name] = status(50, 10, 1, "rw -")
+	n.monitor.Tick(context.Background())
+	if got := testutil.ToFloat64(n.metrics.readHits.With(owned)); got != 40 {
+		t.Fatalf("read hits after another sample: %v", got)
+	}
+	for _, c := range []prometheus.Collector{n.metrics.readHits, n.metrics.usedBlocks} {
+		if got := testutil.CollectAndCount(c); got != 1 {
+			t.Errorf("%d series for one volume, want 1", got)
+		}
+	}
+}
+
+// NodeStage's owner comes first; unstaging forgets it with the series.
+func TestMetricsForgetAnUnstagedVolume(t *testing.T) {
+	n := newNode(t)
+	n.stage(t, nil)
+	n.metrics.SetOwner(vol, VolumeOwner{Namespace: "ns", PVC: "data"})
+	num := dm.DevNum{Major: 253, Minor: 1}
+	n.dev.Stats[num] = blockdev.IOStats{ReadBytes: 1 << 20}
+	n.monitor.Tick(context.Background())
+	n.dev.Stats[num] = blockdev.IOStats{ReadBytes: 3 << 20}
+	n.clock.Step(DefaultSampleInterval)
+	n.monitor.Tick(context.Background())
+	owned := prometheus.Labels{LabelVolume: vol, LabelNamespace: "ns", LabelPVC: "data"}
+	if got := testutil.ToFloat64(n.metrics.readBytes.With(owned)); got != 2<<20 {
+		t.Fatalf("read bytes %v", got)
+	}
+	if err := n.engine.Unstage(context.Background(), vol); err != nil {
+		t.Fatal(err)
+	}
+	n.clock.Step(DefaultSampleInterval)
+	n.monitor.Tick(context.Background())
+	if got := testutil.CollectAndCount(n.metrics.readBytes); got != 0 {
+		t.Fatalf("%d read byte series after unstage", got)
+	}
+	if _, ok := n.metrics.owners[vol]; ok {
+		t.Fatal("owner kept after unstage")
 	}
 }

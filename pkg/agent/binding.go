@@ -43,6 +43,7 @@ type BindingReconciler struct {
 	engine          *cache.Engine
 	locks           *cache.VolumeLocks
 	samples         *Samples
+	metrics         *Metrics
 	nodeName        string
 	clock           clock.Clock
 	figuresInterval time.Duration
@@ -53,13 +54,16 @@ type BindingReconciler struct {
 type BindingOptions struct {
 	FiguresInterval, Resync time.Duration
 	Clock                   clock.Clock
+	// Metrics, when set, learn each bound volume's PVC from its binding: the
+	// one source of it for a volume staged before the plugin restarted.
+	Metrics *Metrics
 }
 
 // NewBindingReconciler returns the reconciler of node nodeName.
 func NewBindingReconciler(c client.Client, rec events.EventRecorder, e *cache.Engine, locks *cache.VolumeLocks,
 	samples *Samples, nodeName string, o BindingOptions) *BindingReconciler {
 	r := &BindingReconciler{client: c, recorder: rec, engine: e, locks: locks, samples: samples, nodeName: nodeName,
-		clock: o.Clock, figuresInterval: o.FiguresInterval, resync: o.Resync}
+		clock: o.Clock, figuresInterval: o.FiguresInterval, resync: o.Resync, metrics: o.Metrics}
 	if r.clock == nil {
 		r.clock = clock.RealClock{}
 	}
@@ -87,6 +91,9 @@ func (r *BindingReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		// Not admitted here (yet, or any more): a cache it had on this node
 		// is now claimed by no binding.
 		return ctrl.Result{}, r.DetachUnclaimed(ctx)
+	}
+	if r.metrics != nil {
+		r.metrics.SetOwner(b.Status.VolumeHandle, VolumeOwner{Namespace: b.Namespace, PVC: b.Spec.PVCName})
 	}
 	if !r.locks.TryAcquire(b.Status.VolumeHandle) {
 		return ctrl.Result{RequeueAfter: busyRetry}, nil

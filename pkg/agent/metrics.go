@@ -1,16 +1,35 @@
 package agent
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/ssdcache/ssdcache/pkg/blockdev"
 	"github.com/ssdcache/ssdcache/pkg/dm"
 )
 
-// Metrics are the per-volume dm-cache series and the volumes' transfer
-// counters. Counters are built from deltas of the kernel's counters (32-bit
-// for dm-cache), so they survive wraps and remain monotonic when a cache or
-// device is re-created.
+// Labels of every per-volume series: the volume (the PV's name, as before)
+// and the PVC it belongs to, named as kubelet's volume stats name them so
+// the two join. One series per volume: the PVC is a property of the volume.
+const (
+	LabelVolume    = "volume"
+	LabelNamespace = "namespace"
+	LabelPVC       = "persistentvolumeclaim"
+)
+
+// VolumeOwner is the PVC a volume belongs to, as far as this node knows:
+// from the volume context NodeStage received (csi-provisioner's
+// --extra-create-metadata) or from the volume's CacheBinding.
+type VolumeOwner struct {
+	Namespace, PVC string
+}
+
+// Metrics are the per-volume dm-cache series, the volumes' transfer counters
+// and the pools' sizes. Counters are built from deltas of the kernel's
+// counters (32-bit for dm-cache), so they survive wraps and remain monotonic
+// when a cache or device is re-created.
 type Metrics struct {
 	readBytes, writtenBytes                                             *prometheus.CounterVec
 	readHits, readMisses, writeHits, writeMisses, promotions, demotions *prometheus.CounterVec
@@ -18,47 +37,143 @@ type Metrics struct {
 	drops, batchPromoted                                                *prometheus.CounterVec
 	poolUp                                                              prometheus.Gauge
 	nodePoolReady                                                       *prometheus.GaugeVec
+	poolSize, poolFree                                                  *prometheus.GaugeVec
+
+	// mu orders every per-volume write with SetOwner's relabelling, so no
+	// write lands on a volume's old labels after they were replaced.
+	mu     sync.Mutex
+	owners map[string]VolumeOwner
 }
 
 // NewMetrics creates the series and registers them with reg.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
-	counter := func(name, help string) *prometheus.CounterVec {
-		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "ssdcache", Subsystem: "cache", Name: name, Help: help}, []string{"volume"})
+	volumeLabels := []string{LabelVolume, LabelNamespace, LabelPVC}
+	counter := func(subsystem, name, help string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "ssdcache", Subsystem: subsystem, Name: name, Help: help}, volumeLabels)
 	}
 	gauge := func(name, help string) *prometheus.GaugeVec {
-		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "ssdcache", Subsystem: "cache", Name: name, Help: help}, []string{"volume"})
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "ssdcache", Subsystem: "cache", Name: name, Help: help}, volumeLabels)
+	}
+	pool := func(name, help string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "ssdcache", Subsystem: "pool", Name: name, Help: help}, []string{"pool", "vg", "class"})
 	}
 	m := &Metrics{
-		readHits:    counter("read_hits_total", "Reads served from the cache device."),
-		readMisses:  counter("read_misses_total", "Reads served from the origin."),
-		writeHits:   counter("write_hits_total", "Writes to blocks that were cached (written to both devices)."),
-		writeMisses: counter("write_misses_total", "Writes to blocks that were not cached."),
-		promotions:  counter("promotions_total", "Blocks copied from the origin into the cache."),
-		demotions:   counter("demotions_total", "Blocks evicted from the cache."),
+		readHits:    counter("cache", "read_hits_total", "Reads served from the cache device."),
+		readMisses:  counter("cache", "read_misses_total", "Reads served from the origin."),
+		writeHits:   counter("cache", "write_hits_total", "Writes to blocks that were cached (written to both devices)."),
+		writeMisses: counter("cache", "write_misses_total", "Writes to blocks that were not cached."),
+		promotions:  counter("cache", "promotions_total", "Blocks copied from the origin into the cache."),
+		demotions:   counter("cache", "demotions_total", "Blocks evicted from the cache."),
 		usedBlocks:  gauge("used_blocks", "Cache blocks holding data."),
 		totalBlocks: gauge("total_blocks", "Cache blocks of the cache device."),
 		blockBytes:  gauge("block_size_bytes", "Size of one cache block."),
 		dirtyBlocks: gauge("dirty_blocks", "Blocks the cache considers dirty; always 0 in writethrough."),
-		healthy:     gauge("healthy", "1 while the cache is usable, 0 once dm-cache reported a failure."),
-		drops:       counter("drops_total", "Caches dropped to a linear table because their device failed."),
-		batchPromoted: counter("batch_promoted_blocks_total",
+		healthy:     gauge("healthy", "1 while the cache is usable, 0 once dm-cache reported a failure (Fail, needs_check, read-only metadata)."),
+		drops:       counter("cache", "drops_total", "Caches dropped to a linear table because their device failed."),
+		batchPromoted: counter("cache", "batch_promoted_blocks_total",
 			"Blocks ssdcache copied into the cache in batches of recently read ones, beside dm-cache's own promotions."),
-		readBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "ssdcache", Subsystem: "volume", Name: "read_bytes_total",
-			Help: "Bytes read from the volume's device, cached or not (rate() gives read throughput)."}, []string{"volume"}),
-		writtenBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "ssdcache", Subsystem: "volume", Name: "written_bytes_total",
-			Help: "Bytes written to the volume's device."}, []string{"volume"}),
+		readBytes:    counter("volume", "read_bytes_total", "Bytes read from the volume's device, cached or not (rate() gives read throughput)."),
+		writtenBytes: counter("volume", "written_bytes_total", "Bytes written to the volume's device."),
 		poolUp: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "ssdcache", Name: "cache_pool_up",
 			Help: "1 when the last LVM scan found the node's cache volume group, 0 when the node runs without cache."}),
 		nodePoolReady: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "ssdcache", Subsystem: "node", Name: "pool_ready",
 			Help: "1 once the node's pool (origin or cache) is set up on its devices, 0 while they are missing or refused (retried)."}, []string{"pool"}),
+		poolSize: pool("size_bytes", "Size of a pool's volume group at the last LVM scan; pool is origin or cache, class the cache device class."),
+		poolFree: pool("free_bytes", "Unallocated bytes of a pool's volume group at the last LVM scan."),
+		owners:   map[string]VolumeOwner{},
 	}
 	for _, c := range []prometheus.Collector{m.readHits, m.readMisses, m.writeHits, m.writeMisses, m.promotions,
-		m.demotions, m.usedBlocks, m.totalBlocks, m.blockBytes, m.dirtyBlocks, m.healthy, m.drops, m.batchPromoted, m.readBytes, m.writtenBytes, m.poolUp, m.nodePoolReady} {
+		m.demotions, m.usedBlocks, m.totalBlocks, m.blockBytes, m.dirtyBlocks, m.healthy, m.drops, m.batchPromoted, m.readBytes, m.writtenBytes,
+		m.poolUp, m.nodePoolReady, m.poolSize, m.poolFree} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
 	}
 	return m, nil
+}
+
+func (m *Metrics) volumeCounters() []*prometheus.CounterVec {
+	return []*prometheus.CounterVec{m.readHits, m.readMisses, m.writeHits, m.writeMisses, m.promotions, m.demotions,
+		m.drops, m.batchPromoted, m.readBytes, m.writtenBytes}
+}
+
+func (m *Metrics) volumeGauges() []*prometheus.GaugeVec {
+	return []*prometheus.GaugeVec{m.usedBlocks, m.totalBlocks, m.blockBytes, m.dirtyBlocks, m.healthy}
+}
+
+// labels are volumeID's series labels; the caller holds m.mu.
+func (m *Metrics) labels(volumeID string) prometheus.Labels {
+	o := m.owners[volumeID]
+	return prometheus.Labels{LabelVolume: volumeID, LabelNamespace: o.Namespace, LabelPVC: o.PVC}
+}
+
+// SetOwner records the PVC of volumeID. Series already written under other
+// labels (an empty owner, for a volume sampled before its binding was read
+// after a restart) move to the new ones: counters carry their value over, so
+// rate() and increase() see no reset, and gauges are set again by the next
+// sample.
+func (m *Metrics) SetOwner(volumeID string, o VolumeOwner) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if old, ok := m.owners[volumeID]; ok && old == o {
+		return
+	}
+	before := m.labels(volumeID)
+	m.owners[volumeID] = o
+	after := m.labels(volumeID)
+	for _, v := range m.volumeCounters() {
+		c, err := v.GetMetricWith(before)
+		if err != nil {
+			continue
+		}
+		var d dto.Metric
+		if c.Write(&d) == nil && d.GetCounter().GetValue() > 0 {
+			v.With(after).Add(d.GetCounter().GetValue())
+		}
+		v.Delete(before)
+	}
+	for _, v := range m.volumeGauges() {
+		v.Delete(before)
+	}
+}
+
+// Owner is the PVC volumeID's series are labelled with; ok is false while
+// the node does not know it.
+func (m *Metrics) Owner(volumeID string) (o VolumeOwner, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	o, ok = m.owners[volumeID]
+	return o, ok
+}
+
+// add adds n to volumeID's series of c.
+func (m *Metrics) add(c *prometheus.CounterVec, volumeID string, n float64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c.With(m.labels(volumeID)).Add(n)
+}
+
+// PoolBytes is one configured volume group as a pool scan read it.
+type PoolBytes struct {
+	// Pool is "origin" or "cache"; Class is the cache device class ("" for the origin).
+	Pool, VG, Class string
+	// Found is false when the scan did not find the volume group.
+	Found      bool
+	Size, Free uint64
+}
+
+// SetPools records the pools' sizes; a volume group the scan did not find
+// has no series, rather than a size of 0 that would read as a full pool.
+func (m *Metrics) SetPools(pools []PoolBytes) {
+	for _, p := range pools {
+		if !p.Found {
+			m.poolSize.DeleteLabelValues(p.Pool, p.VG, p.Class)
+			m.poolFree.DeleteLabelValues(p.Pool, p.VG, p.Class)
+			continue
+		}
+		m.poolSize.WithLabelValues(p.Pool, p.VG, p.Class).Set(float64(p.Size))
+		m.poolFree.WithLabelValues(p.Pool, p.VG, p.Class).Set(float64(p.Free))
+	}
 }
 
 // SetPoolUp records whether the cache pool is usable.
@@ -81,13 +196,16 @@ func (m *Metrics) SetNodePoolReady(role string, up bool) {
 
 // observe adds the counter deltas between prev and cur and sets the gauges.
 func (m *Metrics) observe(volumeID string, prev *dm.CacheStatus, cur dm.CacheStatus) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l := m.labels(volumeID)
 	if cur.Failed {
-		m.healthy.WithLabelValues(volumeID).Set(0)
+		m.healthy.With(l).Set(0)
 		return
 	}
 	if prev != nil && !prev.Failed {
 		add := func(c *prometheus.CounterVec, p, n uint64) {
-			c.WithLabelValues(volumeID).Add(float64(dm.Delta32(p, n)))
+			c.With(l).Add(float64(dm.Delta32(p, n)))
 		}
 		add(m.readHits, prev.ReadHits, cur.ReadHits)
 		add(m.readMisses, prev.ReadMisses, cur.ReadMisses)
@@ -96,24 +214,28 @@ func (m *Metrics) observe(volumeID string, prev *dm.CacheStatus, cur dm.CacheSta
 		add(m.promotions, prev.Promotions, cur.Promotions)
 		add(m.demotions, prev.Demotions, cur.Demotions)
 	}
-	m.usedBlocks.WithLabelValues(volumeID).Set(float64(cur.CacheUsed))
-	m.totalBlocks.WithLabelValues(volumeID).Set(float64(cur.CacheTotal))
-	m.blockBytes.WithLabelValues(volumeID).Set(float64(cur.BlockSectors * dm.SectorSize))
-	m.dirtyBlocks.WithLabelValues(volumeID).Set(float64(cur.Dirty))
+	m.usedBlocks.With(l).Set(float64(cur.CacheUsed))
+	m.totalBlocks.With(l).Set(float64(cur.CacheTotal))
+	m.blockBytes.With(l).Set(float64(cur.BlockSectors * dm.SectorSize))
+	m.dirtyBlocks.With(l).Set(float64(cur.Dirty))
 	if cur.Usable() {
-		m.healthy.WithLabelValues(volumeID).Set(1)
+		m.healthy.With(l).Set(1)
 	} else {
-		m.healthy.WithLabelValues(volumeID).Set(0)
+		m.healthy.With(l).Set(0)
 	}
 }
 
-// forget removes the series of a volume that is no longer cached here.
+// forget removes the cache series of a volume that is no longer cached
+// here; drops_total stays, so that increase() still sees the drop.
 func (m *Metrics) forget(volumeID string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l := m.labels(volumeID)
 	for _, v := range []*prometheus.CounterVec{m.readHits, m.readMisses, m.writeHits, m.writeMisses, m.promotions, m.demotions, m.batchPromoted} {
-		v.DeleteLabelValues(volumeID)
+		v.Delete(l)
 	}
-	for _, v := range []*prometheus.GaugeVec{m.usedBlocks, m.totalBlocks, m.blockBytes, m.dirtyBlocks, m.healthy} {
-		v.DeleteLabelValues(volumeID)
+	for _, v := range m.volumeGauges() {
+		v.Delete(l)
 	}
 }
 
@@ -126,11 +248,26 @@ func (m *Metrics) observeIO(volumeID string, prev, cur blockdev.IOStats) {
 		}
 		return float64(c - p)
 	}
-	m.readBytes.WithLabelValues(volumeID).Add(delta(prev.ReadBytes, cur.ReadBytes))
-	m.writtenBytes.WithLabelValues(volumeID).Add(delta(prev.WriteBytes, cur.WriteBytes))
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l := m.labels(volumeID)
+	m.readBytes.With(l).Add(delta(prev.ReadBytes, cur.ReadBytes))
+	m.writtenBytes.With(l).Add(delta(prev.WriteBytes, cur.WriteBytes))
 }
 
-func (m *Metrics) forgetIO(volumeID string) {
-	m.readBytes.DeleteLabelValues(volumeID)
-	m.writtenBytes.DeleteLabelValues(volumeID)
+// forgetUnstaged removes the series and the owner of a volume no longer
+// staged here, except drops_total: a drop shortly before an unstage must
+// still show in increase().
+func (m *Metrics) forgetUnstaged(volumeID string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, v := range m.volumeCounters() {
+		if v != m.drops {
+			v.DeletePartialMatch(prometheus.Labels{LabelVolume: volumeID})
+		}
+	}
+	for _, v := range m.volumeGauges() {
+		v.DeletePartialMatch(prometheus.Labels{LabelVolume: volumeID})
+	}
+	delete(m.owners, volumeID)
 }

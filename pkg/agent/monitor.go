@@ -131,7 +131,7 @@ func (m *Monitor) Tick(ctx context.Context) {
 	for id := range m.prevIO {
 		if !staged[id] {
 			delete(m.prevIO, id)
-			m.metrics.forgetIO(id)
+			m.metrics.forgetUnstaged(id)
 		}
 	}
 }
@@ -242,7 +242,7 @@ func (m *Monitor) drop(ctx context.Context, id, why string) {
 		return
 	}
 	klog.InfoS("Dropped failing cache; the volume serves from its origin", "volumeID", id, "why", why)
-	m.metrics.drops.WithLabelValues(id).Inc()
+	m.metrics.add(m.metrics.drops, id, 1)
 	m.samples.markDropped(id, why)
 	m.onDrop(id)
 }

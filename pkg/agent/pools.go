@@ -32,6 +32,7 @@ type PoolWatch struct {
 	lvm        lvm.Interface
 	originVG   string
 	cacheVGs   []string
+	classes    map[string]string // cache VG -> device class, for the pool metrics
 	metrics    *Metrics
 	clock      clock.WithTicker
 	interval   time.Duration
@@ -59,12 +60,18 @@ type poolScan struct {
 type PoolWatchOptions struct {
 	Interval, StaleAfter time.Duration
 	Clock                clock.WithTicker
+	// Classes are the cache pools' device classes, class -> VG as in
+	// cache.Pools.CacheVGs; they label the pool size metrics.
+	Classes map[string]string
 }
 
 // NewPoolWatch watches originVG and cacheVGs (the cache pools that came up).
 func NewPoolWatch(l lvm.Interface, originVG string, cacheVGs []string, m *Metrics, o PoolWatchOptions) *PoolWatch {
 	w := &PoolWatch{lvm: l, originVG: originVG, cacheVGs: cacheVGs, metrics: m, clock: o.Clock,
-		interval: o.Interval, staleAfter: o.StaleAfter, firstScan: make(chan struct{})}
+		interval: o.Interval, staleAfter: o.StaleAfter, firstScan: make(chan struct{}), classes: map[string]string{}}
+	for class, vg := range o.Classes {
+		w.classes[vg] = class
+	}
 	if w.clock == nil {
 		w.clock = clock.RealClock{}
 	}
@@ -122,6 +129,7 @@ func (w *PoolWatch) Scan(ctx context.Context) error {
 		w.ok = scan
 		if w.metrics != nil {
 			w.metrics.SetPoolUp(len(scan.caches) > 0)
+			w.metrics.SetPools(w.poolBytes(scan))
 		}
 	}
 	return err
@@ -157,6 +165,27 @@ func (w *PoolWatch) read(ctx context.Context) (poolScan, error) {
 	}
 	scan.at = w.clock.Now()
 	return scan, nil
+}
+
+// poolBytes lists every configured volume group with what scan found of it:
+// the pool metrics come from the scan readiness needs anyway, so they cost
+// no LVM command of their own.
+func (w *PoolWatch) poolBytes(scan poolScan) []PoolBytes {
+	origin := PoolBytes{Pool: "origin", VG: w.originVG}
+	if scan.origin != nil {
+		origin.Found, origin.Size, origin.Free = true, scan.origin.Size, scan.origin.Free
+	}
+	out := []PoolBytes{origin}
+	for _, name := range w.cacheVGs {
+		p := PoolBytes{Pool: "cache", VG: name, Class: w.classes[name]}
+		for _, vg := range scan.caches {
+			if vg.Name == name {
+				p.Found, p.Size, p.Free = true, vg.Size, vg.Free
+			}
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 // Ready reports, from memory, whether the node can serve volumes: the last

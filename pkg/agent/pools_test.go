@@ -166,3 +166,40 @@ func TestPoolWatchSignalsTheFirstScan(t *testing.T) {
 		t.Fatal("Scanned() still open after a successful scan")
 	}
 }
+
+func TestPoolWatchExportsPoolSizesFromItsScan(t *testing.T) {
+	l, clk, m := poolWorld(t)
+	w := NewPoolWatch(l, "ssdcache-hdd", []string{"ssdcache-nvme", "ssdcache-sata"}, m,
+		PoolWatchOptions{Clock: clk, Classes: map[string]string{"nvme": "ssdcache-nvme", "sata": "ssdcache-sata"}})
+	if _, err := l.CreateLV(context.Background(), "ssdcache-nvme", "c1", 1<<30, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Scan(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		vec             *prometheus.GaugeVec
+		pool, vg, class string
+		want            float64
+	}{
+		{m.poolSize, "origin", "ssdcache-hdd", "", 100 << 30},
+		{m.poolFree, "origin", "ssdcache-hdd", "", 100 << 30},
+		{m.poolSize, "cache", "ssdcache-nvme", "nvme", 10 << 30},
+		{m.poolFree, "cache", "ssdcache-nvme", "nvme", 9 << 30},
+	} {
+		if got := testutil.ToFloat64(c.vec.WithLabelValues(c.pool, c.vg, c.class)); got != c.want {
+			t.Errorf("%s %s/%s: %v, want %v", c.pool, c.vg, c.class, got, c.want)
+		}
+	}
+	// The sata VG does not exist: no series, rather than a pool of 0 bytes.
+	if n := testutil.CollectAndCount(m.poolSize); n != 2 {
+		t.Errorf("%d pool size series, want 2 (the missing VG has none)", n)
+	}
+	l.AddVG("ssdcache-sata", 5<<30)
+	if err := w.Scan(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(m.poolSize.WithLabelValues("cache", "ssdcache-sata", "sata")); got != 5<<30 {
+		t.Errorf("sata pool after it appeared: %v", got)
+	}
+}

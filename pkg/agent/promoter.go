@@ -176,7 +176,7 @@ func (p *Promoter) promote(ctx context.Context, id string, r *recentReads) {
 		return
 	}
 	if res.Blocks > 0 && p.metrics != nil {
-		p.metrics.batchPromoted.WithLabelValues(id).Add(float64(res.Blocks))
+		p.metrics.add(p.metrics.batchPromoted, id, float64(res.Blocks))
 	}
 	klog.InfoS("Promoted the blocks read", "volumeID", id, "read", len(blocks), "promoted", res.Blocks,
 		"kept", res.Kept, "writtenMeanwhile", res.Dropped, "duration", took, "uncached", res.Uncached)

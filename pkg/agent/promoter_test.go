@@ -29,7 +29,7 @@ func TestPromoterPromotesReadsThatMissedAndNotThoseThatHit(t *testing.T) {
 	if len(md.Mappings) != 10 || md.Mappings[0] != (dm.Mapping{Cache: 0, Origin: 20}) {
 		t.Fatalf("mappings after a missed read: %v, want blocks 20-29", md.Mappings)
 	}
-	if got := testutil.ToFloat64(n.metrics.batchPromoted.WithLabelValues(vol)); got != 10 {
+	if got := testutil.ToFloat64(n.metrics.batchPromoted.With(n.metrics.labels(vol))); got != 10 {
 		t.Fatalf("batch-promoted blocks metric %v, want 10", got)
 	}
 
@@ -88,7 +88,7 @@ func TestMonitorTickReadsAllVolumesAtOnce(t *testing.T) {
 	if calls := n.dm.StatesCalls - before; calls != 1 {
 		t.Fatalf("one tick over three volumes read the device states %d times, want once", calls)
 	}
-	if got := testutil.ToFloat64(n.metrics.totalBlocks.WithLabelValues("pvc-3")); got == 0 {
+	if got := testutil.ToFloat64(n.metrics.totalBlocks.With(n.metrics.labels("pvc-3"))); got == 0 {
 		t.Fatal("the tick did not observe the third volume's cache")
 	}
 }

@@ -65,7 +65,8 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 			return err
 		}
 	}
-	r := NewBindingReconciler(mgr.GetClient(), mgr.GetEventRecorder(EventSource), cfg.Engine, cfg.Locks, samples, cfg.NodeName, BindingOptions{FiguresInterval: cfg.FiguresInterval})
+	r := NewBindingReconciler(mgr.GetClient(), mgr.GetEventRecorder(EventSource), cfg.Engine, cfg.Locks, samples, cfg.NodeName,
+		BindingOptions{FiguresInterval: cfg.FiguresInterval, Metrics: cfg.Metrics})
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("cachebinding-agent").
 		For(&ssdv1.CacheBinding{}, builder.WithPredicates(onNode(cfg.NodeName), relevantChange())).

@@ -54,6 +54,9 @@ func (r *BindingReconciler) refreshFigures(b *ssdv1.CacheBinding) {
 		return
 	}
 	next := figures(sample.Status)
+	if hits, misses, ok := r.samples.RecentReads(b.Status.VolumeHandle); ok && hits+misses > 0 {
+		next.RecentHitRatio = ssdv1.FormatHitRatio(int64(hits), int64(misses))
+	}
 	if old != nil {
 		cmp := *old
 		cmp.LastSampleTime = nil

@@ -6,10 +6,12 @@ import (
 	"context"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	ssdv1 "github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
 )
@@ -43,6 +45,9 @@ type Options struct {
 	AgentGoneAfter time.Duration
 	// Clock is the real clock when nil.
 	Clock clock.Clock
+	// Registry gets the per-binding metrics (BindingCollector);
+	// controller-runtime's, which the manager serves, when nil.
+	Registry prometheus.Registerer
 }
 
 func (o Options) pendingResync() time.Duration {
@@ -54,7 +59,13 @@ func (o Options) pendingResync() time.Duration {
 
 // Setup registers the field indexes and both reconcilers with the manager.
 func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
+	if opts.Registry == nil {
+		opts.Registry = ctrlmetrics.Registry
+	}
 	if err := addIndexes(ctx, mgr); err != nil {
+		return err
+	}
+	if err := opts.Registry.Register(NewBindingCollector(mgr.GetClient(), mgr.Elected())); err != nil {
 		return err
 	}
 	recorder := mgr.GetEventRecorder(EventSource)

@@ -45,7 +45,9 @@ func setControllerStatus(b *ssdv1.CacheBinding, d decision) {
 		st.NodeName, st.VolumeHandle, st.Phase = "", "", ssdv1.PhasePending
 		msg := withNote(d.pending.message, d.sizeNote)
 		setCondition(b, ssdv1.ConditionPending, metav1.ConditionTrue, d.pending.reason, msg)
-		setCondition(b, ssdv1.ConditionReady, metav1.ConditionFalse, ssdv1.ReasonNotAdmitted,
+		// Ready carries the Pending reason, so the REASON column of `kubectl get
+		// cachebindings`, which shows Ready's, says what the binding waits for.
+		setCondition(b, ssdv1.ConditionReady, metav1.ConditionFalse, d.pending.reason,
 			"the binding is not admitted to a node: "+msg)
 		return
 	}

@@ -157,7 +157,7 @@ func TestSetControllerStatusHandsOverAtAdmission(t *testing.T) {
 		t.Errorf("pending status = %+v", b.Status)
 	}
 	if !meta.IsStatusConditionTrue(b.Status.Conditions, ssdv1.ConditionPending) ||
-		meta.FindStatusCondition(b.Status.Conditions, ssdv1.ConditionReady).Reason != ssdv1.ReasonNotAdmitted {
+		meta.FindStatusCondition(b.Status.Conditions, ssdv1.ConditionReady).Reason != ssdv1.ReasonInsufficientCache {
 		t.Errorf("pending conditions = %+v", b.Status.Conditions)
 	}
 	setControllerStatus(b, admitted(target{nodeName: "n1", volumeHandle: "v1"}, 1<<30))

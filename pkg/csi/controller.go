@@ -70,7 +70,7 @@ func (s *ControllerServer) CreateVolume(ctx context.Context, req *csi.CreateVolu
 	return &csi.CreateVolumeResponse{Volume: &csi.Volume{
 		VolumeId:           p.id,
 		CapacityBytes:      int64(lv.Size),
-		VolumeContext:      p.params.VolumeContext(),
+		VolumeContext:      volumeContext(p.params, req.GetParameters()),
 		AccessibleTopology: []*csi.Topology{{Segments: map[string]string{v1alpha1.TopologyKeyNode: s.nodeID}}},
 	}}, nil
 }

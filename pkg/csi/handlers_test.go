@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/ssdcache/ssdcache/pkg/blockdev/blockdevfake"
+	ssdcsi "github.com/ssdcache/ssdcache/pkg/csi"
 	"github.com/ssdcache/ssdcache/pkg/dm"
 )
 
@@ -93,6 +94,26 @@ func TestCreateVolumeContextAndTopology(t *testing.T) {
 		CapacityRange: &csi.CapacityRange{RequiredBytes: 20 << 30},
 	})
 	expectCode(t, err, codes.AlreadyExists)
+}
+
+// The PVC that csi-provisioner's --extra-create-metadata names reaches the
+// volume context, and so NodeStage; the rest of its metadata does not.
+func TestCreateVolumeCarriesThePVCIntoTheContext(t *testing.T) {
+	n := newFakeNode(t)
+	vol := n.create(t, "pvc-0456", map[string]string{"ssdcache.io/cache-mode": "none",
+		ssdcsi.ContextPVCName: "data", ssdcsi.ContextPVCNamespace: "team-a", "csi.storage.k8s.io/pv/name": "pvc-0456"})
+	if ns, name := ssdcsi.PVCOf(vol.VolumeContext); ns != "team-a" || name != "data" {
+		t.Fatalf("context %v names PVC %s/%s", vol.VolumeContext, ns, name)
+	}
+	if _, ok := vol.VolumeContext["csi.storage.k8s.io/pv/name"]; ok {
+		t.Fatalf("context %v carries the PV name", vol.VolumeContext)
+	}
+	if _, err := ssdcsi.CacheSpecFromContext(vol.VolumeContext, vol.CapacityBytes); err != nil {
+		t.Fatalf("NodeStage would refuse the context: %v", err)
+	}
+	if ns, name := ssdcsi.PVCOf(n.create(t, "pvc-0789", nil).VolumeContext); ns != "" || name != "" {
+		t.Fatalf("a volume without PVC metadata names %s/%s", ns, name)
+	}
 }
 
 // NodeStage brings a cached class's volume up linear and tells Deps.Staged,

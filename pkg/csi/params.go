@@ -19,6 +19,32 @@ const ContextFormat = "ssdcache.io/format"
 
 const defaultFSType = "ext4"
 
+// The PVC of a volume, as csi-provisioner's --extra-create-metadata passes it
+// to CreateVolume, which copies it into the volume context under the same
+// keys: NodeStage then knows whose volume it stages, for the metrics' labels.
+const (
+	ContextPVCName      = "csi.storage.k8s.io/pvc/name"
+	ContextPVCNamespace = "csi.storage.k8s.io/pvc/namespace"
+)
+
+// volumeContext is what CreateVolume returns: the parameters in canonical
+// form and the PVC's name and namespace when the provisioner passed them.
+func volumeContext(p volumeParams, createParams map[string]string) map[string]string {
+	ctx := p.VolumeContext()
+	for _, key := range []string{ContextPVCName, ContextPVCNamespace} {
+		if v := createParams[key]; v != "" {
+			ctx[key] = v
+		}
+	}
+	return ctx
+}
+
+// PVCOf is the namespace and name of the PVC a volume context names; empty
+// for a volume created without the provisioner's PVC metadata or a static one.
+func PVCOf(volumeContext map[string]string) (namespace, name string) {
+	return volumeContext[ContextPVCNamespace], volumeContext[ContextPVCName]
+}
+
 // volumeParams are the ssdcache parameters of a volume: a StorageClass's at
 // CreateVolume, a volume context's at NodeStage, which may also name a device.
 type volumeParams struct {

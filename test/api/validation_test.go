@@ -184,7 +184,7 @@ func TestPrinterColumns(t *testing.T) {
 	createBinding(t, ctx, c, ns, "shown", "data", "20Gi")
 	waitAdmitted(t, c, ns, "shown", node, 20<<30)
 	// What the node agent writes after sampling dm-cache.
-	status := `{"status":{"cache":{"hitRatio":"87.5%","readHits":7,"readMisses":1}}}`
+	status := `{"status":{"cache":{"hitRatio":"87.5%","recentHitRatio":"99.5%","readHits":7,"readMisses":1}}}`
 	if err := c.Status().Patch(ctx, bindingObject(ns, "shown", nil), client.RawPatch(types.MergePatchType, []byte(status))); err != nil {
 		t.Fatal(err)
 	}
@@ -201,14 +201,15 @@ func checkKubectlGet(ns, node string) error {
 	}
 	out, _ := io.ReadAll(stdout)
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	wantHeader := []string{"NAME", "PVC", "NODE", "SIZE", "MODE", "PHASE", "HIT%", "READY", "AGE"}
+	wantHeader := []string{"NAME", "PVC", "NODE", "SIZE", "MODE", "PHASE", "HIT%", "READY", "REASON", "AGE"}
 	if len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != strings.Join(wantHeader, " ") {
 		return fmt.Errorf("output\n%s\nwant header %v and one row", out, wantHeader)
 	}
-	// Admitted, and READY False until a node agent attaches the cache (none runs here).
-	want := []string{"shown", "data", node, "20Gi", "ReadCache", "Admitted", "87.5%", "False"}
+	// Admitted, and READY False until a node agent attaches the cache (none runs
+	// here), waiting for it; HIT% is the recent ratio, not the since-attach one.
+	want := []string{"shown", "data", node, "20Gi", "ReadCache", "Admitted", "99.5%", "False", "Attaching"}
 	row := strings.Fields(lines[1])
-	if len(row) != 9 || strings.Join(row[:8], " ") != strings.Join(want, " ") {
+	if len(row) != 10 || strings.Join(row[:9], " ") != strings.Join(want, " ") {
 		return fmt.Errorf("row %q, want %v followed by the age", lines[1], want)
 	}
 	return nil
@@ -223,7 +224,7 @@ func TestHitRatioFormatAccepted(t *testing.T) {
 	}
 	for _, hm := range [][2]int64{{0, 0}, {0, 5}, {1, 2}, {7, 1}, {999, 1}, {5, 0}, {1 << 40, 3}} {
 		ratio := ssdv1.FormatHitRatio(hm[0], hm[1])
-		patch := fmt.Sprintf(`{"status":{"cache":{"hitRatio":%q}}}`, ratio)
+		patch := fmt.Sprintf(`{"status":{"cache":{"hitRatio":%q,"recentHitRatio":%q}}}`, ratio, ratio)
 		if err := c.Status().Patch(ctx, bindingObject(ns, "ratio", nil), client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
 			t.Errorf("hitRatio %q (hits %d, misses %d) refused: %v", ratio, hm[0], hm[1], err)
 		}

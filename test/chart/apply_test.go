@@ -50,7 +50,7 @@ func TestMain(m *testing.M) {
 		os.Exit(m.Run())
 	}
 	env := &envtest.Environment{
-		// The project's CRD, and a stand-in ServiceMonitor CRD (see testdata/crds).
+		// The project's CRD, and stand-ins of the ServiceMonitor and PrometheusRule CRDs (see testdata/crds).
 		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "deploy", "crd"), filepath.Join("testdata", "crds")},
 		ErrorIfCRDPathMissing: true,
 	}

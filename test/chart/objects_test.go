@@ -70,8 +70,8 @@ func checkTyped(t *testing.T, o *unstructured.Unstructured) {
 		typed[admissionregistrationv1.ValidatingAdmissionPolicy](t, o)
 	case "ValidatingAdmissionPolicyBinding":
 		typed[admissionregistrationv1.ValidatingAdmissionPolicyBinding](t, o)
-	case "ServiceMonitor":
-		// No Go type here; apply_test.go checks it against a CRD.
+	case "ServiceMonitor", "PrometheusRule":
+		// No Go type here; apply_test.go checks them against stand-in CRDs.
 	default:
 		t.Errorf("unexpected kind %s (%s): add it to this test", o.GetKind(), o.GetName())
 	}
@@ -213,7 +213,7 @@ func TestNodeSidecars(t *testing.T) {
 	ds := typed[appsv1.DaemonSet](t, render(t, "").one(t, "DaemonSet", "ssd-ssdcache-node"))
 	spec := ds.Spec.Template.Spec
 	prov := container(t, spec, "csi-provisioner")
-	mustHaveArgs(t, prov, "--node-deployment=true", "--enable-capacity=true", "--capacity-ownerref-level=1",
+	mustHaveArgs(t, prov, "--node-deployment=true", "--enable-capacity=true", "--capacity-ownerref-level=1", "--extra-create-metadata=true",
 		"--feature-gates=Topology=true", "--strict-topology=true", "--immediate-topology=false",
 		"--node-deployment-immediate-binding=false", "--leader-election=false", "--csi-address=/csi/csi.sock")
 	for name, field := range map[string]string{"NODE_NAME": "spec.nodeName", "NAMESPACE": "metadata.namespace", "POD_NAME": "metadata.name"} {
@@ -335,8 +335,8 @@ func TestControllerDeployment(t *testing.T) {
 // rendered only when enabled, so clusters without its CRD install cleanly.
 func TestOptionalObjects(t *testing.T) {
 	cases := map[string]map[string]int{
-		"":                            {"StorageClass": 0, "Job": 0, "ServiceMonitor": 0, "ConfigMap": 1, "Service": 2, "CSIDriver": 1, "ClusterRole": 2, "Role": 2},
-		"testdata/full.yaml":          {"StorageClass": 1, "Job": 1, "PersistentVolumeClaim": 1, "ServiceMonitor": 2, "ConfigMap": 1, "ServiceAccount": 3, "Role": 3, "RoleBinding": 3},
+		"":                            {"StorageClass": 0, "Job": 0, "ServiceMonitor": 0, "PrometheusRule": 0, "ConfigMap": 1, "Service": 2, "CSIDriver": 1, "ClusterRole": 2, "Role": 2},
+		"testdata/full.yaml":          {"StorageClass": 1, "Job": 1, "PersistentVolumeClaim": 1, "ServiceMonitor": 2, "PrometheusRule": 1, "ConfigMap": 1, "ServiceAccount": 3, "Role": 3, "RoleBinding": 3},
 		"testdata/external-rbac.yaml": {"ClusterRole": 0, "Role": 0, "RoleBinding": 0, "ServiceAccount": 0, "CSIDriver": 0, "Service": 0, "ConfigMap": 0, "Job": 1},
 	}
 	for f, want := range cases {

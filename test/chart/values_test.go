@@ -23,6 +23,8 @@ func TestSchemaRefusesBadValues(t *testing.T) {
 		{"unknown cache mode", map[string]any{"storageClass": map[string]any{"cacheMode": "writeback"}}, "cacheMode"},
 		{"bad cache size", map[string]any{"storageClass": map[string]any{"cacheSize": "ten gigs"}}, "cacheSize"},
 		{"unknown filesystem", map[string]any{"storageClass": map[string]any{"fsType": "btrfs"}}, "fsType"},
+		{"unknown log format", map[string]any{"logging": map[string]any{"format": "logfmt"}}, "format"},
+		{"bad alert wait", map[string]any{"metrics": map[string]any{"prometheusRule": map[string]any{"for": "15 minutes"}}}, "for"},
 		{"misspelt key", map[string]any{"node": map[string]any{"cacheDevice": []any{}}}, "cacheDevice"},
 		{"bad duration", map[string]any{"node": map[string]any{"healthInterval": "1 second"}}, "healthInterval"},
 		{"report ConfigMap name", map[string]any{"bench": map[string]any{"reportConfigMap": "Bench_Report"}}, "reportConfigMap"},

@@ -14,22 +14,31 @@ import (
 // per-volume cache counters for the cached volume.
 func (s *suite) metrics(ctx context.Context, t *testing.T) {
 	handle := s.volumeHandle(ctx, t, "cached-data")
+	// One series per volume, labelled with its PVC (labels in the exposition's
+	// alphabetical order): the provisioner's --extra-create-metadata reached
+	// NodeStage, or the agent read the CacheBinding.
+	labels := `{namespace="default",persistentvolumeclaim="cached-data",volume="` + handle + `"}`
 	path := "/api/v1/namespaces/" + namespace + "/services/" + release + "-node-metrics:metrics/proxy/metrics"
 	var body string
 	service := object{ns: namespace, name: "service/" + release + "-node-metrics", pods: nodeSelector}
 	s.eventually(ctx, t, "per-volume cache series", service, func() (bool, string, error) {
 		out, err := s.c.Kubectl(ctx, "get", "--raw", path)
 		body = out
-		return err == nil && strings.Contains(out, `ssdcache_cache_read_hits_total{volume="`+handle+`"}`),
+		return err == nil && strings.Contains(out, "ssdcache_cache_read_hits_total"+labels),
 			fmt.Sprintf("%d bytes of metrics, %d ssdcache_cache_read_hits_total series%s", len(out), strings.Count(out, "ssdcache_cache_read_hits_total{"), errOrEmpty(err)), nil
 	})
 	for _, series := range []string{"ssdcache_cache_read_misses_total", "ssdcache_cache_used_blocks", "ssdcache_volume_read_bytes_total"} {
-		if !strings.Contains(body, series+`{volume="`+handle+`"}`) {
-			t.Errorf("metrics lack %s for volume %s", series, handle)
+		if !strings.Contains(body, series+labels) {
+			t.Errorf("metrics lack %s%s", series, labels)
 		}
 	}
 	if !strings.Contains(body, "ssdcache_cache_pool_up 1") {
 		t.Errorf("metrics do not report the cache pool up")
+	}
+	for _, pool := range []string{"origin", "cache"} {
+		if !regexp.MustCompile(`(?m)^ssdcache_pool_size_bytes\{[^}]*pool="` + pool + `"[^}]*\} [1-9]`).MatchString(body) {
+			t.Errorf("metrics lack the %s pool's size (ssdcache_pool_size_bytes)", pool)
+		}
 	}
 	// The project image's binaries report test/e2e/images' default version.
 	if !regexp.MustCompile(`(?m)^ssdcache_build_info\{[^}]*version="e2e"\} 1$`).MatchString(body) {

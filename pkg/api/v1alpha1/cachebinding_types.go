@@ -144,6 +144,14 @@ type CacheFigures struct {
 	// +optional
 	// +kubebuilder:validation:Pattern=`^(100\.0|[1-9]?[0-9]\.[0-9])%$`
 	HitRatio string `json:"hitRatio,omitempty"`
+	// recentHitRatio is the read hit ratio over the node agent's last few samples
+	// (about the last minute, see RecentHitWindow), formatted as hitRatio: unlike
+	// hitRatio, which counts since the cache was attached, it shows a converging
+	// cache's current hit rate. Empty until two samples exist or when no reads
+	// came in the window.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^(100\.0|[1-9]?[0-9]\.[0-9])%$`
+	RecentHitRatio string `json:"recentHitRatio,omitempty"`
 	// promotions counts blocks copied from the origin into the cache.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
@@ -225,11 +233,12 @@ type WarmupRecord struct {
 // +kubebuilder:printcolumn:name="SIZE",type=string,JSONPath=`.spec.size`
 // +kubebuilder:printcolumn:name="MODE",type=string,JSONPath=`.spec.mode`
 // +kubebuilder:printcolumn:name="PHASE",type=string,JSONPath=`.status.phase`
-// +kubebuilder:printcolumn:name="HIT%",type=string,JSONPath=`.status.cache.hitRatio`
+// +kubebuilder:printcolumn:name="HIT%",type=string,JSONPath=`.status.cache.recentHitRatio`
 // +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="REASON",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="TOTAL-HIT%",type=string,JSONPath=`.status.cache.hitRatio`,priority=1
 // +kubebuilder:printcolumn:name="BYTES",type=integer,JSONPath=`.status.resolvedSizeBytes`,priority=1
-// +kubebuilder:printcolumn:name="REASON",type=string,JSONPath=`.status.conditions[?(@.type=="Pending")].reason`,priority=1
 type CacheBinding struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

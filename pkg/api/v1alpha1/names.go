@@ -84,7 +84,8 @@ const (
 	ConditionPending = "Pending"
 )
 
-// Reasons of the Pending condition (written by the controller).
+// Reasons of the Pending condition (written by the controller); while a binding
+// is Pending, Ready=False carries the same reason.
 const (
 	ReasonPVCNotFound          = "PVCNotFound"
 	ReasonPVCNotBound          = "PVCNotBound"
@@ -100,8 +101,6 @@ const (
 	ReasonDeviceClassUnavailable = "DeviceClassUnavailable"
 	// ReasonAdmitted is the reason of Pending=False once a node was chosen.
 	ReasonAdmitted = "Admitted"
-	// ReasonNotAdmitted is the reason of Ready=False while the binding is Pending.
-	ReasonNotAdmitted = "NotAdmitted"
 )
 
 // Reasons of the Ready and Degraded conditions (written by the node agent).
