@@ -69,7 +69,7 @@ func TestPrometheusRuleNamesRealMetrics(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"SSDCacheDropped", "SSDCacheFailing", "SSDCachePoolDown", "SSDCacheVolumeWithoutCache"} {
+	for _, want := range []string{"SSDCacheDropped", "SSDCacheFailing", "SSDCachePoolDown", "SSDCacheNodeNotReady", "SSDCacheVolumeWithoutCache"} {
 		if !slices.Contains(alerts, want) {
 			t.Errorf("no alert %s among %v", want, alerts)
 		}
@@ -86,7 +86,7 @@ func TestPrometheusRuleWaitsAsConfigured(t *testing.T) {
 	for _, g := range spec.Groups {
 		for _, a := range g.Rules {
 			switch a.Alert {
-			case "SSDCachePoolDown", "SSDCacheVolumeWithoutCache", "SSDCacheOriginPoolFull":
+			case "SSDCachePoolDown", "SSDCacheNodeNotReady", "SSDCacheVolumeWithoutCache", "SSDCacheOriginPoolFull":
 				if a.For != "10m" {
 					t.Errorf("alert %s waits %q, want the values' 10m", a.Alert, a.For)
 				}
