@@ -61,7 +61,8 @@ type Interface interface {
 	WriteExtents(ctx context.Context, dst string, want dm.DevNum, extents []Extent, buf []byte) error
 	// Wipe erases every signature; only for devices an operator told us to adopt.
 	Wipe(ctx context.Context, path string) error
-	// IOStats returns the bytes read and written through a device since it was created.
+	// IOStats returns the block layer's counters of a device since it was
+	// created (/sys/dev/block/M:m/stat).
 	IOStats(num dm.DevNum) (IOStats, error)
 	// ProbeRead reads the device's first block past every cache, to tell
 	// whether it still answers.
@@ -77,9 +78,51 @@ type Extent struct {
 	Src, Dst, Length uint64
 }
 
-// IOStats are a block device's cumulative transfer counters.
+// IOStats are a block device's cumulative counters, the fields of
+// Documentation/block/stat.rst. Times are in milliseconds and the kernel
+// prints them as 32-bit numbers, so they wrap every 49.7 days; the request
+// and sector counts are 64-bit. Discard and flush fields are zero on
+// kernels that do not report them.
 type IOStats struct {
-	ReadBytes, WriteBytes uint64
+	ReadIOs, ReadMerges, ReadBytes, ReadTicks     uint64
+	WriteIOs, WriteMerges, WriteBytes, WriteTicks uint64
+	// InFlight is the number of requests in flight when read: a level, not a count.
+	InFlight uint64
+	// IOTicks is the time the device had requests in flight (iostat's %util
+	// is its rate); TimeInQueue the time requests waited and were served,
+	// summed over requests (iostat's aqu-sz is its rate).
+	IOTicks, TimeInQueue                                  uint64
+	DiscardIOs, DiscardMerges, DiscardBytes, DiscardTicks uint64
+	FlushIOs, FlushTicks                                  uint64
+}
+
+// Since returns the counts between prev and s, both read from one device.
+// A device re-created in between (a request or byte count lower than
+// before) counts from zero; a lower time is a 32-bit wrap. InFlight is s's.
+func (s IOStats) Since(prev IOStats) IOStats {
+	if s.ReadIOs < prev.ReadIOs || s.WriteIOs < prev.WriteIOs || s.ReadBytes < prev.ReadBytes ||
+		s.WriteBytes < prev.WriteBytes || s.DiscardIOs < prev.DiscardIOs || s.FlushIOs < prev.FlushIOs {
+		return s
+	}
+	return IOStats{
+		ReadIOs: s.ReadIOs - prev.ReadIOs, ReadMerges: delta(prev.ReadMerges, s.ReadMerges),
+		ReadBytes: s.ReadBytes - prev.ReadBytes, ReadTicks: dm.Delta32(prev.ReadTicks, s.ReadTicks),
+		WriteIOs: s.WriteIOs - prev.WriteIOs, WriteMerges: delta(prev.WriteMerges, s.WriteMerges),
+		WriteBytes: s.WriteBytes - prev.WriteBytes, WriteTicks: dm.Delta32(prev.WriteTicks, s.WriteTicks),
+		InFlight: s.InFlight,
+		IOTicks:  dm.Delta32(prev.IOTicks, s.IOTicks), TimeInQueue: dm.Delta32(prev.TimeInQueue, s.TimeInQueue),
+		DiscardIOs: s.DiscardIOs - prev.DiscardIOs, DiscardMerges: delta(prev.DiscardMerges, s.DiscardMerges),
+		DiscardBytes: delta(prev.DiscardBytes, s.DiscardBytes), DiscardTicks: dm.Delta32(prev.DiscardTicks, s.DiscardTicks),
+		FlushIOs: s.FlushIOs - prev.FlushIOs, FlushTicks: dm.Delta32(prev.FlushTicks, s.FlushTicks),
+	}
+}
+
+// delta is c-p for a 64-bit count, or c for one that went down (reset).
+func delta(p, c uint64) uint64 {
+	if c < p {
+		return c
+	}
+	return c - p
 }
 
 // Host implements Interface on the node's real devices.
@@ -171,18 +214,29 @@ func (h *Host) IOStats(num dm.DevNum) (IOStats, error) {
 }
 
 // ParseStat parses /sys/block/<dev>/stat (Documentation/block/stat.rst):
-// field 3 is sectors read, field 7 sectors written, in 512-byte units.
+// eleven fields on every kernel, four discard fields since 4.18 and two
+// flush fields since 5.5. Sectors are 512-byte units whatever the device's
+// block size.
 func ParseStat(s string) (IOStats, error) {
 	f := strings.Fields(s)
-	if len(f) < 7 {
-		return IOStats{}, fmt.Errorf("block stat %q: want at least 7 fields", s)
+	if len(f) < 11 {
+		return IOStats{}, fmt.Errorf("block stat %q: want at least 11 fields", s)
 	}
-	read, err1 := strconv.ParseUint(f[2], 10, 64)
-	written, err2 := strconv.ParseUint(f[6], 10, 64)
-	if err1 != nil || err2 != nil {
-		return IOStats{}, fmt.Errorf("block stat %q: sector counts are not numbers", s)
+	v := make([]uint64, 17)
+	for i := 0; i < len(f) && i < len(v); i++ {
+		n, err := strconv.ParseUint(f[i], 10, 64)
+		if err != nil {
+			return IOStats{}, fmt.Errorf("block stat %q: field %d is not a number", s, i+1)
+		}
+		v[i] = n
 	}
-	return IOStats{ReadBytes: read * dm.SectorSize, WriteBytes: written * dm.SectorSize}, nil
+	return IOStats{
+		ReadIOs: v[0], ReadMerges: v[1], ReadBytes: v[2] * dm.SectorSize, ReadTicks: v[3],
+		WriteIOs: v[4], WriteMerges: v[5], WriteBytes: v[6] * dm.SectorSize, WriteTicks: v[7],
+		InFlight: v[8], IOTicks: v[9], TimeInQueue: v[10],
+		DiscardIOs: v[11], DiscardMerges: v[12], DiscardBytes: v[13] * dm.SectorSize, DiscardTicks: v[14],
+		FlushIOs: v[15], FlushTicks: v[16],
+	}, nil
 }
 
 func (h *Host) Holders(path string) ([]string, error) {

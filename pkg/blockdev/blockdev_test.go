@@ -54,15 +54,38 @@ func FuzzParseWipefs(f *testing.F) {
 }
 
 func TestParseStat(t *testing.T) {
-	st, err := ParseStat("    1234        5    8000     100     40        0     160      30        0     120     130        0        0        0        0        0        0\n")
+	st, err := ParseStat("    1234        5    8000     100     40        0     160      30        2     120     130        7        1       64        3        9        4\n")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.ReadBytes != 8000*512 || st.WriteBytes != 160*512 {
-		t.Fatalf("got %+v", st)
+	want := IOStats{ReadIOs: 1234, ReadMerges: 5, ReadBytes: 8000 * 512, ReadTicks: 100,
+		WriteIOs: 40, WriteBytes: 160 * 512, WriteTicks: 30, InFlight: 2, IOTicks: 120, TimeInQueue: 130,
+		DiscardIOs: 7, DiscardMerges: 1, DiscardBytes: 64 * 512, DiscardTicks: 3, FlushIOs: 9, FlushTicks: 4}
+	if st != want {
+		t.Fatalf("got %+v, want %+v", st, want)
 	}
-	if _, err := ParseStat("1 2 3"); err == nil {
-		t.Fatal("short stat accepted")
+	// Kernels before 4.18 print the first eleven fields only.
+	if st, err := ParseStat("1 0 8 2 3 0 16 4 0 5 6"); err != nil || st.IOTicks != 5 || st.TimeInQueue != 6 || st.DiscardIOs != 0 {
+		t.Fatalf("eleven fields: %+v, %v", st, err)
+	}
+	for _, bad := range []string{"1 2 3 4 5 6 7 8 9 10", "1 2 3 4 5 6 7 8 9 10 x"} {
+		if _, err := ParseStat(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestIOStatsSince(t *testing.T) {
+	prev := IOStats{ReadIOs: 10, ReadBytes: 4096, ReadTicks: 50, WriteIOs: 2, WriteBytes: 512, IOTicks: 1<<32 - 100, TimeInQueue: 1<<32 - 10, InFlight: 3}
+	cur := IOStats{ReadIOs: 30, ReadBytes: 12288, ReadTicks: 90, WriteIOs: 2, WriteBytes: 512, IOTicks: 400, TimeInQueue: 20, InFlight: 1}
+	want := IOStats{ReadIOs: 20, ReadBytes: 8192, ReadTicks: 40, IOTicks: 500, TimeInQueue: 30, InFlight: 1}
+	if got := cur.Since(prev); got != want {
+		t.Fatalf("across a wrap of the 32-bit times: %+v, want %+v", got, want)
+	}
+	// A device re-created under the same number counts from zero.
+	again := IOStats{ReadIOs: 3, ReadBytes: 1024, ReadTicks: 5, IOTicks: 6, InFlight: 1}
+	if got := again.Since(cur); got != again {
+		t.Fatalf("after a re-creation: %+v, want %+v", got, again)
 	}
 }
 
@@ -70,7 +93,7 @@ func FuzzParseStat(f *testing.F) {
 	f.Add("1 2 3 4 5 6 7 8 9 10 11")
 	f.Fuzz(func(t *testing.T, s string) {
 		st, err := ParseStat(s)
-		if err == nil && (st.ReadBytes%512 != 0 || st.WriteBytes%512 != 0) {
+		if err == nil && (st.ReadBytes%512 != 0 || st.WriteBytes%512 != 0 || st.DiscardBytes%512 != 0) {
 			t.Fatalf("byte counts not in sectors: %+v", st)
 		}
 	})
