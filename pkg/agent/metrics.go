@@ -6,7 +6,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/ssdcache/ssdcache/pkg/blockdev"
 	"github.com/ssdcache/ssdcache/pkg/dm"
 )
 
@@ -26,8 +25,8 @@ type VolumeOwner struct {
 	Namespace, PVC string
 }
 
-// Metrics are the per-volume dm-cache series, the volumes' transfer counters
-// and the pools' sizes. Counters are built from deltas of the kernel's
+// Metrics are the per-volume dm-cache series, the volumes' transfer counters,
+// the block-layer counters of the devices under each volume and the pools' sizes. Counters are built from deltas of the kernel's
 // counters (32-bit for dm-cache), so they survive wraps and remain monotonic
 // when a cache or device is re-created.
 type Metrics struct {
@@ -38,6 +37,7 @@ type Metrics struct {
 	poolUp                                                              prometheus.Gauge
 	nodePoolReady                                                       *prometheus.GaugeVec
 	poolSize, poolFree                                                  *prometheus.GaugeVec
+	disk                                                                diskSeries
 
 	// mu orders every per-volume write with SetOwner's relabelling, so no
 	// write lands on a volume's old labels after they were replaced.
@@ -80,11 +80,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "1 once the node's pool (origin or cache) is set up on its devices, 0 while they are missing or refused (retried)."}, []string{"pool"}),
 		poolSize: pool("size_bytes", "Size of a pool's volume group at the last LVM scan; pool is origin or cache, class the cache device class."),
 		poolFree: pool("free_bytes", "Unallocated bytes of a pool's volume group at the last LVM scan."),
+		disk:     newDiskSeries(),
 		owners:   map[string]VolumeOwner{},
 	}
-	for _, c := range []prometheus.Collector{m.readHits, m.readMisses, m.writeHits, m.writeMisses, m.promotions,
+	for _, c := range append([]prometheus.Collector{m.readHits, m.readMisses, m.writeHits, m.writeMisses, m.promotions,
 		m.demotions, m.usedBlocks, m.totalBlocks, m.blockBytes, m.dirtyBlocks, m.healthy, m.drops, m.batchPromoted, m.readBytes, m.writtenBytes,
-		m.poolUp, m.nodePoolReady, m.poolSize, m.poolFree} {
+		m.poolUp, m.nodePoolReady, m.poolSize, m.poolFree}, m.disk.collectors()...) {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -122,19 +123,31 @@ func (m *Metrics) SetOwner(volumeID string, o VolumeOwner) {
 	m.owners[volumeID] = o
 	after := m.labels(volumeID)
 	for _, v := range m.volumeCounters() {
-		c, err := v.GetMetricWith(before)
-		if err != nil {
-			continue
+		moveCounter(v, before, after)
+	}
+	for _, v := range m.disk.counters() {
+		for _, dev := range diskDevices() {
+			moveCounter(v, withDevice(before, dev), withDevice(after, dev))
 		}
-		var d dto.Metric
-		if c.Write(&d) == nil && d.GetCounter().GetValue() > 0 {
-			v.With(after).Add(d.GetCounter().GetValue())
-		}
-		v.Delete(before)
 	}
 	for _, v := range m.volumeGauges() {
 		v.Delete(before)
 	}
+	m.disk.ioNow.DeletePartialMatch(before)
+}
+
+// moveCounter carries a counter's value from the series labelled before to
+// the one labelled after.
+func moveCounter(v *prometheus.CounterVec, before, after prometheus.Labels) {
+	c, err := v.GetMetricWith(before)
+	if err != nil {
+		return
+	}
+	var d dto.Metric
+	if c.Write(&d) == nil && d.GetCounter().GetValue() > 0 {
+		v.With(after).Add(d.GetCounter().GetValue())
+	}
+	v.Delete(before)
 }
 
 // Owner is the PVC volumeID's series are labelled with; ok is false while
@@ -239,22 +252,6 @@ func (m *Metrics) forget(volumeID string) {
 	}
 }
 
-// observeIO adds the transfer since prev; a device re-created since then
-// (counters lower than before) counts from zero.
-func (m *Metrics) observeIO(volumeID string, prev, cur blockdev.IOStats) {
-	delta := func(p, c uint64) float64 {
-		if c < p {
-			return float64(c)
-		}
-		return float64(c - p)
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	l := m.labels(volumeID)
-	m.readBytes.With(l).Add(delta(prev.ReadBytes, cur.ReadBytes))
-	m.writtenBytes.With(l).Add(delta(prev.WriteBytes, cur.WriteBytes))
-}
-
 // forgetUnstaged removes the series and the owner of a volume no longer
 // staged here, except drops_total: a drop shortly before an unstage must
 // still show in increase().
@@ -269,5 +266,9 @@ func (m *Metrics) forgetUnstaged(volumeID string) {
 	for _, v := range m.volumeGauges() {
 		v.DeletePartialMatch(prometheus.Labels{LabelVolume: volumeID})
 	}
+	for _, v := range m.disk.counters() {
+		v.DeletePartialMatch(prometheus.Labels{LabelVolume: volumeID})
+	}
+	m.disk.ioNow.DeletePartialMatch(prometheus.Labels{LabelVolume: volumeID})
 	delete(m.owners, volumeID)
 }

@@ -33,8 +33,10 @@ type Monitor struct {
 	// onDrop is told about a cache dropped for failing, to update its binding at once.
 	onDrop func(volumeID string)
 
-	prev        map[string]*dm.CacheStatus
-	prevIO      map[string]blockdev.IOStats
+	prev map[string]*dm.CacheStatus
+	// prevIO is the last reading of each device under each staged volume,
+	// by volume and device role (DeviceVolume, DeviceOrigin, DeviceCache).
+	prevIO      map[string]map[string]devReading
 	lastSampled time.Time
 	// cacheDevices are the LVs behind each cached volume's live table, read
 	// from LVM once per table: LVM is asked again only when the table changes.
@@ -60,7 +62,7 @@ type MonitorOptions struct {
 func NewMonitor(e *cache.Engine, dev blockdev.Interface, locks *cache.VolumeLocks, samples *Samples, m *Metrics, o MonitorOptions) *Monitor {
 	mon := &Monitor{engine: e, dev: dev, locks: locks, samples: samples, metrics: m, clock: o.Clock,
 		healthInterval: o.HealthInterval, sampleInterval: o.SampleInterval, onDrop: o.OnDrop,
-		prev: map[string]*dm.CacheStatus{}, prevIO: map[string]blockdev.IOStats{}, cacheDevices: map[string]tableDevices{}, suspendedSince: map[string]time.Time{}}
+		prev: map[string]*dm.CacheStatus{}, prevIO: map[string]map[string]devReading{}, cacheDevices: map[string]tableDevices{}, suspendedSince: map[string]time.Time{}}
 	if mon.clock == nil {
 		mon.clock = clock.RealClock{}
 	}
@@ -112,7 +114,8 @@ func (m *Monitor) Tick(ctx context.Context) {
 		staged[v.ID] = true
 		m.watchSuspended(ctx, v, now)
 		if sample {
-			m.sampleIO(v)
+			st, known := states[v.ID]
+			m.sampleIO(v, st, known)
 		}
 		if st, ok := states[v.ID]; ok && m.check(ctx, st, sample, now) {
 			cached[v.ID] = true
@@ -136,17 +139,62 @@ func (m *Monitor) Tick(ctx context.Context) {
 	}
 }
 
-// sampleIO adds the bytes moved through a volume's dm device since the last sample.
-func (m *Monitor) sampleIO(v cache.StagedVolume) {
-	cur, err := m.dev.IOStats(v.DevNum)
-	if err != nil {
-		klog.V(2).InfoS("Reading I/O counters", "volumeID", v.ID, "err", err)
-		return
+// devReading is one device's counters at a sample.
+type devReading struct {
+	num   dm.DevNum
+	stats blockdev.IOStats
+}
+
+// volumeDevices are the devices to sample under a volume, by role: its dm
+// device and, from the live table the tick already read (no LVM command),
+// the origin it maps to and the cache data device of a live cache. known is
+// false when the tick has no table for the volume.
+func volumeDevices(v cache.StagedVolume, st cache.State, known bool) map[string]dm.DevNum {
+	devs := map[string]dm.DevNum{DeviceVolume: v.DevNum}
+	if !known {
+		return devs
 	}
-	if prev, ok := m.prevIO[v.ID]; ok {
-		m.metrics.observeIO(v.ID, prev, cur)
+	switch t := st.Table.Target.(type) {
+	case dm.CacheTarget:
+		devs[DeviceOrigin], devs[DeviceCache] = t.Origin, t.Data
+	case dm.LinearTarget:
+		devs[DeviceOrigin] = t.Device
 	}
-	m.prevIO[v.ID] = cur
+	return devs
+}
+
+// sampleIO adds what each device under a volume did since the last sample.
+// A device seen for the first time, or under a new number (a cache
+// re-created on another LV), only sets the baseline; a device the table no
+// longer maps to loses its series.
+func (m *Monitor) sampleIO(v cache.StagedVolume, st cache.State, known bool) {
+	devs := volumeDevices(v, st, known)
+	prev := m.prevIO[v.ID]
+	if prev == nil {
+		prev = map[string]devReading{}
+	}
+	for role, num := range devs {
+		cur, err := m.dev.IOStats(num)
+		if err != nil {
+			klog.V(2).InfoS("Reading I/O counters", "volumeID", v.ID, "device", role, "devNum", num, "err", err)
+			continue
+		}
+		if p, ok := prev[role]; ok && p.num == num {
+			m.metrics.observeDisk(v.ID, role, p.stats, cur)
+		}
+		prev[role] = devReading{num: num, stats: cur}
+	}
+	if known {
+		for role := range prev {
+			if _, ok := devs[role]; !ok {
+				delete(prev, role)
+				m.metrics.forgetDisk(v.ID, role)
+			}
+		}
+	}
+	if len(prev) > 0 {
+		m.prevIO[v.ID] = prev
+	}
 }
 
 // check looks at one volume's state and reports whether it is cached.
