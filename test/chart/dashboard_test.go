@@ -62,6 +62,11 @@ func TestDashboardNamesRealMetrics(t *testing.T) {
 		exprs = append(exprs, v.Definition)
 	}
 	for _, e := range exprs {
+		// The disk series of one volume are three devices (volume, origin,
+		// cache): a panel that summed them would mix the HDD and the SSD.
+		if strings.Contains(e, "ssdcache_disk_") && !regexp.MustCompile(`by \([^)]*\bdevice\b`).MatchString(e) {
+			t.Errorf("dashboard query %q sums disk series without keeping their device", e)
+		}
 		for _, m := range name.FindAllString(e, -1) {
 			used[m] = true
 			if !known[m] {
@@ -69,7 +74,10 @@ func TestDashboardNamesRealMetrics(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"ssdcache_cache_read_hits_total", "ssdcache_cache_promotions_total", "ssdcache_cache_used_blocks", "ssdcache_cache_pool_up"} {
+	for _, want := range []string{"ssdcache_cache_read_hits_total", "ssdcache_cache_promotions_total", "ssdcache_cache_used_blocks", "ssdcache_cache_pool_up",
+		// iostat's figures per device: utilisation, latency, IOPS, MB/s, queue depth.
+		"ssdcache_disk_io_time_seconds_total", "ssdcache_disk_read_time_seconds_total", "ssdcache_disk_reads_completed_total",
+		"ssdcache_disk_read_bytes_total", "ssdcache_disk_io_time_weighted_seconds_total"} {
 		if !used[want] {
 			t.Errorf("dashboard does not show %s", want)
 		}
