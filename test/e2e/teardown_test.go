@@ -32,6 +32,13 @@ func (s *suite) metrics(ctx context.Context, t *testing.T) {
 			t.Errorf("metrics lack %s%s", series, labels)
 		}
 	}
+	// Written in the same call as ssdcache_volume_read_bytes_total, so
+	// certain to be there with it (the origin's and cache's depend on the
+	// node's /sys and are not required here).
+	diskLabels := `{device="volume",` + labels[1:]
+	if !strings.Contains(body, "ssdcache_disk_reads_completed_total"+diskLabels) {
+		t.Errorf("metrics lack ssdcache_disk_reads_completed_total%s", diskLabels)
+	}
 	if !strings.Contains(body, "ssdcache_cache_pool_up 1") {
 		t.Errorf("metrics do not report the cache pool up")
 	}
