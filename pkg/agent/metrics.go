@@ -26,9 +26,10 @@ type VolumeOwner struct {
 }
 
 // Metrics are the per-volume dm-cache series, the volumes' transfer counters,
-// the block-layer counters of the devices under each volume and the pools' sizes. Counters are built from deltas of the kernel's
-// counters (32-bit for dm-cache), so they survive wraps and remain monotonic
-// when a cache or device is re-created.
+// the block-layer counters of the devices under each volume and the pools'
+// sizes. Counters are built from deltas of the kernel's counters (32-bit for
+// dm-cache and for the block layer's times), so they survive wraps and remain
+// monotonic when a cache or device is re-created.
 type Metrics struct {
 	readBytes, writtenBytes                                             *prometheus.CounterVec
 	readHits, readMisses, writeHits, writeMisses, promotions, demotions *prometheus.CounterVec

@@ -113,11 +113,11 @@ func (m *Monitor) Tick(ctx context.Context) {
 	for _, v := range vols {
 		staged[v.ID] = true
 		m.watchSuspended(ctx, v, now)
+		st, known := states[v.ID]
 		if sample {
-			st, known := states[v.ID]
 			m.sampleIO(v, st, known)
 		}
-		if st, ok := states[v.ID]; ok && m.check(ctx, st, sample, now) {
+		if known && m.check(ctx, st, sample, now) {
 			cached[v.ID] = true
 		}
 	}
