@@ -195,6 +195,7 @@ func TestBenchRefusesImpossibleValues(t *testing.T) {
 		{"class cache of 0%", map[string]any{"storageClass": map[string]any{"cacheSize": "0%"}}, "cacheSize"},
 		{"class cache of a fraction of a percent", map[string]any{"storageClass": map[string]any{"cacheSize": "2.5%"}}, "cacheSize"},
 		{"working set over 100%", benchOn(map[string]any{"workingSets": []any{"150%"}}), "workingSets"},
+		{"working set just over 100%", benchOn(map[string]any{"workingSets": []any{"100.5%"}}), "workingSets"},
 		{"working set of 0%", benchOn(map[string]any{"workingSets": []any{"0%"}}), "workingSets"},
 		{"no runs", benchOn(map[string]any{"runs": 0}), "runs"},
 		{"negative runtime", benchOn(map[string]any{"runtime": "-20s"}), "runtime"},
