@@ -76,7 +76,7 @@ func writeSummary(b *strings.Builder, r *Report) {
 	}
 	b.WriteString("## Summary: runs to converge\n\n")
 	if len(r.Convergence) == 0 {
-		b.WriteString("No convergence: it needs an SSD reference target and read tests.\n\n")
+		b.WriteString("No convergence: it needs read tests (-tests read or all).\n\n")
 		return
 	}
 	b.WriteString("Each cell: the first run reaching the threshold, and the last run's fraction of raw SSD MB/s.\n\n")
