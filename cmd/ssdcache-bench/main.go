@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -82,8 +83,26 @@ func run(ctx context.Context, args []string, sys system) int {
 		fmt.Fprintln(sys.stderr, "ssdcache-bench:", err)
 		return 2
 	}
-	report, runErr := b.Run(ctx)
+	report, runErr := runWithin(ctx, b, opts.timeLimit)
 	return writeReport(ctx, opts.outputDir, publisher, report, runErr)
+}
+
+// runWithin runs the benchmark and stops it after limit (0: no limit). A run
+// stopped by the limit says so in its error and in the report, so that a
+// reader does not take the missing runs for a crash.
+func runWithin(ctx context.Context, b *bench.Bench, limit time.Duration) (*bench.Report, error) {
+	if limit <= 0 {
+		return b.Run(ctx)
+	}
+	limitErr := fmt.Errorf("time limit %s (-time-limit) reached; the report holds the runs measured before it", limit)
+	runCtx, cancel := context.WithTimeoutCause(ctx, limit, limitErr)
+	defer cancel()
+	report, err := b.Run(runCtx)
+	if err != nil && errors.Is(context.Cause(runCtx), limitErr) {
+		err = limitErr
+		report.Error = limitErr.Error()
+	}
+	return report, err
 }
 
 // writeReport writes the report to the output directory and, when asked, to
@@ -118,6 +137,7 @@ type options struct {
 	outputDir string
 	fioBinary string
 	report    reportFlags
+	timeLimit time.Duration
 	// printVersion skips everything else: --version needs no targets.
 	printVersion bool
 	logging      *logging.Options
@@ -166,6 +186,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&c.HDDReference, "hdd-ref", "", "target name of the raw HDD")
 	fs.Float64Var(&c.ConvergeFraction, "converge-fraction", 0.9, "fraction of raw SSD read MB/s that counts as converged")
 	fs.StringVar(&c.PlotTest, "plot-test", "", "test plotted in convergence.svg; default the first selected read test")
+	fs.DurationVar(&opts.timeLimit, "time-limit", 0, "stop after this long (e.g. 30m) and write the report of what was measured; 0: no limit")
 	fs.StringVar(&opts.outputDir, "output-dir", "bench-report", "directory for report.json, report.md and convergence.svg")
 	fs.StringVar(&opts.fioBinary, "fio", "fio", "fio binary")
 	fs.StringVar(&opts.report.configMap, "report-configmap", "", "also write the report into this ConfigMap (keys report.json, report.md, convergence.svg) through the pod's ServiceAccount; empty: only -output-dir")
@@ -176,6 +197,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if opts.printVersion {
 		return opts, nil
+	}
+	if opts.timeLimit < 0 {
+		return opts, fmt.Errorf("time-limit: %s; allowed: 0 (no limit) or a positive duration such as 30m", opts.timeLimit)
 	}
 	if fs.NArg() > 0 {
 		return opts, fmt.Errorf("unexpected arguments %q; every setting is a flag", fs.Args())

@@ -56,6 +56,7 @@ func TestParseFlagsErrors(t *testing.T) {
 		"io-limit":     append(base, "-io-limit", "much"),
 		"unexpected":   append(base, "extra"),
 		"target":       {"-target", "/dev/a", "-working-sets", "1Mi"},
+		"time-limit":   append(base, "-time-limit", "-5m"),
 	}
 	for field, args := range cases {
 		_, err := parseFlags(args, io.Discard)

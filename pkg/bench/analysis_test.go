@@ -106,7 +106,8 @@ func TestAnalyzeWithoutReferences(t *testing.T) {
 		t.Fatalf("derived figures without references: %+v %+v %+v", r.Convergence, r.Overhead, r.References)
 	}
 	var md bytes.Buffer
-	if err := WriteMarkdown(&md, r); err != nil || !strings.Contains(md.String(), "No convergence") {
+	if err := WriteMarkdown(&md, r); err != nil || !strings.Contains(md.String(), "## Summary: speedup over run 1") ||
+		strings.Contains(md.String(), "No convergence") {
 		t.Fatalf("markdown without references: %v\n%s", err, md.String())
 	}
 }
@@ -149,7 +150,7 @@ func TestWritePlotDrawsOneLinePerSeries(t *testing.T) {
 		t.Fatalf("series %q, want %q", got, want)
 	}
 	texts := svgTexts(t, svg.Bytes())
-	for _, w := range append(want, "run", "MB/s (10^6 bytes/s)") {
+	for _, w := range append(want, "run (pass over the working set; 1: cold cache)", "MB/s (10^6 bytes/s)", "1", "2", "3") {
 		if !texts[w] {
 			t.Errorf("SVG has no text %q; texts: %v", w, texts)
 		}

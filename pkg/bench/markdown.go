@@ -30,8 +30,10 @@ func writeHeader(b *strings.Builder, r *Report) {
 		c.Runs, c.Interval, c.RandSeed, c.ReadOnly)
 	fmt.Fprintf(b, "- per-test limits: runtime %s, I/O %s (0: one full pass over the working set)\n",
 		c.RuntimeLimit, mib(c.IOLimit))
-	fmt.Fprintf(b, "- converged: first run at or above %.0f%% of the raw SSD's median read MB/s (%s)\n",
-		c.ConvergeFraction*100, orDash(c.SSDReference))
+	if c.SSDReference != "" {
+		fmt.Fprintf(b, "- converged: first run at or above %.0f%% of the raw SSD's median read MB/s (%s)\n",
+			c.ConvergeFraction*100, c.SSDReference)
+	}
 	if short := shortTests(r.Results); short > 0 {
 		fmt.Fprintf(b, "- **%d of %d tests ran under 1 s**: fio measures in milliseconds, so their figures are coarse; use larger working sets\n", short, len(r.Results))
 	}
@@ -68,9 +70,13 @@ func role(c Config, name string) string {
 
 func writeSummary(b *strings.Builder, r *Report) {
 	reads := readTests(r.Config)
+	if r.Config.SSDReference == "" {
+		writeSpeedup(b, r)
+		return
+	}
 	b.WriteString("## Summary: runs to converge\n\n")
 	if len(r.Convergence) == 0 {
-		b.WriteString("No convergence: it needs an SSD reference target and read tests.\n\n")
+		b.WriteString("No convergence: it needs read tests (-tests read or all).\n\n")
 		return
 	}
 	b.WriteString("Each cell: the first run reaching the threshold, and the last run's fraction of raw SSD MB/s.\n\n")

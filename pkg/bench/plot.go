@@ -101,7 +101,7 @@ func WritePlot(w io.Writer, r *Report) error {
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("Convergence: %s, MB/s per run", label(r.Config.PlotTest))
 	p.Title.Padding = vg.Points(6)
-	p.X.Label.Text = "run"
+	p.X.Label.Text = xLabel(r.Config)
 	p.Y.Label.Text = "MB/s (10^6 bytes/s)"
 	p.Y.Min = 0
 	p.X.Min, p.X.Max = 0.5, float64(r.Config.Runs)+0.5
@@ -138,6 +138,15 @@ func WritePlot(w io.Writer, r *Report) error {
 	}
 	_, err = wt.WriteTo(w)
 	return err
+}
+
+// xLabel says what a run is: a pass over the working set, the first one on a
+// cold cache, with the pause that lets dm-cache promote in between.
+func xLabel(c Config) string {
+	if c.Interval > 0 {
+		return fmt.Sprintf("run (pass over the working set; 1: cold cache; %s pause between runs)", c.Interval)
+	}
+	return "run (pass over the working set; 1: cold cache)"
 }
 
 // yMax leaves room above the data for the legend, which gonum draws inside

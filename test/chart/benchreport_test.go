@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,7 +25,7 @@ func TestBenchServiceAccountWritesItsReport(t *testing.T) {
 	ensureNamespace(t, ctx, c, releaseNS)
 	r := render(t, "testdata/bench-tiny.yaml")
 	applyRBAC(t, ctx, c, r)
-	spec := typed[batchv1.Job](t, r.one(t, "Job", "ssd-ssdcache-bench")).Spec.Template.Spec
+	spec := r.benchJob(t).Spec.Template.Spec
 	name, ok := argWithPrefix(container(t, spec, "bench"), "-report-configmap=")
 	if !ok {
 		t.Fatal("the bench Job passes no -report-configmap")

@@ -29,7 +29,7 @@ func TestChartPassesOnlyRealFlags(t *testing.T) {
 	r := render(t, "testdata/full.yaml")
 	ds := typed[appsv1.DaemonSet](t, r.one(t, "DaemonSet", "ssd-ssdcache-node"))
 	dep := typed[appsv1.Deployment](t, r.one(t, "Deployment", "ssd-ssdcache-controller"))
-	job := typed[batchv1.Job](t, r.one(t, "Job", "ssd-ssdcache-bench"))
+	job := r.benchJob(t)
 	for _, c := range []corev1.Container{
 		container(t, ds.Spec.Template.Spec, "ssdcache-node"),
 		container(t, dep.Spec.Template.Spec, "ssdcache-controller"),

@@ -371,7 +371,7 @@ func TestStorageClassParameters(t *testing.T) {
 
 func TestBenchJob(t *testing.T) {
 	r := render(t, "testdata/full.yaml")
-	job := typed[batchv1.Job](t, r.one(t, "Job", "ssd-ssdcache-bench"))
+	job := r.benchJob(t)
 	pvc := typed[corev1.PersistentVolumeClaim](t, r.one(t, "PersistentVolumeClaim", "ssd-ssdcache-bench"))
 	if pvc.Spec.StorageClassName == nil || *pvc.Spec.StorageClassName != "hdd-cached" {
 		t.Errorf("bench PVC class = %v, want the chart's StorageClass", pvc.Spec.StorageClassName)
@@ -405,17 +405,21 @@ func TestBenchJob(t *testing.T) {
 // TestBenchJobWithExternalRBAC: named ServiceAccount and ConfigMap, no RBAC objects.
 func TestBenchJobWithExternalRBAC(t *testing.T) {
 	r := render(t, "testdata/external-rbac.yaml")
-	spec := typed[batchv1.Job](t, r.one(t, "Job", "ssd-ssdcache-bench")).Spec.Template.Spec
+	spec := r.benchJob(t).Spec.Template.Spec
 	if spec.ServiceAccountName != "storage-bench" {
 		t.Errorf("serviceAccountName = %q, want storage-bench from the values", spec.ServiceAccountName)
 	}
 	mustHaveArgs(t, container(t, spec, "bench"), "-report-configmap=bench-results")
+	pvc := typed[corev1.PersistentVolumeClaim](t, r.one(t, "PersistentVolumeClaim", "ssd-ssdcache-bench"))
+	if pvc.Spec.StorageClassName == nil || *pvc.Spec.StorageClassName != "cached-by-platform-team" {
+		t.Errorf("bench PVC class = %v, want bench.storageClassName", pvc.Spec.StorageClassName)
+	}
 }
 
 // TestTinyBenchValues: the values test/e2e uses reach the Job's flags unchanged.
 func TestTinyBenchValues(t *testing.T) {
 	r := render(t, "testdata/bench-tiny.yaml")
-	c := container(t, typed[batchv1.Job](t, r.one(t, "Job", "ssd-ssdcache-bench")).Spec.Template.Spec, "bench")
+	c := container(t, r.benchJob(t).Spec.Template.Spec, "bench")
 	mustHaveArgs(t, c, "-cache-size=64Mi", "-working-sets=50%", "-runs=2", "-interval=2s", "-tests=read",
 		"-report-configmap=ssd-ssdcache-bench-report")
 	pvc := typed[corev1.PersistentVolumeClaim](t, r.one(t, "PersistentVolumeClaim", "ssd-ssdcache-bench"))
@@ -428,7 +432,8 @@ func TestNotes(t *testing.T) {
 	if notes := render(t, "").notes; !strings.Contains(notes, "WARNING: node.originDevices is empty") {
 		t.Errorf("default NOTES do not warn about missing origin devices:\n%s", notes)
 	}
-	if notes := render(t, "testdata/full.yaml").notes; strings.Contains(notes, "WARNING") || !strings.Contains(notes, "job/ssd-ssdcache-bench") ||
+	if notes := render(t, "testdata/full.yaml").notes; strings.Contains(notes, "WARNING") || !strings.Contains(notes, "logs -f -l app.kubernetes.io/instance=ssd,app.kubernetes.io/component=bench") ||
+		!strings.Contains(notes, "for at most\n30 minutes") ||
 		!strings.Contains(notes, "get configmap ssd-ssdcache-bench-report") {
 		t.Errorf("NOTES with devices and bench:\n%s", notes)
 	}

@@ -18,6 +18,7 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
+	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -72,7 +73,12 @@ func readValues(t *testing.T, valuesFile string) map[string]any {
 }
 
 func renderValues(ch *chart.Chart, values map[string]any) (rendered, error) {
-	opts := chartutil.ReleaseOptions{Name: releaseName, Namespace: releaseNS, IsInstall: true, Revision: 1}
+	return renderRevision(ch, values, 1)
+}
+
+// renderRevision renders as `helm upgrade` to the given release revision would.
+func renderRevision(ch *chart.Chart, values map[string]any, revision int) (rendered, error) {
+	opts := chartutil.ReleaseOptions{Name: releaseName, Namespace: releaseNS, IsInstall: revision == 1, IsUpgrade: revision > 1, Revision: revision}
 	top, err := chartutil.ToRenderValues(ch, values, opts, chartutil.DefaultCapabilities)
 	if err != nil {
 		return rendered{}, err
@@ -155,6 +161,19 @@ func (r rendered) one(t *testing.T, kind, name string) *unstructured.Unstructure
 	}
 	t.Fatalf("no %s %q among %v", kind, name, r.names())
 	return nil
+}
+
+// benchJob is the one bench Job; its name ends in a hash of its pod template.
+func (r rendered) benchJob(t *testing.T) *batchv1.Job {
+	t.Helper()
+	jobs := r.ofKind("Job")
+	if len(jobs) != 1 {
+		t.Fatalf("%d Jobs rendered, want the bench Job: %v", len(jobs), r.names())
+	}
+	if !strings.HasPrefix(jobs[0].GetName(), releaseName+"-ssdcache-bench-") {
+		t.Fatalf("Job %q is not named <fullname>-bench-<hash>", jobs[0].GetName())
+	}
+	return typed[batchv1.Job](t, jobs[0])
 }
 
 func (r rendered) names() []string {

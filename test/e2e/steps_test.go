@@ -17,10 +17,13 @@ import (
 )
 
 const (
-	cachedClass  = release + "-cached" // the chart's StorageClass
-	cacheSize    = "64Mi"
-	volumeSize   = "512Mi"
-	benchJobName = release + "-bench"
+	cachedClass = release + "-cached" // the chart's StorageClass
+	cacheSize   = "64Mi"
+	volumeSize  = "512Mi"
+	// The bench Job's name ends in a hash of its pod template (the chart's
+	// bench-job.yaml); the e2e finds it by its labels.
+	benchJobSelector     = "app.kubernetes.io/instance=" + release + ",app.kubernetes.io/component=bench"
+	benchReportConfigMap = release + "-bench-report"
 )
 
 // chartValues are what an operator would pass: the pools by /dev/disk/by-id
@@ -98,7 +101,11 @@ func (s *suite) benchJob(ctx context.Context, t *testing.T) {
 			",bench.workingSets={50%},bench.runs="+strconv.Itoa(runs)+",bench.interval=2s,bench.tests=read"); err != nil {
 		t.Fatal(err)
 	}
-	job := object{ns: namespace, name: "job/" + benchJobName, pods: "job-name=" + benchJobName}
+	jobs := strings.Fields(s.kubectl(ctx, t, "-n", namespace, "get", "jobs", "-l", benchJobSelector, "-o", "jsonpath={.items[*].metadata.name}"))
+	if len(jobs) != 1 {
+		t.Fatalf("bench Jobs %q (labels %s), want one", jobs, benchJobSelector)
+	}
+	job := object{ns: namespace, name: "job/" + jobs[0], pods: "job-name=" + jobs[0]}
 	s.eventually(ctx, t, "bench Job complete", job, func() (bool, string, error) {
 		out, err := s.c.Kubectl(ctx, "-n", namespace, "get", job.name, "-o",
 			`jsonpath=active={.status.active} failed={.status.failed} conditions={.status.conditions[?(@.status=="True")].type}`)
@@ -109,7 +116,7 @@ func (s *suite) benchJob(ctx context.Context, t *testing.T) {
 		return err == nil && strings.Contains(conditions, "Complete"), out + errOrEmpty(err), nil
 	})
 	var cm struct{ Data map[string]string }
-	s.getJSON(ctx, t, &cm, "-n", namespace, "configmap", benchJobName+"-report")
+	s.getJSON(ctx, t, &cm, "-n", namespace, "configmap", benchReportConfigMap)
 	var report bench.Report
 	if err := json.Unmarshal([]byte(cm.Data["report.json"]), &report); err != nil {
 		t.Fatalf("report.json in the ConfigMap: %v", err)
