@@ -97,7 +97,9 @@ func (p *plugin) waitNotReady(reason string) {
 	p.t.Helper()
 	p.waitProbe(false)
 	err := poll("ssdcache-node to log "+reason, 100*time.Millisecond, func() (bool, string, error) {
-		return strings.Contains(p.log.String(), reason), lastLines(p.log.String(), 5), nil
+		// klog quotes a structured value, escaping the quotes inside it.
+		log := strings.ReplaceAll(p.log.String(), `\"`, `"`)
+		return strings.Contains(log, reason), lastLines(p.log.String(), 5), nil
 	})
 	if err != nil {
 		p.t.Fatalf("%v\n%s", err, p.diagnose())
