@@ -175,13 +175,12 @@ func tail(s string, n int) string {
 // TestKernel runs every guest test in one boot: csi-sanity on the real
 // driver, online cache changes under I/O, online expansion of a cached xfs
 // volume, SSD failure, crashes at fault points, device safety, warm-up
-// after restage, promotion of new data, warm-up under writes, and a node
-// whose disk is missing or refused becoming ready once it is usable.
+// after restage, promotion of new data and warm-up under writes.
 func TestKernel(t *testing.T) {
 	vm.SkipUnlessEnabled(t)
 	deadline := suiteDeadline(t)
 	v, _ := newVM(t, deadline)
-	run := "^Test(RealSanity|OnlineCacheOpsUnderIO|PausedUnderConcurrentWrites|ExpandCachedXFS|Safety.*|AdoptedDiskIsTaken|NodeReadyAfterDiskAppears|WarmRestage|WarmUpUnderWrites)$"
+	run := "^Test(RealSanity|OnlineCacheOpsUnderIO|PausedUnderConcurrentWrites|ExpandCachedXFS|Safety.*|AdoptedDiskIsTaken|WarmRestage|WarmUpUnderWrites)$"
 	if only := os.Getenv("SSDCACHE_GUEST_RUN"); only != "" {
 		run = only // to work on one guest test
 	}
