@@ -174,25 +174,14 @@ func (a *applier) toFetch(w *warming, blocks []uint64) []uint64 {
 // completed write, and reading it directly leaves the volume's read
 // counters, its tracked reads and smq's statistics to the application.
 func (a *applier) fetch(ctx context.Context, w *warming, f *fetched) error {
-	name := DeviceName(a.volumeID)
-	region, err := a.dm.TrackWrites(ctx, name, w.areaSectors())
-	if err != nil {
-		return err
-	}
-	w.region = region
-	err = a.drain(ctx, name)
-	if err == nil {
+	return a.underWriteTracking(ctx, w, func() error {
 		f.buf = blockdev.DirectBuffer(uint64(len(f.blocks)) * f.blockBytes)
 		var ex []blockdev.Extent
 		for i, b := range f.blocks {
 			ex = appendExtent(ex, b*f.blockBytes, uint64(i)*f.blockBytes, f.blockBytes)
 		}
-		err = a.dev.ReadExtents(ctx, a.want.origin, ex, f.buf)
-	}
-	if err != nil {
-		return errors.Join(err, a.dm.Untrack(ctx, name, region))
-	}
-	return nil
+		return a.dev.ReadExtents(ctx, a.want.origin, ex, f.buf)
+	})
 }
 
 // writeFetched writes the fetched blocks w's copies map into the cache data LV.

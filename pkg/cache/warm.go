@@ -152,9 +152,16 @@ func (a *applier) warm(ctx context.Context) {
 	a.warming = w
 }
 
-// copyHotBlocks starts counting writes, waits out the writes already in
-// flight (a suspend returns once they completed), and copies.
+// copyHotBlocks copies the hot set under write tracking.
 func (a *applier) copyHotBlocks(ctx context.Context, w *warming, data lvm.LV) error {
+	return a.underWriteTracking(ctx, w, func() error { return a.copyBlocks(ctx, w, data) })
+}
+
+// underWriteTracking starts counting writes, waits out the writes already
+// in flight (a suspend returns once they completed), and runs read, which
+// reads blocks whose later writes the count must see. On failure the
+// tracking stops again.
+func (a *applier) underWriteTracking(ctx context.Context, w *warming, read func() error) error {
 	name := DeviceName(a.volumeID)
 	region, err := a.dm.TrackWrites(ctx, name, w.areaSectors())
 	if err != nil {
@@ -163,7 +170,7 @@ func (a *applier) copyHotBlocks(ctx context.Context, w *warming, data lvm.LV) er
 	w.region = region
 	err = a.drain(ctx, name)
 	if err == nil {
-		err = a.copyBlocks(ctx, w, data)
+		err = read()
 	}
 	if err != nil {
 		return errors.Join(err, a.dm.Untrack(ctx, name, region))
