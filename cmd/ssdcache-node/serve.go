@@ -88,7 +88,7 @@ func runStandalone(ctx context.Context, n *node, cfg agent.Config, metrics *metr
 	mon := agent.NewMonitor(n.engine, n.dev, n.locks, agent.NewSamples(), cfg.Metrics, agent.MonitorOptions{
 		HealthInterval: cfg.HealthInterval, SampleInterval: cfg.SampleInterval})
 	runnables := map[string]interface{ Start(context.Context) error }{"csi": n.driver, "pool-setup": n.setup, "pools": n.pools, "monitor": mon, "metrics": metrics}
-	if p := cfg.Promoter(); p != nil {
+	if p := cfg.Promoter(mon.CacheLost); p != nil {
 		runnables["promoter"] = p
 	}
 	for name, r := range runnables {

@@ -289,6 +289,14 @@ func (m *Monitor) drop(ctx context.Context, id, why string) {
 		klog.ErrorS(err, "Dropping failing cache", "volumeID", id, "why", why)
 		return
 	}
+	m.CacheLost(id, why)
+}
+
+// CacheLost records that a volume's cache stopped serving because its device
+// failed, whoever swapped it out (a drop, or a promotion that could not load
+// it back): a log line, the drop counter, the binding's status, at once.
+// Safe to call from another goroutine.
+func (m *Monitor) CacheLost(id, why string) {
 	klog.InfoS("Dropped failing cache; the volume serves from its origin", "volumeID", id, "why", why)
 	m.metrics.add(m.metrics.drops, id, 1)
 	m.samples.markDropped(id, why)

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -28,6 +29,8 @@ type Promoter struct {
 	metrics  *Metrics
 	clock    clock.WithTicker
 	interval time.Duration
+	// cacheLost is told about a cache a failed promotion could not load back.
+	cacheLost func(volumeID, why string)
 	// reads are what each volume read since its last promotion.
 	reads map[string]*recentReads
 }
@@ -59,15 +62,19 @@ const (
 	promoteIdleFactor  = 4
 )
 
-// NewPromoter returns a promoter; Start runs it. A zero interval takes the default.
-func NewPromoter(e *cache.Engine, locks *cache.VolumeLocks, m *Metrics, c clock.WithTicker, interval time.Duration) *Promoter {
+// NewPromoter returns a promoter; Start runs it. A zero interval takes the
+// default; cacheLost (Monitor.CacheLost) may be nil.
+func NewPromoter(e *cache.Engine, locks *cache.VolumeLocks, m *Metrics, c clock.WithTicker, interval time.Duration, cacheLost func(volumeID, why string)) *Promoter {
 	if c == nil {
 		c = clock.RealClock{}
 	}
 	if interval <= 0 {
 		interval = DefaultPromoteInterval
 	}
-	return &Promoter{engine: e, locks: locks, metrics: m, clock: c, interval: interval, reads: map[string]*recentReads{}}
+	if cacheLost == nil {
+		cacheLost = func(string, string) {}
+	}
+	return &Promoter{engine: e, locks: locks, metrics: m, clock: c, interval: interval, cacheLost: cacheLost, reads: map[string]*recentReads{}}
 }
 
 // Start promotes until ctx ends; it is a controller-runtime Runnable.
@@ -173,6 +180,9 @@ func (p *Promoter) promote(ctx context.Context, id string, r *recentReads) {
 	r.afterBatch = err == nil && res.Blocks >= minPromoteMisses
 	if err != nil {
 		klog.ErrorS(err, "Promoting the blocks read", "volumeID", id, "blocks", len(blocks))
+		if errors.Is(err, cache.ErrCacheLeftOut) {
+			p.cacheLost(id, "a promotion could not load the cache again: "+err.Error())
+		}
 		return
 	}
 	if res.Blocks > 0 && p.metrics != nil {

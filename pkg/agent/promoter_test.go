@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -54,7 +55,7 @@ func TestPromoterLeavesCachesWithoutWarmupAlone(t *testing.T) {
 	name := cache.DeviceName(vol)
 	n.dm.Read(name, 0)
 	n.dm.StatusOverride[name] = status(0, 5, 0, "rw -")
-	p := NewPromoter(n.engine, n.locks, n.metrics, n.clock, 0)
+	p := NewPromoter(n.engine, n.locks, n.metrics, n.clock, 0, nil)
 	p.Tick(context.Background())
 	p.Tick(context.Background())
 	if len(n.dev.Copied) != 0 {
@@ -130,7 +131,7 @@ func warmPromoterNode(t *testing.T) (*fakeNode, string, *Promoter) {
 	n := newNode(t)
 	n.stage(t, &cache.Spec{SizeBytes: gib, Mode: cache.ModeReadCache, Warm: true})
 	n.meta.Put("/dev/nvme/"+vol+".cache-meta", dm.CacheMetadata{BlockSectors: 128, CacheBlocks: gib / (128 * 512), Policy: "smq"})
-	return n, cache.DeviceName(vol), NewPromoter(n.engine, n.locks, n.metrics, n.clock, 0)
+	return n, cache.DeviceName(vol), NewPromoter(n.engine, n.locks, n.metrics, n.clock, 0, nil)
 }
 
 // promotions counts the batches written into caches from memory.
@@ -142,4 +143,39 @@ func promotions(n *fakeNode) int {
 		}
 	}
 	return count
+}
+
+// Safety rule 4 during a promotion: the SSD fails while the cache is
+// swapped out, so its table cannot be loaded again. The volume stays on its
+// linear table, and the loss is recorded as a drop (log, metric, binding),
+// not left for nobody to notice (found by the kernel suite's SSD failure test).
+func TestPromotionThatCannotLoadTheCacheBackIsADrop(t *testing.T) {
+	n, name, _ := warmPromoterNode(t)
+	var lost []string
+	p := NewPromoter(n.engine, n.locks, n.metrics, n.clock, 0, n.monitor.CacheLost)
+	n.monitor.onDrop = func(id string) { lost = append(lost, id) }
+	swapped := false // to the linear table: the SSD fails from here on
+	n.dm.Record = func(event string) {
+		switch {
+		case strings.HasPrefix(event, "dm load "+name+" ") && strings.Contains(event, " linear "):
+			swapped = true
+		case event == "dm resume "+name && swapped:
+			n.dm.FailOn["load"] = errors.New("device-mapper: reload ioctl failed: Input/output error")
+		}
+	}
+	n.dm.StatusOverride[name] = status(0, 0, 0, "rw -")
+	p.Tick(context.Background())
+	n.dm.Read(name, 25*128)
+	n.dm.StatusOverride[name] = status(0, 500, 0, "rw -")
+	p.Tick(context.Background())
+
+	if tbl, _ := n.dm.Table(context.Background(), name); tbl.Target.Type() != "linear" {
+		t.Fatalf("table after the failed promotion %q, want the linear one", tbl)
+	}
+	if why, ok := n.samples.Dropped(vol); !ok || !strings.Contains(why, "promotion") || len(lost) != 1 {
+		t.Fatalf("loss not recorded: %q, bindings told %v", why, lost)
+	}
+	if got := testutil.ToFloat64(n.metrics.drops.With(n.metrics.labels(vol))); got != 1 {
+		t.Fatalf("drops metric %v, want 1", got)
+	}
 }

@@ -60,7 +60,7 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 	if err := mgr.Add(monitor); err != nil {
 		return err
 	}
-	if p := cfg.Promoter(); p != nil {
+	if p := cfg.Promoter(monitor.CacheLost); p != nil {
 		if err := mgr.Add(p); err != nil {
 			return err
 		}
@@ -131,10 +131,11 @@ func (r *BindingReconciler) bindingsOfVolume(ctx context.Context, volumeID strin
 	return reqs
 }
 
-// Promoter returns the promoter cfg asks for, nil when it is turned off.
-func (cfg Config) Promoter() *Promoter {
+// Promoter returns the promoter cfg asks for, nil when it is turned off;
+// it reports a cache it could not load back to cacheLost.
+func (cfg Config) Promoter(cacheLost func(volumeID, why string)) *Promoter {
 	if cfg.PromoteInterval <= 0 {
 		return nil
 	}
-	return NewPromoter(cfg.Engine, cfg.Locks, cfg.Metrics, nil, cfg.PromoteInterval)
+	return NewPromoter(cfg.Engine, cfg.Locks, cfg.Metrics, nil, cfg.PromoteInterval, cacheLost)
 }

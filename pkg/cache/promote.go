@@ -131,7 +131,10 @@ func (a *applier) promote(ctx context.Context, table dm.Table, meta, data lvm.LV
 		w.kept, w.copies = nil, nil
 	}
 	a.warming = w
-	return a.loadWarm(ctx, table, meta)
+	if err := a.loadWarm(ctx, table, meta); err != nil {
+		return fmt.Errorf("%w: %w", ErrCacheLeftOut, err)
+	}
+	return nil
 }
 
 // fetched are origin blocks read into memory, block i of blocks at

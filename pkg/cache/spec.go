@@ -20,6 +20,10 @@ var (
 	ErrOriginMismatch = errors.New("staged device maps a different origin")
 	// ErrUnknownClass is returned for a device class this node has no pool for.
 	ErrUnknownClass = errors.New("unknown cache device class")
+	// ErrCacheLeftOut is returned when an operation swapped a live cache out
+	// for a linear table and could not load it back (its device failed): the
+	// volume serves from its origin, as after a drop.
+	ErrCacheLeftOut = errors.New("the cache could not be loaded again; the volume serves from its origin")
 )
 
 // Mode is what the cache does for reads.
