@@ -7,4 +7,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 hack/vm/setup.sh >/dev/null
 export SSDCACHE_VM=1
-exec go test -count=1 -timeout 40m -v "$@" ./test/kernel/
+exec go test -count=1 -timeout 50m -v "$@" ./test/kernel/

@@ -28,14 +28,20 @@ func TestGuestScriptPassesTheDeadline(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
-			standIn := filepath.Join(dir, "guest.test")
+			share, guestTmp := filepath.Join(dir, "share"), filepath.Join(dir, "tmp")
+			for _, d := range []string{filepath.Join(share, "bin"), guestTmp} {
+				if err := os.MkdirAll(d, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			standIn := filepath.Join(share, "bin", "guest.test")
 			if err := os.WriteFile(standIn, []byte("#!/bin/bash\necho \"args: $*\"\necho \"deadline: $SSDCACHE_DEADLINE\"\n"), 0o755); err != nil {
 				t.Fatal(err)
 			}
 			deadline := time.Now().Add(c.left)
 			script := guestScript(deadline, "^TestX$")
-			script = strings.ReplaceAll(script, "/vmwork/bin/guest.test", standIn)
-			script = strings.ReplaceAll(script, "/tmp/kernel", filepath.Join(dir, "work"))
+			script = strings.ReplaceAll(script, "/tmp/", guestTmp+"/") // first: dir is under /tmp
+			script = strings.ReplaceAll(script, "/vmwork/", share+"/")
 			out, err := exec.Command("bash", "-c", script).CombinedOutput()
 			if err != nil {
 				t.Fatalf("%v\n%s", err, out)
