@@ -45,9 +45,14 @@ type Config struct {
 	// VolumeEvents carries NodeStage's news of staged volumes; nil makes one
 	// for the monitor's drops alone.
 	VolumeEvents *VolumeEvents
+	// Expander grows this node's volumes when their claims ask for more
+	// (the CSI controller of the same process); nil runs no resizer.
+	Expander VolumeExpander
+	// DriverName is the CSI driver whose PVs the resizer grows.
+	DriverName string
 }
 
-// Setup adds the monitor, the binding reconciler and the capacity reporter to mgr.
+// Setup adds the monitor, the binding reconciler, the volume resizer and the capacity reporter to mgr.
 func Setup(mgr ctrl.Manager, cfg Config) error {
 	samples := NewSamples()
 	volumes := cfg.VolumeEvents
@@ -82,6 +87,12 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 	}
 	if err := mgr.Add(unclaimedSweep{r: r, interval: r.resync, waitSynced: mgr.GetCache().WaitForCacheSync}); err != nil {
 		return err
+	}
+	if cfg.Expander != nil {
+		resizer := NewResizeReconciler(mgr.GetClient(), mgr.GetEventRecorder(EventSource), cfg.Expander, cfg.DriverName, cfg.NodeName)
+		if err := resizer.SetupWithManager(mgr); err != nil {
+			return err
+		}
 	}
 	return mgr.Add(NewCapacityReporter(mgr.GetAPIReader(), mgr.GetClient(), cfg.Pools, cfg.NodeName, cfg.CacheClass, cfg.CapacityInterval))
 }

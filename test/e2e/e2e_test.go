@@ -60,6 +60,7 @@ func TestEndToEnd(t *testing.T) {
 		{"start cluster", s.startCluster},
 		{"helm install", s.helmInstall},
 		{"cached StorageClass", s.cachedStorageClass},
+		{"volume expansion", s.volumeExpansion},
 		{"bench Job", s.benchJob},
 		{"CacheBinding online", s.cacheBindingOnline},
 		{"node plugin restart", s.nodePluginRestart},
