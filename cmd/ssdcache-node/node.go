@@ -71,7 +71,7 @@ func newNode(o options, m *agent.Metrics, rec events.EventRecorder) (*node, erro
 	} else {
 		klog.InfoS("No cache devices configured; volumes will not be cached")
 	}
-	layers := cache.Layers{DM: dm.NewDmsetup(run), LVM: l, Dev: dev}
+	layers := cache.Layers{DM: dm.NewDmsetup(run).ReadingFrom(dm.NewControlDevice()), LVM: l, Dev: dev}
 	if o.stateDir != "" {
 		layers.Metadata = dm.NewCacheTools(run, o.stateDir)
 		layers.HotSets = hotset.InStateDir(o.stateDir)

@@ -10,13 +10,23 @@ import (
 	"github.com/ssdcache/ssdcache/pkg/command"
 )
 
-// Dmsetup implements Interface with the dmsetup tool.
+// Dmsetup implements Interface with the dmsetup tool, and reads through the
+// control device instead when given one (ReadingFrom).
 type Dmsetup struct {
 	run *command.Runner
+	// kernel, when set, answers List, Info, Table, Status and States.
+	kernel *kernelReader
 }
 
 // NewDmsetup returns an Interface that runs dmsetup through run.
 func NewDmsetup(run *command.Runner) *Dmsetup { return &Dmsetup{run: run} }
+
+// ReadingFrom makes d read devices, tables and statuses with ioctls on c
+// rather than dmsetup processes; changes still run dmsetup.
+func (d *Dmsetup) ReadingFrom(c Control) *Dmsetup {
+	d.kernel = &kernelReader{ctl: c}
+	return d
+}
 
 var _ Interface = (*Dmsetup)(nil)
 
@@ -75,7 +85,7 @@ func (d *Dmsetup) Remove(ctx context.Context, name string) error {
 }
 
 func (d *Dmsetup) Table(ctx context.Context, name string) (Table, error) {
-	out, err := d.dmsetup(ctx, "table", name)
+	out, err := d.read(ctx, name, true)
 	if err != nil {
 		return Table{}, err
 	}
@@ -83,11 +93,26 @@ func (d *Dmsetup) Table(ctx context.Context, name string) (Table, error) {
 }
 
 func (d *Dmsetup) Status(ctx context.Context, name string) (string, error) {
-	out, err := d.dmsetup(ctx, "status", "--noflush", name)
+	out, err := d.read(ctx, name, false)
 	return strings.TrimSpace(out), err
 }
 
+// read is name's table (table true) or status line(s).
+func (d *Dmsetup) read(ctx context.Context, name string, table bool) (string, error) {
+	if d.kernel != nil {
+		lines, err := d.kernel.lines(name, table)
+		return strings.Join(lines, "\n"), err
+	}
+	if table {
+		return d.dmsetup(ctx, "table", name)
+	}
+	return d.dmsetup(ctx, "status", "--noflush", name)
+}
+
 func (d *Dmsetup) List(ctx context.Context) ([]Device, error) {
+	if d.kernel != nil {
+		return d.kernel.list()
+	}
 	out, err := d.dmsetup(ctx, append([]string{"info"}, infoColumns...)...)
 	if err != nil {
 		return nil, err
@@ -96,6 +121,9 @@ func (d *Dmsetup) List(ctx context.Context) ([]Device, error) {
 }
 
 func (d *Dmsetup) Info(ctx context.Context, name string) (Device, error) {
+	if d.kernel != nil {
+		return d.kernel.info(name)
+	}
 	out, err := d.dmsetup(ctx, append(append([]string{"info"}, infoColumns...), name)...)
 	if err != nil {
 		return Device{}, err
@@ -142,6 +170,9 @@ func parseDeviceList(out string) ([]Device, error) {
 }
 
 func (d *Dmsetup) States(ctx context.Context) (map[string]DeviceState, error) {
+	if d.kernel != nil {
+		return d.kernel.states()
+	}
 	tables, err := d.dmsetup(ctx, "table")
 	if err != nil {
 		return nil, err

@@ -184,7 +184,7 @@ func TestKernel(t *testing.T) {
 	vm.SkipUnlessEnabled(t)
 	deadline := suiteDeadline(t)
 	v, _ := newVM(t, deadline)
-	run := "^Test(RealSanity|OnlineCacheOpsUnderIO|PausedUnderConcurrentWrites|ExpandCachedXFS|Safety.*|AdoptedDiskIsTaken|WarmRestage|WarmUpUnderWrites)$"
+	run := "^Test(KernelReadsMatchDmsetup|RealSanity|OnlineCacheOpsUnderIO|PausedUnderConcurrentWrites|ExpandCachedXFS|Safety.*|AdoptedDiskIsTaken|WarmRestage|WarmUpUnderWrites)$"
 	if only := os.Getenv("SSDCACHE_GUEST_RUN"); only != "" {
 		run = only // to work on one guest test
 	}

@@ -28,7 +28,7 @@ func realEngine(faults cache.FaultPoints) *cache.Engine {
 	state := stateDir()
 	// LVM reads the pool devices only, as the plugin's does (--devices).
 	lvmCmd := lvm.NewCommand(run, "", os.Getenv("SSDCACHE_HDD"), os.Getenv("SSDCACHE_SSD"))
-	return cache.NewEngine(cache.Layers{DM: dm.NewDmsetup(run), LVM: lvmCmd, Dev: blockdev.NewHost(run),
+	return cache.NewEngine(cache.Layers{DM: dm.NewDmsetup(run).ReadingFrom(dm.NewControlDevice()), LVM: lvmCmd, Dev: blockdev.NewHost(run),
 		Metadata: dm.NewCacheTools(run, state), HotSets: hotset.InStateDir(state)}, pools, faults)
 }
 

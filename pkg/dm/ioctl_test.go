@@ -1,0 +1,203 @@
+package dm
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// The command numbers of include/uapi/linux/dm-ioctl.h, as strace shows them.
+func TestIoctlCommandsAreTheKernels(t *testing.T) {
+	for nr, want := range map[uintptr]uintptr{cmdListDevices: 0xc138fd02, cmdDevStatus: 0xc138fd07, cmdTableStatus: 0xc138fd0c} {
+		if got := ioctlCmd(nr); got != want {
+			t.Errorf("ioctl %d = %#x, want %#x", nr, got, want)
+		}
+	}
+}
+
+// fakeKernel answers device-mapper ioctls the way drivers/md/dm-ioctl.c
+// lays its answers out: a list of struct dm_name_list records whose next is
+// relative to the record, target specs whose next counts from the start of
+// the data, 8-byte alignment, and DM_BUFFER_FULL_FLAG when the buffer is short.
+type fakeKernel struct {
+	devices map[string]fakeDevice
+	calls   int
+}
+
+type fakeDevice struct {
+	major, minor      uint32
+	suspended, loaded bool
+	open              int32
+	table, status     []string // "<start> <length> <type> <params>"
+}
+
+func align8(n int) int { return (n + 7) &^ 7 }
+
+func (k *fakeKernel) Ioctl(cmd uintptr, buf []byte) error {
+	k.calls++
+	ne := binary.NativeEndian
+	start, size := int(ne.Uint32(buf[offDataStart:])), int(ne.Uint32(buf[offDataSize:]))
+	flags := ne.Uint32(buf[offFlags:])
+	name := cString(buf[offName : offName+nameLen])
+	out, room := buf[start:size], size-start
+	full := func() error { ne.PutUint32(buf[offFlags:], flags|flagBufferFull); return nil }
+	if cmd&0xff == cmdListDevices {
+		names := make([]string, 0, len(k.devices))
+		for n := range k.devices {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		off, prev := 0, -1
+		for _, n := range names {
+			next := align8(off + 12 + len(n) + 1)
+			if next > room {
+				return full()
+			}
+			d := k.devices[n]
+			ne.PutUint64(out[off:], unix.Mkdev(d.major, d.minor))
+			copy(out[off+12:], n+"\x00")
+			if prev >= 0 {
+				ne.PutUint32(out[prev+8:], uint32(off-prev))
+			}
+			prev, off = off, next
+		}
+		ne.PutUint32(buf[offDataSize:], uint32(start+off))
+		return nil
+	}
+	d, ok := k.devices[name]
+	if !ok {
+		return unix.ENXIO
+	}
+	ne.PutUint64(buf[offDev:], unix.Mkdev(d.major, d.minor))
+	ne.PutUint32(buf[offOpenCount:], uint32(d.open))
+	flags &^= flagSuspend | flagInactivePresent
+	if d.suspended {
+		flags |= flagSuspend
+	}
+	if d.loaded {
+		flags |= flagInactivePresent
+	}
+	ne.PutUint32(buf[offFlags:], flags)
+	if cmd&0xff != cmdTableStatus {
+		return nil
+	}
+	lines := d.status
+	if flags&flagStatusTable != 0 {
+		lines = d.table
+	}
+	off := 0
+	for _, line := range lines {
+		f := append(strings.SplitN(line, " ", 4), "") // no parameters: f[3] is ""
+		next := align8(off + targetSpecHeaderSize + len(f[3]) + 1)
+		if next > room {
+			return full()
+		}
+		var s, l uint64
+		for i, p := range []*uint64{&s, &l} {
+			for _, c := range f[i] {
+				*p = *p*10 + uint64(c-'0')
+			}
+		}
+		ne.PutUint64(out[off:], s)
+		ne.PutUint64(out[off+8:], l)
+		copy(out[off+24:off+40], f[2])
+		copy(out[off+targetSpecHeaderSize:], f[3]+"\x00")
+		ne.PutUint32(out[off+20:], uint32(next))
+		off = next
+	}
+	ne.PutUint32(buf[offTargetCount:], uint32(len(lines)))
+	ne.PutUint32(buf[offDataSize:], uint32(start+off))
+	return nil
+}
+
+func kernelDevices() *fakeKernel {
+	cacheTable := "0 524288 cache 254:4 254:5 254:2 128 2 writethrough metadata2 smq 0"
+	cacheStatus := "0 524288 cache 8 14/2048 128 89/1024 142 82 12 244 0 89 0 2 metadata2 writethrough 2 migration_threshold 2048 smq 0 rw -"
+	return &fakeKernel{devices: map[string]fakeDevice{
+		"ssdcache-pvc-1":     {major: 254, minor: 3, open: 1, table: []string{cacheTable}, status: []string{cacheStatus}},
+		"ssdcache--hdd-pvc1": {major: 254, minor: 2, open: 1, table: []string{"0 524288 linear 8:0 2048"}, status: []string{"0 524288 linear"}},
+		"ssdcache-pvc-2":     {major: 254, minor: 6, suspended: true, loaded: true, table: []string{"0 1024 linear 8:0 4096"}, status: []string{"0 1024 linear"}},
+		"two-targets":        {major: 254, minor: 9, table: []string{"0 8 zero", "8 8 error"}, status: []string{"0 8 zero", "8 8 error"}},
+	}}
+}
+
+func TestKernelReadsListDevicesAndTheirStates(t *testing.T) {
+	k := kernelDevices()
+	d := NewDmsetup(nil).ReadingFrom(k)
+	ctx := context.Background()
+	devs, err := d.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Device{
+		{Name: "ssdcache--hdd-pvc1", DevNum: DevNum{254, 2}, OpenCount: 1},
+		{Name: "ssdcache-pvc-1", DevNum: DevNum{254, 3}, OpenCount: 1},
+		{Name: "ssdcache-pvc-2", DevNum: DevNum{254, 6}, Suspended: true, InactiveTable: true},
+		{Name: "two-targets", DevNum: DevNum{254, 9}},
+	}
+	if !reflect.DeepEqual(devs, want) {
+		t.Fatalf("List = %+v\nwant %+v", devs, want)
+	}
+	states, err := d.States(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(states) != 3 || states["two-targets"].Status != "" {
+		t.Fatalf("States has %d devices, want the 3 with one target: %v", len(states), states)
+	}
+	st, err := ParseCacheStatus(states["ssdcache-pvc-1"].Status)
+	if err != nil || st.ReadHits != 142 || st.CacheUsed != 89 {
+		t.Fatalf("cache status %+v (%v)", st, err)
+	}
+	if tbl := states["ssdcache-pvc-1"].Table.String(); tbl != k.devices["ssdcache-pvc-1"].table[0] {
+		t.Fatalf("table %q, want %q", tbl, k.devices["ssdcache-pvc-1"].table[0])
+	}
+	if s, err := d.Status(ctx, "two-targets"); err != nil || s != "0 8 zero\n8 8 error" {
+		t.Fatalf("Status of a two-target device %q (%v), want both lines as dmsetup prints them", s, err)
+	}
+}
+
+func TestKernelReadsSayNotFound(t *testing.T) {
+	d := NewDmsetup(nil).ReadingFrom(kernelDevices())
+	if _, err := d.Table(context.Background(), "ssdcache-gone"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Table of a missing device: %v, want ErrNotFound", err)
+	}
+	if _, err := d.Info(context.Background(), "ssdcache-gone"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Info of a missing device: %v, want ErrNotFound", err)
+	}
+	empty := NewDmsetup(nil).ReadingFrom(&fakeKernel{devices: map[string]fakeDevice{}})
+	if devs, err := empty.List(context.Background()); err != nil || len(devs) != 0 {
+		t.Fatalf("List with no devices: %v %v", devs, err)
+	}
+}
+
+// An answer larger than the first buffer (a long table, many devices) is
+// asked for again with a larger one.
+func TestKernelReadsGrowTheBuffer(t *testing.T) {
+	k := kernelDevices()
+	long := "0 8 linear 8:0 0"
+	var lines []string
+	for i := 0; i < 1000; i++ { // about 40 KiB of target specs
+		lines = append(lines, long)
+	}
+	k.devices["striped"] = fakeDevice{major: 254, minor: 10, table: lines, status: lines}
+	for i := 0; i < 2000; i++ { // about 64 KiB of names
+		k.devices["ssdcache-pvc-"+strings.Repeat("x", 20)+string(rune('a'+i%26))+strings.Repeat("y", i%7)+"-"+strconv.Itoa(i)] = fakeDevice{major: 254, minor: uint32(100 + i)}
+	}
+	d := NewDmsetup(nil).ReadingFrom(k)
+	out, err := d.read(context.Background(), "striped", true)
+	if err != nil || strings.Count(out, "\n") != 999 {
+		t.Fatalf("long table: %d lines (%v)", strings.Count(out, "\n")+1, err)
+	}
+	devs, err := d.List(context.Background())
+	if err != nil || len(devs) != len(k.devices) {
+		t.Fatalf("List of %d devices: %d (%v)", len(k.devices), len(devs), err)
+	}
+}
