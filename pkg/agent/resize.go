@@ -91,10 +91,24 @@ func (r *ResizeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	want, have := pvc.Spec.Resources.Requests[corev1.ResourceStorage], pv.Spec.Capacity[corev1.ResourceStorage]
-	if !r.ours(pv) || want.Cmp(have) <= 0 {
-		return ctrl.Result{}, nil // another node's, or grown already: kubelet's turn
+	switch {
+	case !r.ours(pv):
+		return ctrl.Result{}, nil
+	case want.Cmp(have) > 0:
+		return r.expand(ctx, pvc, pv, want)
+	case !handedToKubelet(pvc, have):
+		// Grown, but the status write after it failed: kubelet expands only
+		// a claim marked for it.
+		return ctrl.Result{}, r.markNodeResizePending(ctx, pvc, have, true)
 	}
-	return r.expand(ctx, pvc, pv, want)
+	return ctrl.Result{}, nil // kubelet's turn
+}
+
+// handedToKubelet: the claim has a resize status, or was allocated the PV's size.
+func handedToKubelet(pvc *corev1.PersistentVolumeClaim, pvSize resource.Quantity) bool {
+	_, marked := pvc.Status.AllocatedResourceStatuses[corev1.ResourceStorage]
+	allocated := pvc.Status.AllocatedResources[corev1.ResourceStorage]
+	return marked || allocated.Cmp(pvSize) >= 0
 }
 
 // ours: a PV of this driver whose volume lives on this node.

@@ -106,6 +106,22 @@ func TestResizeGrowsTheOriginAndHandsTheFilesystemToKubelet(t *testing.T) {
 	}
 }
 
+// A volume grown whose claim was never marked (the status write after the
+// PV's failed) is marked on the next reconcile: kubelet grows only the
+// filesystems of marked claims. It is not grown twice.
+func TestResizeMarksAClaimLeftUnmarked(t *testing.T) {
+	pvc, pv := claimAndVolume(ssdv1.DriverName, "node-a", "2Gi", "2Gi")
+	pvc.Status.Capacity[corev1.ResourceStorage] = resource.MustParse("1Gi")
+	e := &expanderFunc{}
+	c, _, _ := reconcileResize(t, e, pvc, pv)
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(pvc), pvc); err != nil {
+		t.Fatal(err)
+	}
+	if st := pvc.Status.AllocatedResourceStatuses[corev1.ResourceStorage]; len(e.calls) != 0 || st != corev1.PersistentVolumeClaimNodeResizePending {
+		t.Fatalf("calls %v, claim resize status %q: want no expansion and %q", e.calls, st, corev1.PersistentVolumeClaimNodeResizePending)
+	}
+}
+
 // Claims of other nodes, other drivers or that ask for no more are left alone.
 func TestResizeLeavesOtherVolumesAlone(t *testing.T) {
 	for _, c := range []struct {
