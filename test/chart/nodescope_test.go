@@ -10,6 +10,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -22,8 +23,9 @@ import (
 // TestNodePluginIsHeldToItsNode applies the chart's RBAC and node-scope
 // admission policy for real and acts as node A's plugin: its ServiceAccount
 // with the node-name claim kubelet's token carries for a pod on node A. It
-// may patch Node A, the status of a binding admitted to A and its own
-// Lease; the same writes on node B's objects are refused (#14 item 8).
+// may patch Node A, the status of a binding admitted to A, its own Lease
+// and the PV of a volume on A; the same writes on node B's objects are
+// refused (#14 item 8).
 func TestNodePluginIsHeldToItsNode(t *testing.T) {
 	ctx, c := needAPIServer(t)
 	ensureNamespace(t, ctx, c, releaseNS)
@@ -42,11 +44,13 @@ func TestNodePluginIsHeldToItsNode(t *testing.T) {
 			t.Fatal(err)
 		}
 		admitBinding(t, ctx, c, "on-"+n, n)
+		createNodeVolume(t, ctx, c, "pv-on-"+n, n)
 	}
 	asA := nodePluginClient(t, r, nodeA)
 	annotate := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+ssdv1.AnnotationCacheCapacityBytes+`":"1"}}}`))
 	status := client.RawPatch(types.MergePatchType, []byte(`{"status":{"phase":"Attached"}}`))
 	binding := func(name string) *unstructured.Unstructured { return bindingRef(releaseNS, name) }
+	grow := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"capacity":{"storage":"2Gi"}}}`))
 	lease := func(node string) *coordinationv1.Lease {
 		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: releaseNS, Name: ssdv1.AgentLeaseName(node)}}
 	}
@@ -57,6 +61,7 @@ func TestNodePluginIsHeldToItsNode(t *testing.T) {
 	refused := map[string]func() error{
 		"the status of a binding admitted to " + nodeB: func() error { return asA.Status().Patch(ctx, binding("on-"+nodeB), status) },
 		"the Lease of " + nodeB:                        func() error { return asA.Create(ctx, lease(nodeB)) },
+		"the PV of a volume on " + nodeB:               func() error { return asA.Patch(ctx, pvRef("pv-on-"+nodeB), grow) },
 	}
 	for what, write := range refused {
 		if err := write(); !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
@@ -69,6 +74,7 @@ func TestNodePluginIsHeldToItsNode(t *testing.T) {
 		},
 		"the status of its binding": func() error { return asA.Status().Patch(ctx, binding("on-"+nodeA), status) },
 		"its Lease":                 func() error { return asA.Create(ctx, lease(nodeA)) },
+		"the PV of its volume":      func() error { return asA.Patch(ctx, pvRef("pv-on-"+nodeA), grow) },
 	}
 	for what, write := range allowed {
 		if err := write(); err != nil {
@@ -79,6 +85,26 @@ func TestNodePluginIsHeldToItsNode(t *testing.T) {
 	if err := noClaim.Patch(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeA}}, annotate); !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
 		t.Errorf("the node plugin's ServiceAccount without a node claim patched a Node: err = %v", err)
 	}
+}
+
+// createNodeVolume creates a PV of the driver whose volume is on node.
+func createNodeVolume(t *testing.T, ctx context.Context, c client.Client, name, node string) {
+	t.Helper()
+	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PersistentVolumeSpec{
+		Capacity:               corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+		AccessModes:            []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+		PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: ssdv1.DriverName, VolumeHandle: name}},
+		NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: ssdv1.TopologyKeyNode, Operator: corev1.NodeSelectorOpIn, Values: []string{node}}},
+		}}}},
+	}}
+	if err := c.Create(ctx, pv); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}
+
+func pvRef(name string) *corev1.PersistentVolume {
+	return &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: name}}
 }
 
 // admitBinding creates a CacheBinding whose status says it is admitted to node.
