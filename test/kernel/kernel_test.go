@@ -38,7 +38,7 @@ func build(t *testing.T, share string) {
 }
 
 // The suite's time budget. On a busy machine the emulated guest runs several
-// times slower than on an idle one (the suite takes about 13 minutes alone;
+// times slower than on an idle one (the suite takes about 11 minutes alone;
 // one CI run on a shared machine needed 2.5 times that), so no wait, host or
 // guest, has a fixed deadline of its own: all are bounded by what
 // `go test -timeout` (50m in hack/test-kernel.sh) leaves,
