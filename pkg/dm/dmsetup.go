@@ -185,11 +185,15 @@ func (d *Dmsetup) States(ctx context.Context) (map[string]DeviceState, error) {
 }
 
 // parseStates joins the "<name>: <line>" output of `dmsetup table` and
-// `dmsetup status` for all devices. Devices with other than one target, and
-// those in only one of the two (created or removed between the calls), are
-// left out.
+// `dmsetup status` for all devices.
 func parseStates(tables, statuses string) (map[string]DeviceState, error) {
-	tableLines, statusLines := perDevice(tables), perDevice(statuses)
+	return joinStates(perDevice(tables), perDevice(statuses))
+}
+
+// joinStates joins each device's table and status lines. Devices with
+// other than one target, and those in only one of the two (created or
+// removed between the reads), are left out.
+func joinStates(tableLines, statusLines map[string][]string) (map[string]DeviceState, error) {
 	states := map[string]DeviceState{}
 	for name, lines := range tableLines {
 		status, ok := statusLines[name]

@@ -222,22 +222,20 @@ func (k kernelReader) states() (map[string]DeviceState, error) {
 	if err != nil {
 		return nil, err
 	}
-	states := map[string]DeviceState{}
+	tables, statuses := map[string][]string{}, map[string][]string{}
 	for _, name := range names {
-		tables, err := k.lines(name, true)
-		if err == nil && len(tables) == 1 {
-			var statuses []string
-			if statuses, err = k.lines(name, false); err == nil && len(statuses) == 1 {
-				var t Table
-				if t, err = ParseTable(tables[0]); err != nil {
-					return nil, fmt.Errorf("table of %s: %w", name, err)
-				}
-				states[name] = DeviceState{Table: t, Status: statuses[0]}
-			}
+		table, err := k.lines(name, true)
+		var status []string
+		if err == nil {
+			status, err = k.lines(name, false)
 		}
-		if err != nil && !errors.Is(err, ErrNotFound) { // not found: removed since the listing
+		if errors.Is(err, ErrNotFound) {
+			continue // removed since the listing
+		}
+		if err != nil {
 			return nil, err
 		}
+		tables[name], statuses[name] = table, status
 	}
-	return states, nil
+	return joinStates(tables, statuses)
 }
