@@ -69,6 +69,7 @@ func run(ctx context.Context, args []string, sys system) int {
 		Fio:       bench.CommandFioRunner{Runner: runner, Binary: opts.fioBinary},
 		Counters:  dmCacheCounters{dm: dm.NewDmsetup(runner)},
 		Inspector: bench.OSInspector{},
+		Disks:     bench.SysfsDisks{Root: "/sys"},
 		Clock:     clock.RealClock{},
 		Progress:  sys.stderr,
 		Version:   version.Version,

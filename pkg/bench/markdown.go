@@ -14,6 +14,7 @@ func WriteMarkdown(w io.Writer, r *Report) error {
 	writeReferences(&b, r)
 	writeOverhead(&b, r)
 	writeRuns(&b, r)
+	writeDisks(&b, r)
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -203,4 +204,38 @@ func mib(bytes int64) string {
 		return "0"
 	}
 	return fmt.Sprintf("%.0f MiB", float64(bytes)/(1<<20))
+}
+
+// writeDisks shows, per run, how busy each device under a target was: a
+// cache that warms moves the reads from the HDD (its utilisation falls) to
+// the SSD.
+func writeDisks(b *strings.Builder, r *Report) {
+	if len(r.Disks) == 0 {
+		return
+	}
+	b.WriteString("## Disks under each target\n\n")
+	b.WriteString("iostat's figures over each test: utilisation (%util), MB/s read and written, requests per second, average wait per request and average queue size (aqu-sz).\n\n")
+	b.WriteString("| target | disk | role | rotational | model |\n|---|---|---|---|---|\n")
+	for _, td := range r.Disks {
+		for _, d := range td.Disks {
+			fmt.Fprintf(b, "| %s | %s | %s | %t | %s |\n", td.Target, d.Name, d.Role, d.Rotational, orDash(d.Model))
+		}
+	}
+	b.WriteString("\n")
+	for _, ws := range r.Config.WorkingSets {
+		for _, td := range r.Disks {
+			fmt.Fprintf(b, "### Disks: working set %s, %s\n\n", ws.Label, td.Target)
+			b.WriteString("| run | test | disk | util | read MB/s | write MB/s | IOPS | await ms | aqu-sz |\n|---|---|---|---|---|---|---|---|---|\n")
+			for _, res := range r.Results {
+				if res.WorkingSet != ws.Label || res.Target != td.Target {
+					continue
+				}
+				for _, d := range res.Disks {
+					fmt.Fprintf(b, "| %d | %s | %s | %.0f%% | %.1f | %.1f | %.0f | %.2f | %.2f |\n", res.Run, label(res.Test), d.Disk,
+						d.Utilization*100, d.ReadMBps, d.WriteMBps, d.ReadIOPS+d.WriteIOPS, d.AwaitMs, d.QueueDepth)
+				}
+			}
+			b.WriteString("\n")
+		}
+	}
 }

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 )
 
@@ -18,7 +19,9 @@ type Report struct {
 	FinishedAt time.Time `json:"finishedAt"`
 	Config     Config    `json:"config"`
 	// Prefilled lists targets whose files were laid out before run 1.
-	Prefilled   []string      `json:"prefilled"`
+	Prefilled []string `json:"prefilled"`
+	// Disks are the devices under each target whose figures the results carry.
+	Disks       []TargetDisks `json:"disks,omitempty"`
 	Results     []Result      `json:"results"`
 	References  []Reference   `json:"references"`
 	Convergence []Convergence `json:"convergence"`
@@ -42,6 +45,29 @@ type Result struct {
 	HitRatio      *float64 `json:"hitRatio,omitempty"`
 	FractionOfSSD *float64 `json:"fractionOfSSD,omitempty"`
 	FractionOfHDD *float64 `json:"fractionOfHDD,omitempty"`
+	// Disks are iostat's figures of the target's device and the disks
+	// beneath it over the test (Report.Disks describes them).
+	Disks []DiskFigures `json:"disks,omitempty"`
+}
+
+// TargetDisks are the devices seen under one target during the runs.
+type TargetDisks struct {
+	Target string `json:"target"`
+	Disks  []Disk `json:"disks"`
+}
+
+// describeDisks adds the disks not yet described under a target.
+func (r *Report) describeDisks(target string, disks []Disk) {
+	i := slices.IndexFunc(r.Disks, func(td TargetDisks) bool { return td.Target == target })
+	if i < 0 {
+		r.Disks = append(r.Disks, TargetDisks{Target: target})
+		i = len(r.Disks) - 1
+	}
+	for _, d := range disks {
+		if !slices.ContainsFunc(r.Disks[i].Disks, func(seen Disk) bool { return seen.Name == d.Name }) {
+			r.Disks[i].Disks = append(r.Disks[i].Disks, d)
+		}
+	}
 }
 
 // Reference is the median over runs of a reference target, per working set and test.

@@ -9,6 +9,8 @@ import (
 
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	"github.com/ssdcache/ssdcache/pkg/blockdev"
 )
 
 // Deps are the benchmark's seams to the machine.
@@ -16,8 +18,11 @@ type Deps struct {
 	Fio       FioRunner
 	Counters  CacheCounters // needed only when a target names a dm-cache device
 	Inspector TargetInspector
-	Clock     clock.Clock
-	Progress  io.Writer // one line per test, for a person watching
+	// Disks, when set, records iostat's figures of each target's device and
+	// of the disks beneath it around every test.
+	Disks    DiskStats
+	Clock    clock.Clock
+	Progress io.Writer // one line per test, for a person watching
 	// Version is ssdcache-bench's own version (pkg/version), recorded in
 	// the report so figures can be matched to the release that measured them.
 	Version string
@@ -28,6 +33,9 @@ type Bench struct {
 	cfg        Config
 	deps       Deps
 	fioVersion string // as fio reported it, for the report
+	// noDisks remembers the targets whose disks could not be found, so the
+	// progress says why once.
+	noDisks map[string]bool
 }
 
 // New validates cfg and deps.
@@ -43,7 +51,7 @@ func New(cfg Config, deps Deps) (*Bench, error) {
 			return nil, fmt.Errorf("target %s: dm-cache device %q given but no counter sampler", t.Name, t.DMDevice)
 		}
 	}
-	return &Bench{cfg: cfg, deps: deps}, nil
+	return &Bench{cfg: cfg, deps: deps, noDisks: map[string]bool{}}, nil
 }
 
 // Run prepares the targets, runs every working set's runs and analyses them.
@@ -126,7 +134,7 @@ type position struct {
 
 func (b *Bench) runTests(ctx context.Context, pos position, r *Report) error {
 	for _, test := range b.cfg.Tests {
-		res, err := b.runTest(ctx, pos, test)
+		res, err := b.runTest(ctx, pos, test, r)
 		if err != nil {
 			return fmt.Errorf("working set %s, run %d, target %s, test %s: %w", pos.ws.Label, pos.run, pos.target.Name, test.ID, err)
 		}
@@ -136,9 +144,12 @@ func (b *Bench) runTests(ctx context.Context, pos position, r *Report) error {
 	return nil
 }
 
-// runTest runs one fio job, sampling dm-cache counters right before and after it.
-func (b *Bench) runTest(ctx context.Context, pos position, test Test) (Result, error) {
+// runTest runs one fio job, sampling dm-cache and disk counters right
+// before and after it.
+func (b *Bench) runTest(ctx context.Context, pos position, test Test, r *Report) (Result, error) {
 	res := Result{WorkingSet: pos.ws.Label, Target: pos.target.Name, Run: pos.run, Test: test.ID, StartedAt: b.deps.Clock.Now().UTC()}
+	disks := b.disksUnder(pos.target, r)
+	diskStats := b.readDisks(disks)
 	var before Counters
 	dm := pos.target.DMDevice
 	if dm != "" {
@@ -156,6 +167,7 @@ func (b *Bench) runTest(ctx context.Context, pos position, test Test) (Result, e
 		return res, err
 	}
 	res.Measurement = m
+	res.Disks = b.diskFigures(disks, diskStats, b.deps.Clock.Since(res.StartedAt))
 	if dm != "" {
 		after, err := b.deps.Counters.Sample(ctx, dm)
 		if err != nil {
@@ -166,6 +178,59 @@ func (b *Bench) runTest(ctx context.Context, pos position, test Test) (Result, e
 		res.HitRatio = hitRatio(d, test.Direction)
 	}
 	return res, nil
+}
+
+// disksUnder finds the disks under a target before each test: a cache
+// attached or detached meanwhile changes them. Disk figures are an addition
+// to the measurement: a target without them (a file on tmpfs, no sysfs) is
+// still measured, and the progress says why, once. Disks seen for the first
+// time are described in the report.
+func (b *Bench) disksUnder(t Target, r *Report) []Disk {
+	if b.deps.Disks == nil {
+		return nil
+	}
+	disks, err := b.deps.Disks.Under(t.Path)
+	if err != nil {
+		if !b.noDisks[t.Name] {
+			fmt.Fprintf(b.deps.Progress, "target %s: no disk figures: %v\n", t.Name, err)
+			b.noDisks[t.Name] = true
+		}
+		return nil
+	}
+	r.describeDisks(t.Name, disks)
+	return disks
+}
+
+// diskReading is one disk's counters at one moment; ok is false when
+// they could not be read.
+type diskReading struct {
+	stats blockdev.IOStats
+	ok    bool
+}
+
+func (b *Bench) readDisks(disks []Disk) []diskReading {
+	out := make([]diskReading, len(disks))
+	for i, d := range disks {
+		st, err := b.deps.Disks.Read(d)
+		if err != nil {
+			klog.InfoS("Reading a disk's counters failed; the test has no figures for it", "disk", d.Name, "err", err)
+			continue
+		}
+		out[i] = diskReading{stats: st, ok: true}
+	}
+	return out
+}
+
+// diskFigures are the figures of the disks read before the test and again now.
+func (b *Bench) diskFigures(disks []Disk, before []diskReading, elapsed time.Duration) []DiskFigures {
+	after := b.readDisks(disks)
+	var out []DiskFigures
+	for i, d := range disks {
+		if before[i].ok && after[i].ok {
+			out = append(out, diskFigures(d, after[i].stats.Since(before[i].stats), elapsed))
+		}
+	}
+	return out
 }
 
 func hitRatio(d Counters, dir Direction) *float64 {

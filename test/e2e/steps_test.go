@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -128,6 +129,12 @@ func (s *suite) benchJob(ctx context.Context, t *testing.T) {
 		if r.MBps <= 0 {
 			t.Errorf("result %s run %d: %v MB/s", r.Test, r.Run, r.MBps)
 		}
+	}
+	// The pod reads its volume's dm device and the disks beneath it from
+	// the node's sysfs: once the cache is attached, the device, the HDD and
+	// the SSD.
+	if !slices.ContainsFunc(report.Results, func(r bench.Result) bool { return len(r.Disks) >= 3 }) {
+		t.Errorf("no result has disk figures of the volume's device and the two disks under it; disks seen: %+v", report.Disks)
 	}
 	if !strings.Contains(cm.Data["report.md"], "MB/s") {
 		t.Errorf("report.md in the ConfigMap has no MB/s table:\n%s", cm.Data["report.md"])
