@@ -13,11 +13,14 @@ import (
 )
 
 // Reads through the device-mapper control device. The monitor and the
-// promoter read every device's table and status every second or two; as a
+// promoter read every device's table and status every second or two, and
+// the promoter every cached volume's dm-stats reads every two seconds; as a
 // dmsetup process each read cost a fork, an exec and libdevmapper's set-up
 // (a tenth of a second of CPU each under emulation, seven a second for an
-// idle node), where the ioctl behind it costs microseconds. Changes still go
-// through dmsetup, which also waits for udev to make the /dev/mapper nodes.
+// idle node), where the ioctl behind it costs microseconds. Table changes
+// still go through dmsetup, which also waits for udev to make the
+// /dev/mapper nodes; dm-stats messages need no udev and go through the
+// control device too.
 
 // Control issues one device-mapper ioctl: cmd with the struct dm_ioctl (and
 // the data after it) in buf, which the kernel overwrites with its answer.
@@ -60,12 +63,14 @@ const (
 	cmdListDevices = 2
 	cmdDevStatus   = 7
 	cmdTableStatus = 12
+	cmdTargetMsg   = 14
 
 	flagSuspend          = 1 << 1
 	flagStatusTable      = 1 << 4
 	flagInactivePresent  = 1 << 6
 	flagBufferFull       = 1 << 8
 	flagNoFlush          = 1 << 11
+	flagDataOut          = 1 << 16
 	targetSpecHeaderSize = 40 // struct dm_target_spec, before its parameter string
 
 	firstBufferSize = 16 << 10
@@ -81,10 +86,15 @@ type kernelReader struct{ ctl Control }
 // call runs command nr on device name ("" for none) with flags, growing the
 // buffer while the kernel says its answer did not fit.
 func (k kernelReader) call(nr uintptr, name string, flags uint32) (dmReply, error) {
+	return k.callWith(nr, name, flags, nil)
+}
+
+// callWith is call with payload (a struct the command reads) at data_start.
+func (k kernelReader) callWith(nr uintptr, name string, flags uint32, payload []byte) (dmReply, error) {
 	if len(name) >= nameLen {
 		return nil, fmt.Errorf("device-mapper name %q: longer than %d bytes", name, nameLen-1)
 	}
-	for size := firstBufferSize; size <= maxBufferSize; size *= 2 {
+	for size := max(firstBufferSize, align8(ioctlHeaderSize+len(payload))); size <= maxBufferSize; size *= 2 {
 		buf := make([]byte, size)
 		ne := binary.NativeEndian
 		ne.PutUint32(buf[0:], 4) // interface version 4.0.0: any 4.x kernel answers
@@ -92,6 +102,7 @@ func (k kernelReader) call(nr uintptr, name string, flags uint32) (dmReply, erro
 		ne.PutUint32(buf[offDataStart:], ioctlHeaderSize)
 		ne.PutUint32(buf[offFlags:], flags)
 		copy(buf[offName:], name)
+		copy(buf[ioctlHeaderSize:], payload)
 		if err := k.ctl.Ioctl(ioctlCmd(nr), buf); err != nil {
 			if errors.Is(err, unix.ENXIO) {
 				return nil, fmt.Errorf("device-mapper device %s: %w", name, ErrNotFound)
@@ -103,6 +114,31 @@ func (k kernelReader) call(nr uintptr, name string, flags uint32) (dmReply, erro
 		}
 	}
 	return nil, fmt.Errorf("device-mapper ioctl %d on %q: the answer exceeds %d bytes", nr, name, maxBufferSize)
+}
+
+func align8(n int) int { return (n + 7) &^ 7 }
+
+// message sends a message to sector 0 of device name, as `dmsetup message
+// name 0 msg` does (a struct dm_target_msg: the sector, then the text), and
+// returns the kernel's answer, "" when it gave none. The kernel writes the
+// answer where the message was, as libdevmapper lays it out; an answer that
+// did not fit is asked again with a larger buffer, and dm-stats clears a
+// region's counters (@stats_print_clear) only once its answer fit.
+func (k kernelReader) message(name, msg string) (string, error) {
+	payload := make([]byte, 8+len(msg)+1) // sector 0, the text, its NUL
+	copy(payload[8:], msg)
+	reply, err := k.callWith(cmdTargetMsg, name, 0, payload)
+	if err != nil {
+		return "", err
+	}
+	if reply.flags()&flagDataOut == 0 {
+		return "", nil
+	}
+	data, err := reply.data()
+	if err != nil {
+		return "", err
+	}
+	return cString(data), nil
 }
 
 // dmReply is a struct dm_ioctl as the kernel filled it in, data included.

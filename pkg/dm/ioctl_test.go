@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"reflect"
 	"sort"
 	"strconv"
@@ -15,7 +16,7 @@ import (
 
 // The command numbers of include/uapi/linux/dm-ioctl.h, as strace shows them.
 func TestIoctlCommandsAreTheKernels(t *testing.T) {
-	for nr, want := range map[uintptr]uintptr{cmdListDevices: 0xc138fd02, cmdDevStatus: 0xc138fd07, cmdTableStatus: 0xc138fd0c} {
+	for nr, want := range map[uintptr]uintptr{cmdListDevices: 0xc138fd02, cmdDevStatus: 0xc138fd07, cmdTableStatus: 0xc138fd0c, cmdTargetMsg: 0xc138fd0e} {
 		if got := ioctlCmd(nr); got != want {
 			t.Errorf("ioctl %d = %#x, want %#x", nr, got, want)
 		}
@@ -29,6 +30,12 @@ func TestIoctlCommandsAreTheKernels(t *testing.T) {
 type fakeKernel struct {
 	devices map[string]fakeDevice
 	calls   int
+	// answers are the answers to messages, by device and message text;
+	// messages records every message as "<device> <sector> <text>" and
+	// cleared the @stats_print_clear messages whose answer fit.
+	answers  map[string]map[string]string
+	messages []string
+	cleared  int
 }
 
 type fakeDevice struct {
@@ -37,8 +44,6 @@ type fakeDevice struct {
 	open              int32
 	table, status     []string // "<start> <length> <type> <params>"
 }
-
-func align8(n int) int { return (n + 7) &^ 7 }
 
 func (k *fakeKernel) Ioctl(cmd uintptr, buf []byte) error {
 	k.calls++
@@ -85,6 +90,9 @@ func (k *fakeKernel) Ioctl(cmd uintptr, buf []byte) error {
 		flags |= flagInactivePresent
 	}
 	ne.PutUint32(buf[offFlags:], flags)
+	if cmd&0xff == cmdTargetMsg {
+		return k.message(buf, name, start, size, flags)
+	}
 	if cmd&0xff != cmdTableStatus {
 		return nil
 	}
@@ -114,6 +122,33 @@ func (k *fakeKernel) Ioctl(cmd uintptr, buf []byte) error {
 	}
 	ne.PutUint32(buf[offTargetCount:], uint32(len(lines)))
 	ne.PutUint32(buf[offDataSize:], uint32(start+off))
+	return nil
+}
+
+// message answers as target_message() does: the struct dm_target_msg at
+// data_start, the answer written from data_start with DM_DATA_OUT_FLAG, or
+// DM_BUFFER_FULL_FLAG (and no clearing) when it does not fit.
+func (k *fakeKernel) message(buf []byte, name string, start, size int, flags uint32) error {
+	ne := binary.NativeEndian
+	text := cString(buf[start+8 : size])
+	k.messages = append(k.messages, fmt.Sprintf("%s %d %s", name, ne.Uint64(buf[start:]), text))
+	answer, ok := k.answers[name][text]
+	if !ok {
+		return unix.EINVAL
+	}
+	if answer == "" {
+		return nil
+	}
+	if len(answer)+1 > size-start {
+		ne.PutUint32(buf[offFlags:], flags|flagBufferFull)
+		return nil
+	}
+	if strings.HasPrefix(text, "@stats_print_clear") {
+		k.cleared++
+	}
+	copy(buf[start:], answer+"\x00")
+	ne.PutUint32(buf[offFlags:], flags|flagDataOut)
+	ne.PutUint32(buf[offDataSize:], uint32(start+len(answer)+1))
 	return nil
 }
 
@@ -199,5 +234,62 @@ func TestKernelReadsGrowTheBuffer(t *testing.T) {
 	devs, err := d.List(context.Background())
 	if err != nil || len(devs) != len(k.devices) {
 		t.Fatalf("List of %d devices: %d (%v)", len(k.devices), len(devs), err)
+	}
+}
+
+func TestKernelMessagesReadAndClearDmStats(t *testing.T) {
+	k := kernelDevices()
+	// 600 areas of 128 sectors, every third read: an answer of about 25 KiB,
+	// more than the first buffer holds.
+	var print strings.Builder
+	var want []uint64
+	for i := uint64(0); i < 600; i++ {
+		reads := uint64(0)
+		if i%3 == 0 {
+			reads, want = 2, append(want, i)
+		}
+		fmt.Fprintf(&print, "%d+128 %d 0 %d 4 0 0 0 0 0 4 4 0 0\n", i*128, reads, reads*8)
+	}
+	k.answers = map[string]map[string]string{"ssdcache-pvc-1": {
+		"@stats_list ssdcache-reads": "0: 0+76800 128 ssdcache-reads -\n",
+		"@stats_print_clear 0":       print.String(),
+		"@stats_delete 0":            "",
+	}}
+	d := NewDmsetup(nil).ReadingFrom(k)
+	areas, areaSectors, err := d.TakeReadAreas(context.Background(), "ssdcache-pvc-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if areaSectors != 128 || !reflect.DeepEqual(areas, want) {
+		t.Fatalf("read areas %v of %d sectors, want %v of 128", areas, areaSectors, want)
+	}
+	if k.cleared != 1 {
+		t.Errorf("counters cleared %d times, want once, by the answer that fit", k.cleared)
+	}
+	if err := d.UntrackReads(context.Background(), "ssdcache-pvc-1"); err != nil {
+		t.Fatalf("a message without an answer: %v", err)
+	}
+	wantMessages := []string{"ssdcache-pvc-1 0 @stats_list ssdcache-reads", "ssdcache-pvc-1 0 @stats_print_clear 0",
+		"ssdcache-pvc-1 0 @stats_print_clear 0", "ssdcache-pvc-1 0 @stats_list ssdcache-reads", "ssdcache-pvc-1 0 @stats_delete 0"}
+	if !reflect.DeepEqual(k.messages, wantMessages) {
+		t.Errorf("messages %q, want %q", k.messages, wantMessages)
+	}
+}
+
+func TestKernelMessageErrors(t *testing.T) {
+	k := kernelDevices()
+	d := NewDmsetup(nil).ReadingFrom(k)
+	_, err := d.TrackWrites(context.Background(), "gone", 8)
+	if !errors.Is(err, ErrNotFound) {
+		t.Errorf("message to a missing device: %v, want ErrNotFound", err)
+	}
+	_, err = d.message(context.Background(), "ssdcache-pvc-1", "@stats_bogus")
+	if err == nil || !strings.Contains(err.Error(), `message "@stats_bogus" to ssdcache-pvc-1`) {
+		t.Errorf("refused message: %v, want an error naming it and the device", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := d.message(ctx, "ssdcache-pvc-1", "@stats_list"); !errors.Is(err, context.Canceled) {
+		t.Errorf("message after the context ended: %v", err)
 	}
 }

@@ -20,7 +20,19 @@ const (
 // the areas of a large device rather than pin hundreds of megabytes.
 const MaxTrackedAreas = 16384
 
+// message sends msg to sector 0 of device name: through the control device
+// when d has one (ReadingFrom), else with dmsetup.
 func (d *Dmsetup) message(ctx context.Context, name, msg string) (string, error) {
+	if d.kernel != nil {
+		if err := ctx.Err(); err != nil {
+			return "", err
+		}
+		out, err := d.kernel.message(name, msg)
+		if err != nil {
+			return "", fmt.Errorf("message %q to %s: %w", msg, name, err)
+		}
+		return out, nil
+	}
 	return d.dmsetup(ctx, "message", name, "0", msg)
 }
 
