@@ -14,6 +14,8 @@ func Analyze(r *Report) {
 		res.FractionOfHDD = fraction(res.MBps, refs.hdd[key])
 	}
 	r.Convergence = convergence(r)
+	numberPasses(r)
+	r.Warmth = warmth(r)
 	r.Overhead = overhead(r, refs)
 	nonNil(r)
 }
@@ -32,6 +34,9 @@ func nonNil(r *Report) {
 	}
 	if r.Convergence == nil {
 		r.Convergence = []Convergence{}
+	}
+	if r.Warmth == nil {
+		r.Warmth = []Warmth{}
 	}
 	if r.Overhead == nil {
 		r.Overhead = []Overhead{}

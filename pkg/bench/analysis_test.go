@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/xml"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -21,7 +22,7 @@ func syntheticReport(t *testing.T, runs int, mbps map[string][]float64) *Report 
 			for _, test := range cfg.Tests {
 				v := mbps[target.Name][run-1]
 				res := Result{WorkingSet: "4Mi", Target: target.Name, Run: run, Test: test.ID,
-					Measurement: Measurement{MBps: v, IOPS: v, LatP50us: 1000 / v, LatP99us: 2000 / v, IOBytes: 1}}
+					Measurement: Measurement{MBps: v, IOPS: v, LatP50us: 1000 / v, LatP99us: 2000 / v, IOBytes: 4 << 20}}
 				if target.DMDevice != "" {
 					hits := float64(run) / float64(runs)
 					res.HitRatio = &hits
@@ -125,7 +126,9 @@ func TestWriteMarkdownTables(t *testing.T) {
 		"| 4Mi | ssdcache | run 2 (last 0.99) |",
 		"| 4Mi | raw-hdd | not converged (last 0.10) |",
 		"## Runs: working set 4Mi, ssdcache",
-		"| 3 | SEQ1M Q8T1 read | 99.0 |",
+		// Run 3's first read test is the ninth pass: four read tests a run.
+		"| 3 | 9 | SEQ1M Q8T1 read | 99.0 |",
+		"| 4Mi | ssdcache | SEQ1M Q8T1 read | 99.0 | 9 | 1.00 |",
 		"| 4Mi | ssdcache | cache-hit | SEQ1M Q1T1 read | 3 | raw-ssd | 0.99 |",
 	} {
 		if !strings.Contains(s, want) {
@@ -181,5 +184,59 @@ func svgTexts(t *testing.T, svg []byte) map[string]bool {
 		case xml.EndElement:
 			inText = false
 		}
+	}
+}
+
+func TestWarmthCountsPassesAgainstTheWarmCeiling(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.WorkingSets = cfg.WorkingSets[:1] // 4 MiB
+	cfg.Tests = []Test{Matrix()[0], Matrix()[1]}
+	r := &Report{Config: cfg}
+	add := func(target string, run int, test Test, mbps float64, ioBytes int64, hits *float64) {
+		r.Results = append(r.Results, Result{WorkingSet: "4Mi", Target: target, Run: run, Test: test.ID,
+			Measurement: Measurement{MBps: mbps, IOBytes: ioBytes}, HitRatio: hits})
+	}
+	ratio := func(f float64) *float64 { return &f }
+	seq, seqQ1 := cfg.Tests[0], cfg.Tests[1]
+	for run, c := range []struct {
+		mbps  float64
+		bytes int64
+		hits  float64
+	}{
+		{10, 4 << 20, 0}, {80, 2 << 20, 0.92}, {98, 4 << 20, 0.97}, {100, 4 << 20, 1}, {99, 4 << 20, 1},
+	} {
+		add("raw-hdd", run+1, seq, 20, 4<<20, nil)
+		add("raw-hdd", run+1, seqQ1, 20, 4<<20, nil)
+		add("ssdcache", run+1, seq, c.mbps, c.bytes, ratio(c.hits))
+		add("ssdcache", run+1, seqQ1, c.mbps, 4<<20, ratio(c.hits))
+	}
+	Analyze(r)
+	var passes []int
+	for _, res := range r.Results {
+		if res.Target == "ssdcache" && res.Test == seq.ID {
+			passes = append(passes, res.Pass)
+		}
+	}
+	// Run 2's first test read half the working set, so run 3 starts pass 4, not 5.
+	if want := []int{1, 3, 4, 6, 8}; !slices.Equal(passes, want) {
+		t.Errorf("passes of %s: %v, want %v", seq.ID, passes, want)
+	}
+	w := r.Warmth[0]
+	if w.Target != "ssdcache" || w.Test != seq.ID || len(r.Warmth) != 2 {
+		t.Fatalf("warmth %+v, want one row per read test of the dm-cache target", r.Warmth)
+	}
+	// Ceiling: median of the runs at a hit ratio of 0.95 or more (98, 100, 99).
+	if w.CeilingMBps == nil || *w.CeilingMBps != 99 {
+		t.Errorf("ceiling %v, want 99", w.CeilingMBps)
+	}
+	// Run 2 hit 0.92 but ran at 80/99 of the ceiling: warm from run 3, pass 4.
+	if w.PassToWarm == nil || *w.PassToWarm != 4 {
+		t.Errorf("warm at pass %v, want 4", w.PassToWarm)
+	}
+	if w.FirstPassOfHDD == nil || *w.FirstPassOfHDD != 0.5 {
+		t.Errorf("pass 1 of raw HDD %v, want 10/20", w.FirstPassOfHDD)
+	}
+	if f := r.Results[2].FractionOfCeiling; f == nil || *f != 10.0/99 {
+		t.Errorf("run 1's fraction of the ceiling %v, want 10/99", f)
 	}
 }

@@ -11,6 +11,7 @@ func WriteMarkdown(w io.Writer, r *Report) error {
 	var b strings.Builder
 	writeHeader(&b, r)
 	writeSummary(&b, r)
+	writeWarmth(&b, r)
 	writeReferences(&b, r)
 	writeOverhead(&b, r)
 	writeRuns(&b, r)
@@ -156,7 +157,7 @@ func writeRuns(b *strings.Builder, r *Report) {
 	for _, ws := range r.Config.WorkingSets {
 		for _, t := range r.Config.Targets {
 			fmt.Fprintf(b, "## Runs: working set %s, %s\n\n", ws.Label, t.Name)
-			b.WriteString("| run | test | MB/s | IOPS | p50 us | p99 us | of SSD | of HDD | hit ratio | promotions | demotions |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+			b.WriteString("| run | pass | test | MB/s | IOPS | p50 us | p99 us | of SSD | of HDD | of warm ceiling | hit ratio | promotions | demotions |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 			for _, res := range r.Results {
 				if res.WorkingSet != ws.Label || res.Target != t.Name {
 					continue
@@ -165,13 +166,44 @@ func writeRuns(b *strings.Builder, r *Report) {
 				if res.Counters != nil {
 					prom, dem = fmt.Sprint(res.Counters.Promotions), fmt.Sprint(res.Counters.Demotions)
 				}
-				fmt.Fprintf(b, "| %d | %s | %.1f | %.0f | %.0f | %.0f | %s | %s | %s | %s | %s |\n", res.Run, label(res.Test),
+				fmt.Fprintf(b, "| %d | %s | %s | %.1f | %.0f | %.0f | %.0f | %s | %s | %s | %s | %s | %s |\n", res.Run, passCell(res.Pass), label(res.Test),
 					res.MBps, res.IOPS, res.LatP50us, res.LatP99us, fmtFrac(res.FractionOfSSD), fmtFrac(res.FractionOfHDD),
-					fmtFrac(res.HitRatio), prom, dem)
+					fmtFrac(res.FractionOfCeiling), fmtFrac(res.HitRatio), prom, dem)
 			}
 			b.WriteString("\n")
 		}
 	}
+}
+
+// writeWarmth counts warm-up in passes over the working set: each read
+// test of each run is one pass.
+func writeWarmth(b *strings.Builder, r *Report) {
+	if len(r.Warmth) == 0 {
+		return
+	}
+	b.WriteString("## Warm-up, counted in passes over the working set\n\n")
+	fmt.Fprintf(b, "Every read test of every run is one pass over the working set (a test cut short by the runtime limit counts for what it read). "+
+		"Warm: read hit ratio of at least %.2f and MB/s of at least %.2f of the warm ceiling, the median MB/s of the same target's runs of the test whose hit ratio was at least %.2f. "+
+		"Pass 1 against the raw HDD shows what the cache costs a cold read.\n\n", warmFraction, warmFraction, fullyWarmHitRatio)
+	b.WriteString("| working set | target | test | warm ceiling MB/s | warm at pass | pass 1 of raw HDD |\n|---|---|---|---|---|---|\n")
+	for _, w := range r.Warmth {
+		warmAt := "not warm"
+		if w.PassToWarm != nil {
+			warmAt = fmt.Sprint(*w.PassToWarm)
+		}
+		if w.CeilingMBps == nil {
+			warmAt = "no fully warm run"
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s |\n", w.WorkingSet, w.Target, label(w.Test), fmtNum(w.CeilingMBps, 1), warmAt, fmtFrac(w.FirstPassOfHDD))
+	}
+	b.WriteString("\n")
+}
+
+func passCell(pass int) string {
+	if pass == 0 {
+		return "-"
+	}
+	return fmt.Sprint(pass)
 }
 
 func label(testID string) string {

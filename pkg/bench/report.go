@@ -25,7 +25,10 @@ type Report struct {
 	Results     []Result      `json:"results"`
 	References  []Reference   `json:"references"`
 	Convergence []Convergence `json:"convergence"`
-	Overhead    []Overhead    `json:"overhead"`
+	// Warmth is each cached target's warm ceiling and the pass at which
+	// each read test was warm (targets with a dm-cache device only).
+	Warmth   []Warmth   `json:"warmth"`
+	Overhead []Overhead `json:"overhead"`
 	// Error is set when the benchmark stopped early; the rest is what it had.
 	Error string `json:"error,omitempty"`
 }
@@ -45,6 +48,11 @@ type Result struct {
 	HitRatio      *float64 `json:"hitRatio,omitempty"`
 	FractionOfSSD *float64 `json:"fractionOfSSD,omitempty"`
 	FractionOfHDD *float64 `json:"fractionOfHDD,omitempty"`
+	// Pass is the pass over the working set this read test made (1-based;
+	// every read test of every run is one pass). Absent for writes.
+	Pass int `json:"pass,omitempty"`
+	// FractionOfCeiling is MB/s over the target's warm ceiling (Warmth).
+	FractionOfCeiling *float64 `json:"fractionOfCeiling,omitempty"`
 	// Disks are iostat's figures of the target's device and the disks
 	// beneath it over the test (Report.Disks describes them).
 	Disks []DiskFigures `json:"disks,omitempty"`

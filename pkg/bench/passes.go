@@ -1,0 +1,115 @@
+package bench
+
+// A cache's convergence is counted in passes over the working set, not in
+// runs: a run reads the working set once per read test, so a run of three
+// read tests is three passes, and a cache that warms during a run's first
+// test serves the second test warm.
+const (
+	// fullyWarmHitRatio: runs of a test at or above this read hit ratio set
+	// the target's warm ceiling for the test.
+	fullyWarmHitRatio = 0.95
+	// warmFraction: a test counts as warm once its hit ratio and its
+	// fraction of the warm ceiling both reach it.
+	warmFraction = 0.9
+)
+
+// Warmth is how a cached target warmed, per working set and read test.
+type Warmth struct {
+	WorkingSet string `json:"workingSet"`
+	Target     string `json:"target"`
+	Test       string `json:"test"`
+	// CeilingMBps is the median MB/s of the test's runs whose read hit ratio
+	// was at least 0.95: the same volume fully warm ("warm ceiling"). Under
+	// emulation the hit path itself stays below the raw SSD, so reaching
+	// the ceiling is what a warm cache can do there. Absent when no run
+	// was that warm.
+	CeilingMBps *float64 `json:"ceilingMBps,omitempty"`
+	// PassToWarm is the pass in which the test first reached a hit ratio of
+	// 0.9 and 0.9 of the ceiling; nil if it never did.
+	PassToWarm *int `json:"passToWarm"`
+	// FirstPassOfHDD is the test's first run against the raw HDD: what the
+	// cache costs a cold read.
+	FirstPassOfHDD *float64 `json:"firstPassOfHDD,omitempty"`
+}
+
+// numberPasses sets Pass on every read result: 1 + the whole passes over its
+// working set that the target's earlier read tests made (fio's bytes over the
+// working set's), so a test cut short by -runtime counts for what it read.
+func numberPasses(r *Report) {
+	wsBytes := map[string]int64{}
+	for _, ws := range r.Config.WorkingSets {
+		wsBytes[ws.Label] = ws.Bytes
+	}
+	read := map[[2]string]int64{} // bytes read so far, by working set and target
+	for i := range r.Results {
+		res := &r.Results[i]
+		size := wsBytes[res.WorkingSet]
+		if testDirection(r.Config, res.Test) != Read || size <= 0 {
+			continue
+		}
+		k := [2]string{res.WorkingSet, res.Target}
+		res.Pass = int(read[k]/size) + 1
+		read[k] += res.IOBytes
+	}
+}
+
+// warmth derives every cached target's warm ceilings, each result's
+// fraction of its ceiling and the pass at which each read test was warm.
+func warmth(r *Report) []Warmth {
+	var out []Warmth
+	for _, ws := range r.Config.WorkingSets {
+		for _, t := range r.Config.Targets {
+			if t.DMDevice == "" {
+				continue // no hit ratio: neither warm nor cold can be told
+			}
+			for _, test := range r.Config.Tests {
+				if test.Direction == Read {
+					out = append(out, warmthOf(r, ws.Label, t.Name, test.ID))
+				}
+			}
+		}
+	}
+	return out
+}
+
+func warmthOf(r *Report, ws, target, test string) Warmth {
+	w := Warmth{WorkingSet: ws, Target: target, Test: test}
+	var idx []int
+	var warm []float64
+	for i, res := range r.Results {
+		if res.WorkingSet != ws || res.Target != target || res.Test != test {
+			continue
+		}
+		idx = append(idx, i)
+		if res.HitRatio != nil && *res.HitRatio >= fullyWarmHitRatio {
+			warm = append(warm, res.MBps)
+		}
+	}
+	if len(idx) > 0 {
+		w.FirstPassOfHDD = r.Results[idx[0]].FractionOfHDD
+	}
+	if len(warm) == 0 {
+		return w
+	}
+	ceiling := median(warm)
+	w.CeilingMBps = &ceiling
+	for _, i := range idx {
+		res := &r.Results[i]
+		res.FractionOfCeiling = fraction(res.MBps, &ceiling)
+		if w.PassToWarm == nil && res.HitRatio != nil && *res.HitRatio >= warmFraction &&
+			*res.FractionOfCeiling >= warmFraction-1e-9 && res.Pass > 0 {
+			pass := res.Pass
+			w.PassToWarm = &pass
+		}
+	}
+	return w
+}
+
+func testDirection(c Config, id string) Direction {
+	for _, t := range c.Tests {
+		if t.ID == id {
+			return t.Direction
+		}
+	}
+	return "" // unknown: neither read nor write
+}
