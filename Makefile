@@ -36,7 +36,7 @@ test-unit:
 test-release:
 	SSDCACHE_RELEASE=1 $(GO) test -count=1 -timeout 30m ./test/release/
 
-## test-api: CRD validation and controllers on a real kube-apiserver and etcd
+## test-api: CRD validation and controllers on a real kube-apiserver and etcd; the docs' commands as written (test/docs)
 test-api:
 	hack/test-api.sh
 

@@ -4,7 +4,9 @@
 # chart tests (every rendered object applied with server-side dry run, the chart's RBAC
 # checked with SubjectAccessReview, the flags it passes checked against the binaries) on a
 # real kube-apiserver and etcd built by hack/envtest-assets.sh (cached; the first build
-# takes about 7 minutes). Extra arguments go to `go test`, e.g. -run Capacity -v.
+# takes about 7 minutes), and the docs tests (the README's and docs' commands run as
+# written with kubectl and helm against such a server). Extra arguments go to `go test`,
+# e.g. -run Capacity -v.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CONTROLLER_TOOLS_VERSION=${CONTROLLER_TOOLS_VERSION:-v0.23.0}
@@ -12,6 +14,11 @@ CONTROLLER_TOOLS_VERSION=${CONTROLLER_TOOLS_VERSION:-v0.23.0}
 assets=$(hack/envtest-assets.sh | tail -n 1)
 export KUBEBUILDER_ASSETS=$assets
 echo "test-api: KUBEBUILDER_ASSETS=$KUBEBUILDER_ASSETS" >&2
+# The docs' commands need helm (built once, cached) and jq.
+SSDCACHE_HELM=$(hack/e2e-assets.sh helm | tail -n 1)
+export SSDCACHE_HELM
+. hack/lib/apt.sh
+apt_install test-api jq
 
 # The controller's ClusterRole, generated fresh from its RBAC markers: the binary test
 # runs ssdcache-controller with exactly these permissions.
@@ -22,4 +29,4 @@ go run "sigs.k8s.io/controller-tools/cmd/controller-gen@$CONTROLLER_TOOLS_VERSIO
 export SSDCACHE_CONTROLLER_ROLE=$rbac/role.yaml
 
 # -count=1: results depend on the API server binaries, which go test's cache does not see.
-go test -count=1 -timeout 15m "$@" ./test/api/... ./test/chart/...
+go test -count=1 -timeout 15m "$@" ./test/api/... ./test/chart/... ./test/docs/...
