@@ -129,7 +129,7 @@ func withoutComments(script string) string {
 
 // sequence is the order the marked blocks run in, as a reader would: install,
 // use, limit a namespace, read a bench report, uninstall.
-var sequence = []string{"install", "node-groups", "storageclass", "cachebinding", "get-cachebindings", "namespace-limits", "bench-report", "uninstall"}
+var sequence = []string{"install", "node-groups", "storageclass", "cachebinding", "get-cachebindings", "namespace-limits", "bench-report", "uninstall-volumes", "uninstall"}
 
 // valuesBlocks are YAML blocks of chart values rather than manifests: helm
 // renders the chart with them (schema included).
@@ -195,7 +195,7 @@ mkdir -p _output/release
 helm package ` + repo + `/charts/ssdcache --version 0.1.0 --app-version 0.1.0 -d _output/release >/dev/null
 `,
 	"namespace-limits": "kubectl create namespace team-a\n",
-	"uninstall": `kubectl create namespace app
+	"uninstall-volumes": `kubectl create namespace app
 kubectl apply -f - <<'EOF'
 apiVersion: v1
 kind: PersistentVolumeClaim

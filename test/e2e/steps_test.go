@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/ssdcache/ssdcache/pkg/bench"
-	"github.com/ssdcache/ssdcache/test/vm"
 )
 
 const (
@@ -27,45 +26,41 @@ const (
 	benchReportConfigMap = release + "-bench-report"
 )
 
-// chartValues are what an operator would pass: the pools by /dev/disk/by-id
-// path, the images, a cached StorageClass. Faster sampling keeps the test short.
+// chartValues are the e2e's own settings beside the README's install: the
+// images built here and pulled from nowhere, the cache size of the chart's
+// class, and faster sampling to keep the test short. The disks come from the
+// README's selectors.
 func (s *suite) chartValues() map[string]any {
 	never := func(n imageName) map[string]any {
 		return map[string]any{"image": map[string]any{"repository": n.Repository, "tag": n.Tag, "pullPolicy": "Never"}}
 	}
-	repo, tag, _ := strings.Cut(strings.TrimPrefix(s.images.project, "docker.io/"), ":")
+	_, tag, _ := strings.Cut(s.images.project, ":")
 	return map[string]any{
-		"image": map[string]any{"repository": repo, "tag": tag, "pullPolicy": "Never"},
-		"node": map[string]any{
-			"originDevices": []string{vm.HDDByID}, "cacheDevices": []string{vm.SSDByID},
-			"sampleInterval": "2s", "extraArgs": []string{"--status-interval=5s"},
-		},
+		// The tag too: later steps upgrade with the chart's directory.
+		"image": map[string]any{"tag": tag, "pullPolicy": "Never"},
+		"node":  map[string]any{"sampleInterval": "2s", "extraArgs": []string{"--status-interval=5s"}},
 		"sidecars": map[string]any{
 			"nodeDriverRegistrar": never(s.images.registrar),
 			"provisioner":         never(s.images.provisioner),
 		},
-		"storageClass": map[string]any{"create": true, "cacheSize": cacheSize},
+		"storageClass": map[string]any{"cacheSize": cacheSize},
 	}
 }
 
-func (s *suite) helmInstall(ctx context.Context, t *testing.T) {
-	raw, err := yaml.Marshal(s.chartValues())
+func writeYAML(t *testing.T, path string, v any) {
+	t.Helper()
+	raw, err := yaml.Marshal(v)
 	if err != nil {
 		t.Fatal(err)
 	}
-	values := filepath.Join(s.workDir, "values.yaml")
-	if err := os.WriteFile(values, raw, 0o644); err != nil {
+	if err := os.WriteFile(path, raw, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// The chart's node plugin runs only on nodes an operator labelled, as
-	// the README's install says.
-	s.kubectl(ctx, t, "label", "node", "e2e-node", "ssdcache.io/node=true", "--overwrite")
-	if _, err := s.c.Helm(ctx, "install", release, filepath.Join(s.repo, "charts", "ssdcache"),
-		"--namespace", namespace, "--create-namespace", "--values", values, timeoutFlag(ctx)); err != nil {
-		t.Fatalf("%v\n%s", err, s.explain(ctx, object{ns: namespace}))
-	}
-	s.pluginInstalled = true
-	// helm --wait does not wait for a one-node DaemonSet; rollout status does.
+}
+
+// waitInstalled waits for both rollouts and for kubelet to register the plugin.
+func (s *suite) waitInstalled(ctx context.Context, t *testing.T) {
+	// helm does not wait for a one-node DaemonSet; rollout status does.
 	s.waitRollout(ctx, t, object{ns: namespace, name: "daemonset/" + release + "-node", pods: nodeSelector})
 	s.waitRollout(ctx, t, object{ns: namespace, name: "deployment/" + release + "-controller", pods: "app.kubernetes.io/component=controller"})
 	// kubelet registered the plugin through node-driver-registrar.

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -53,36 +52,32 @@ func (s *suite) metrics(ctx context.Context, t *testing.T) {
 	}
 }
 
-// uninstall: workloads and PVCs deleted, the CacheBindings left (one whose
-// PVC never existed) deleted as the chart README says, then `helm uninstall`;
-// the node is left with its two volume groups and no LV or dm device of ssdcache.
+// uninstall: the workloads deleted, then the chart README's uninstall as
+// written: the bench off and the PVCs deleted while the plugin runs, the
+// CacheBindings left (one whose PVC never existed) deleted, `helm
+// uninstall`. The node is left with its two volume groups and no LV or dm
+// device of ssdcache.
 func (s *suite) uninstall(ctx context.Context, t *testing.T) {
 	// A binding whose PVC does not exist: still there at uninstall time.
 	s.apply(ctx, t, cacheBinding("leftover", cacheSize))
 	s.deleteAndWait(ctx, t, "default", "pod/cached-data", "pod/"+reader, "pod/"+revokedVolume, "pod/"+droppedVolume)
-	s.deleteAndWait(ctx, t, "default", "pvc/cached-data", "pvc/"+reader, "pvc/"+revokedVolume, "pvc/"+droppedVolume)
-	// The bench PVC belongs to the release; its volume must go while the
-	// provisioner (a sidecar of the node plugin) still runs.
-	if _, err := s.c.Helm(ctx, "upgrade", release, filepath.Join(s.repo, "charts", "ssdcache"), "--namespace", namespace,
-		"--reuse-values", "--set", "bench.enabled=false"); err != nil {
-		t.Fatal(err)
-	}
-	// The events of PVs, cluster-scoped, are in namespace default.
+	s.runDocs(ctx, t, "charts/ssdcache/README.md", "uninstall-volumes", [][2]string{
+		{"kubectl delete pvc data -n app", "kubectl delete pvc -n default cached-data " + reader + " " + revokedVolume + " " + droppedVolume},
+	})
+	// "Wait until their PersistentVolumes are gone"; the events of PVs,
+	// cluster-scoped, are in namespace default.
 	s.eventually(ctx, t, "every PV deleted", object{ns: "default"}, func() (bool, string, error) {
 		out, err := s.c.Kubectl(ctx, "get", "pv", "-o", "wide")
 		return err == nil && strings.TrimSpace(out) == "", out + errOrEmpty(err), nil
 	})
-	// The chart README's uninstall order: the bindings go while the controller
-	// and the node agents still run to release them.
-	if _, err := s.c.Kubectl(ctx, "delete", "cachebindings", "--all", "--all-namespaces", "--wait", timeoutFlag(ctx)); err != nil {
-		t.Fatalf("deleting the CacheBindings before uninstall: %v\n%s", err, s.explain(ctx, object{ns: "default"}))
-	}
 	// The plugin's last work was deleting those volumes; after this it goes.
 	s.expectPluginHealthy(ctx, t)
 	s.pluginInstalled = false
-	if _, err := s.c.Helm(ctx, "uninstall", release, "--namespace", namespace, "--wait", timeoutFlag(ctx)); err != nil {
-		t.Fatalf("%v\n%s", err, s.explain(ctx, object{ns: namespace}))
-	}
+	s.runDocs(ctx, t, "charts/ssdcache/README.md", "uninstall", nil)
+	s.eventually(ctx, t, "the release's pods gone", object{ns: namespace}, func() (bool, string, error) {
+		out, err := s.c.Kubectl(ctx, "-n", namespace, "get", "pods", "-o", "name")
+		return err == nil && strings.TrimSpace(out) == "", out + errOrEmpty(err), nil
+	})
 	out := s.node(ctx, t, "dmsetup ls; echo ---; lvs --noheadings -o vg_name,lv_name 2>/dev/null; echo ---; vgs --noheadings -o vg_name")
 	parts := strings.Split(out, "---")
 	if len(parts) != 3 {

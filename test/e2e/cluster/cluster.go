@@ -170,11 +170,29 @@ func (c *Cluster) Helm(ctx context.Context, args ...string) (string, error) {
 	return c.run(ctx, "", filepath.Join(c.cfg.Bin, "helm"), append([]string{"--kubeconfig=" + c.pki.Kubeconfig("admin")}, args...)...)
 }
 
+// Shell runs a script of kubectl and helm commands as an operator would
+// type them (bash -euo pipefail, in dir), with both on PATH and the
+// cluster-admin kubeconfig as KUBECONFIG.
+func (c *Cluster) Shell(ctx context.Context, dir, script string) (string, error) {
+	cmd := c.ns.Command(ctx, "bash", "-euo", "pipefail", "-c", script)
+	cmd.Dir = dir
+	cmd.Env = append(c.helmEnv(), "PATH="+c.cfg.EnvtestBin+":"+c.cfg.Bin+":"+os.Getenv("PATH"), "KUBECONFIG="+c.pki.Kubeconfig("admin"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("script %q: %v: %s", script, err, out)
+	}
+	return string(out), nil
+}
+
+// helmEnv keeps helm's cache and config in the work dir, not in $HOME.
+func (c *Cluster) helmEnv() []string {
+	return append(os.Environ(), "HELM_CACHE_HOME="+filepath.Join(c.cfg.WorkDir, "helm"),
+		"HELM_CONFIG_HOME="+filepath.Join(c.cfg.WorkDir, "helm"), "HELM_DATA_HOME="+filepath.Join(c.cfg.WorkDir, "helm"))
+}
+
 func (c *Cluster) run(ctx context.Context, stdin, bin string, args ...string) (string, error) {
 	cmd := c.ns.Command(ctx, bin, args...)
-	// helm keeps its cache and config in the work dir, not in $HOME.
-	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+filepath.Join(c.cfg.WorkDir, "helm"),
-		"HELM_CONFIG_HOME="+filepath.Join(c.cfg.WorkDir, "helm"), "HELM_DATA_HOME="+filepath.Join(c.cfg.WorkDir, "helm"))
+	cmd.Env = c.helmEnv()
 	var out, errOut bytes.Buffer
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(stdin), &out, &errOut
 	if err := cmd.Run(); err != nil {
