@@ -65,6 +65,9 @@ type check func() (done bool, saw string, err error)
 // slowWait: a wait this long is logged with its duration.
 const slowWait = 10 * time.Second
 
+// verySlowWait: a wait this long also logs the events of what it waited for.
+const verySlowWait = 2 * time.Minute
+
 // eventually polls look until it reports done. It fails at the steps'
 // deadline (ctx's), when look returns an error, or as soon as a container of
 // the node plugin has restarted (see failOnPluginRestart); the failure says
@@ -82,6 +85,9 @@ func (s *suite) eventually(ctx context.Context, t *testing.T, what string, obj o
 		if done {
 			if took := time.Since(start); took >= slowWait {
 				t.Logf("waited %v for %s", took.Round(time.Second), what) // where a step's time goes
+				if took >= verySlowWait {
+					t.Logf("what the wait for %s saw:\n%s", what, s.eventsOf(ctx, obj))
+				}
 			}
 			return
 		}
@@ -158,6 +164,24 @@ func (s *suite) deleteAndWait(ctx context.Context, t *testing.T, ns string, name
 // the pods' events), and the node plugin's state and last log lines, as the
 // plugin is behind every volume. It has its own time, as the steps' context
 // may have ended.
+// eventsOf are the events of obj and, for a pod, of its claims: why a wait
+// that ended took minutes.
+func (s *suite) eventsOf(ctx context.Context, obj object) string {
+	events := s.events(ctx, obj.ns, objectName(obj.name))
+	if podName, isPod := strings.CutPrefix(obj.name, "pod/"); isPod {
+		pods, err := s.getPods(ctx, obj.ns, "--field-selector", "metadata.name="+podName)
+		for i := range pods {
+			for _, claim := range claimNames(&pods[i]) {
+				events += s.events(ctx, obj.ns, claim)
+			}
+		}
+		if err != nil {
+			events += err.Error()
+		}
+	}
+	return events
+}
+
 func (s *suite) explain(ctx context.Context, obj object) string {
 	if s.c == nil {
 		return ""
