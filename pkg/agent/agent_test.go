@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -511,5 +512,53 @@ func TestMetricsForgetAnUnstagedVolume(t *testing.T) {
 	}
 	if _, ok := n.metrics.owners[vol]; ok {
 		t.Fatal("owner kept after unstage")
+	}
+}
+
+// racingProbe fails the first read of a cache data device and, before it
+// returns, runs race: the read met a change that removed that LV and made a
+// new one under the same name.
+type racingProbe struct {
+	*blockdevfake.Devices
+	race  func()
+	raced bool
+}
+
+func (r *racingProbe) ProbeRead(path string) error {
+	if r.raced || !strings.HasSuffix(path, ".cache-data") {
+		return r.Devices.ProbeRead(path)
+	}
+	r.raced = true
+	r.race()
+	return fmt.Errorf("open %s: no such file or directory", path)
+}
+
+// A cache resized between the monitor's probe (which fails on the LV the
+// resize removed) and its drop is the new, healthy cache: it stays.
+func TestMonitorKeepsACacheReplacedAfterItsProbe(t *testing.T) {
+	n := newNode(t)
+	n.stage(t, &cache.Spec{SizeBytes: gib, Mode: cache.ModeReadCache})
+	probe := &racingProbe{Devices: n.dev}
+	n.engine = cache.NewEngine(cache.Layers{DM: n.dm, LVM: n.lvm, Dev: probe, Metadata: n.meta, HotSets: n.hotSets},
+		cache.Pools{OriginVG: "hdd", CacheVGs: map[string]string{"nvme": "nvme"}, DefaultClass: "nvme"}, nil)
+	n.monitor = NewMonitor(n.engine, probe, n.locks, n.samples, n.metrics, MonitorOptions{Clock: n.clock})
+	probe.race = func() {
+		if _, err := n.engine.SetCache(context.Background(), vol, &cache.Spec{SizeBytes: 2 * gib, Mode: cache.ModeReadCache}); err != nil {
+			t.Error(err)
+		}
+	}
+	n.monitor.Tick(context.Background())
+	if !probe.raced {
+		t.Fatal("the monitor did not probe the cache")
+	}
+	tbl, _ := n.dm.Table(context.Background(), "ssdcache-"+vol)
+	if _, ok := tbl.Target.(dm.CacheTarget); !ok {
+		t.Fatalf("the resized cache was dropped: table %q", tbl)
+	}
+	if why, dropped := n.samples.Dropped(vol); dropped {
+		t.Fatalf("a drop was recorded: %s", why)
+	}
+	if got := testutil.ToFloat64(n.metrics.drops.With(n.metrics.labels(vol))); got != 0 {
+		t.Fatalf("drops metric %v", got)
 	}
 }

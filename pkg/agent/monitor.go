@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -204,9 +205,9 @@ func (m *Monitor) check(ctx context.Context, st cache.State, sample bool, now ti
 		return false // uncached, or unstaged since it was listed
 	}
 	if !st.Status.Usable() {
-		m.drop(ctx, id, "dm-cache reported "+string(st.Status.Health))
+		m.drop(ctx, id, st.Table, "dm-cache reported "+string(st.Status.Health))
 	} else if err := m.probeCache(ctx, st); err != nil {
-		m.drop(ctx, id, "the cache device failed a read: "+err.Error())
+		m.drop(ctx, id, st.Table, "the cache device failed a read: "+err.Error())
 	}
 	if sample || !st.Status.Usable() {
 		m.metrics.observe(id, m.prev[id], *st.Status)
@@ -279,13 +280,21 @@ func (m *Monitor) resumeLeftSuspended(ctx context.Context, id string) bool {
 	return true
 }
 
-// drop replaces a failing cache with a linear table (safety rule 4).
-func (m *Monitor) drop(ctx context.Context, id, why string) {
+// drop replaces a failing cache with a linear table (safety rule 4). The
+// failure was seen in seen without the volume's lock: a change that took
+// the lock since may have replaced or removed that cache, which is then not
+// dropped (the next tick looks at the new one).
+func (m *Monitor) drop(ctx context.Context, id string, seen dm.Table, why string) {
 	if !m.locks.TryAcquire(id) {
 		return // busy; the next tick tries again
 	}
 	defer m.locks.Release(id)
-	if err := m.engine.DropCache(ctx, id); err != nil {
+	err := m.engine.DropCache(ctx, id, seen)
+	if errors.Is(err, cache.ErrCacheChanged) {
+		klog.V(2).InfoS("Not dropping a cache changed since it was seen failing", "volumeID", id, "why", why, "err", err)
+		return
+	}
+	if err != nil {
 		klog.ErrorS(err, "Dropping failing cache", "volumeID", id, "why", why)
 		return
 	}

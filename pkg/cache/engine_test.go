@@ -306,7 +306,7 @@ func TestDropCacheLeavesLVsAlone(t *testing.T) {
 	w := newWorld(t)
 	w.stage(t, readCache(gib))
 	w.events = nil
-	if err := w.engine.DropCache(context.Background(), vol); err != nil {
+	if err := w.engine.DropCache(context.Background(), vol, w.table(t)); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := w.table(t).Target.(dm.LinearTarget); !ok {
@@ -451,5 +451,29 @@ func TestStageActivatesInactiveOrigin(t *testing.T) {
 	w.stage(t, nil)
 	if indexOf(w.events, "lvm activatelv ssdcache-hdd/pvc-1") < 0 {
 		t.Fatalf("origin not activated: %v", w.events)
+	}
+}
+
+// The monitor sees a failure without the volume's lock; by the time it drops,
+// a resize may have made a new cache, or an unstage removed the volume.
+func TestDropCacheOfAChangedTableDropsNothing(t *testing.T) {
+	w := newWorld(t)
+	w.stage(t, readCache(gib))
+	seen := w.table(t)
+	if _, err := w.engine.SetCache(context.Background(), vol, readCache(2*gib)); err != nil {
+		t.Fatal(err)
+	}
+	resized := w.table(t)
+	if err := w.engine.DropCache(context.Background(), vol, seen); !errors.Is(err, ErrCacheChanged) {
+		t.Fatalf("drop after a resize: %v, want ErrCacheChanged", err)
+	}
+	if w.table(t).String() != resized.String() {
+		t.Fatalf("the resized cache was dropped: %q", w.table(t))
+	}
+	if err := w.engine.Unstage(context.Background(), vol); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.engine.DropCache(context.Background(), vol, resized); !errors.Is(err, ErrCacheChanged) {
+		t.Fatalf("drop after an unstage: %v, want ErrCacheChanged", err)
 	}
 }

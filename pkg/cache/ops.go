@@ -185,13 +185,23 @@ func (e *Engine) classOf(vg string) string {
 // DropCache swaps a failing cache out for a linear table at once, leaving
 // its LVs alone (the SSD may not answer); safety rule 4. It reads only the
 // kernel's table: every call saved is time the failing SSD serves reads.
-func (e *Engine) DropCache(ctx context.Context, volumeID string) error {
+// seen is the table the failure was seen in, without the volume's lock: if
+// the live table is another (a resize made new cache LVs under the same
+// names) or the volume is gone (unstaged), it drops nothing and returns
+// ErrCacheChanged.
+func (e *Engine) DropCache(ctx context.Context, volumeID string, seen dm.Table) error {
 	if err := ValidateVolumeID(volumeID); err != nil {
 		return err
 	}
 	table, err := e.dm.Table(ctx, DeviceName(volumeID))
+	if errors.Is(err, dm.ErrNotFound) {
+		return fmt.Errorf("volume %s was unstaged: %w", volumeID, ErrCacheChanged)
+	}
 	if err != nil {
 		return err
+	}
+	if table.String() != seen.String() {
+		return fmt.Errorf("volume %s: table %q, the failure was seen in %q: %w", volumeID, table, seen, ErrCacheChanged)
 	}
 	c, cached := table.Target.(dm.CacheTarget)
 	if !cached {

@@ -24,6 +24,10 @@ var (
 	// for a linear table and could not load it back (its device failed): the
 	// volume serves from its origin, as after a drop.
 	ErrCacheLeftOut = errors.New("the cache could not be loaded again; the volume serves from its origin")
+	// ErrCacheChanged is returned by DropCache when the volume's table is no
+	// longer the one its cache was seen failing in: a change replaced or
+	// removed that cache meanwhile, and the new one is not known to fail.
+	ErrCacheChanged = errors.New("the volume's table changed since its cache was seen failing")
 )
 
 // Mode is what the cache does for reads.
