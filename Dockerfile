@@ -1,5 +1,5 @@
-# One image for the three binaries. The node plugin needs the storage tools
-# (lvm2, dmsetup, filesystem tools); the bench needs fio.
+# One image for the three binaries, on the storage tools hack/image/rootfs.sh
+# installs.
 ARG GO_VERSION=1.26
 FROM golang:${GO_VERSION}-bookworm AS build
 WORKDIR /src
@@ -10,15 +10,13 @@ ARG VERSION=dev
 RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X github.com/ssdcache/ssdcache/pkg/version.Version=${VERSION}" -o /out/ ./cmd/...
 
 FROM debian:bookworm-slim
-RUN apt-get update \
- && apt-get install -y --no-install-recommends lvm2 dmsetup thin-provisioning-tools e2fsprogs xfsprogs util-linux fio \
- && rm -rf /var/lib/apt/lists/* \
- # The node plugin runs LVM without udev inside its container.
- && sed -i -e 's/^\(\s*\)# udev_sync = 1/\1udev_sync = 0/' -e 's/^\(\s*\)# udev_rules = 1/\1udev_rules = 0/' /etc/lvm/lvm.conf
+# The packages and settings; test/e2e/images runs the same script.
+COPY hack/image/rootfs.sh /tmp/
+RUN /tmp/rootfs.sh && rm /tmp/rootfs.sh
 COPY --from=build /out/ssdcache-node /out/ssdcache-controller /out/ssdcache-bench /usr/local/bin/
 # In a pod, dmsetup would wait forever for udev cookies that the host's udevd
 # completes in the host's IPC namespace; libdevmapper makes the device nodes
-# itself instead (as lvm.conf's udev_sync = 0 does for LVM above).
+# itself instead (as udev_sync = 0 in lvm.conf, set by rootfs.sh, does for LVM).
 ENV DM_DISABLE_UDEV=1
 # The controller and the bench run as this user; the node plugin's pod
 # overrides it with root and privileges, which device-mapper needs.

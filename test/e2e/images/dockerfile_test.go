@@ -4,17 +4,16 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
-
-	"github.com/ssdcache/ssdcache/pkg/version"
 )
 
 const repoRoot = "../../.."
 
-// keyFiles names, for each package the Dockerfile installs, files that
-// prove it is in the image; TestProjectImageMatchesDockerfile looks for
-// them. A package added to the Dockerfile must be added here too.
+// keyFiles names, for each package hack/image/rootfs.sh installs, files
+// that prove it is in the image; TestProjectImageMatchesDockerfile looks for
+// them. A package added to the script should be added here too.
 var keyFiles = map[string][]string{
 	"lvm2":                    {"/sbin/lvm", "/etc/lvm/lvm.conf"},
 	"dmsetup":                 {"/sbin/dmsetup"},
@@ -33,9 +32,14 @@ func TestRepositoryDockerfileIsUnderstood(t *testing.T) {
 	if df.Suite != "bookworm" || df.BaseImage != "debian:bookworm-slim" {
 		t.Errorf("base %q suite %q, want debian:bookworm-slim / bookworm", df.BaseImage, df.Suite)
 	}
-	for _, pkg := range df.Packages {
-		if len(keyFiles[pkg]) == 0 {
-			t.Errorf("Dockerfile installs %q but keyFiles has no files proving it is in the image; add some", pkg)
+	if len(df.Steps) != 2 || df.Steps[0].Src != "hack/image/rootfs.sh" || df.Steps[0].Mode&0o111 == 0 ||
+		!strings.Contains(df.Steps[1].Run, df.Steps[0].Dest) {
+		t.Fatalf("steps %v, want the executable hack/image/rootfs.sh copied and run", df.Steps)
+	}
+	script := strings.Fields(df.Steps[0].Data)
+	for pkg := range keyFiles {
+		if !slices.Contains(script, pkg) {
+			t.Errorf("keyFiles lists %q, which hack/image/rootfs.sh does not install", pkg)
 		}
 	}
 	for _, name := range df.Binaries {
@@ -46,29 +50,41 @@ func TestRepositoryDockerfileIsUnderstood(t *testing.T) {
 	if df.BinDir != "/usr/local/bin" || len(df.Binaries) != 3 {
 		t.Errorf("binaries %v into %q, want the three ssdcache-* into /usr/local/bin", df.Binaries, df.BinDir)
 	}
-	if len(df.SedEdits) == 0 || df.SedEdits[0].File != "/etc/lvm/lvm.conf" {
-		t.Errorf("sed edits %+v, want the lvm.conf udev edits", df.SedEdits)
+	text, err := os.ReadFile(filepath.Join(repoRoot, "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if df.User == "" || len(df.Entrypoint) == 0 || !strings.Contains(df.GoLDFlags, "-X "+version.Symbol+"=${VERSION}") {
-		t.Errorf("user %q entrypoint %q ldflags %q: want all three, the ldflags setting %s", df.User, df.Entrypoint, df.GoLDFlags, version.Symbol)
+	if df.User == "" || len(df.Entrypoint) == 0 || !strings.Contains(string(text), `-ldflags "`+projectLDFlags+`"`) {
+		t.Errorf("user %q entrypoint %q: want both, and the build stage's go build with -ldflags %q", df.User, df.Entrypoint, projectLDFlags)
 	}
 }
 
 const sampleDockerfile = `# comment
 ARG GO_VERSION=1.26
 FROM golang:${GO_VERSION}-bookworm AS build
-RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X github.com/ssdcache/ssdcache/pkg/version.Version=${VERSION}" -o /out/ ./cmd/...
+RUN go build -o /out/ ./cmd/...
 
 FROM debian:trixie-slim
-RUN apt-get update \
- && apt-get install -y --no-install-recommends lvm2 fio \
+COPY hack/image/rootfs.sh /tmp/
+RUN /tmp/rootfs.sh \
  # a comment inside the continuation, which Docker drops
- && sed -i -e 's/^\(\s*\)# udev_sync = 1/\1udev_sync = 0/' -e "s/a b/c/" /etc/lvm/lvm.conf
+ && rm /tmp/rootfs.sh
 COPY --from=build /out/a /out/b /usr/bin/
-ENV DM_DISABLE_UDEV=1 NOTE="two words"
+ENV DM_DISABLE_UDEV=1 NOTE=x
 USER 1:2
 ENTRYPOINT ["/usr/bin/a", "--flag"]
 `
+
+// parseSample parses sampleDockerfile with script as its COPY'd file.
+func parseSample(t *testing.T, script string) *Dockerfile {
+	t.Helper()
+	df, err := ParseDockerfile(sampleDockerfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	df.Steps[0].Data, df.Steps[0].Mode = script, 0o755
+	return df
+}
 
 func TestParseDockerfile(t *testing.T) {
 	df, err := ParseDockerfile(sampleDockerfile)
@@ -76,18 +92,14 @@ func TestParseDockerfile(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &Dockerfile{
-		BaseImage: "debian:trixie-slim",
-		Suite:     "trixie",
-		RunScripts: []string{`apt-get update  && apt-get install -y --no-install-recommends lvm2 fio  && ` +
-			`sed -i -e 's/^\(\s*\)# udev_sync = 1/\1udev_sync = 0/' -e "s/a b/c/" /etc/lvm/lvm.conf`},
-		Packages:   []string{"lvm2", "fio"},
-		SedEdits:   []SedEdit{{File: "/etc/lvm/lvm.conf", Expressions: []string{`s/^\(\s*\)# udev_sync = 1/\1udev_sync = 0/`, "s/a b/c/"}}},
+		BaseImage:  "debian:trixie-slim",
+		Suite:      "trixie",
+		Steps:      []Step{{Src: "hack/image/rootfs.sh", Dest: "/tmp/rootfs.sh"}, {Run: "/tmp/rootfs.sh  && rm /tmp/rootfs.sh"}},
 		Binaries:   []string{"a", "b"},
 		BinDir:     "/usr/bin",
-		Env:        []string{"DM_DISABLE_UDEV=1", "NOTE=two words"},
+		Env:        []string{"DM_DISABLE_UDEV=1", "NOTE=x"},
 		User:       "1:2",
 		Entrypoint: []string{"/usr/bin/a", "--flag"},
-		GoLDFlags:  "-s -w -X github.com/ssdcache/ssdcache/pkg/version.Version=${VERSION}",
 	}
 	if !reflect.DeepEqual(df, want) {
 		t.Errorf("parsed\n%#v\nwant\n%#v", df, want)
@@ -95,17 +107,19 @@ func TestParseDockerfile(t *testing.T) {
 }
 
 func TestParseDockerfileRejectsWhatTheBuilderCannotReproduce(t *testing.T) {
-	final := "FROM golang AS build\nFROM debian:bookworm-slim\nRUN apt-get install -y fio\nCOPY --from=build /out/a /usr/bin/\nENTRYPOINT [\"/a\"]\n"
+	final := "FROM golang AS build\nFROM debian:bookworm-slim\nRUN true\nCOPY --from=build /out/a /usr/bin/\nENTRYPOINT [\"/a\"]\n"
 	cases := map[string]struct{ text, wantErr string }{
 		"WORKDIR":           {final + "WORKDIR /x\n", "instruction WORKDIR"},
 		"legacy ENV":        {final + "ENV A b\n", "KEY=VALUE"},
-		"COPY from context": {strings.Replace(final, "COPY --from=build /out/a", "COPY a", 1), "only COPY --from"},
+		"quoted ENV":        {final + "ENV A=\"b c\"\n", "KEY=VALUE"},
+		"COPY out of repo":  {final + "COPY ../a /a\n", "only COPY --from"},
+		"COPY with flags":   {final + "COPY --chmod=755 a /a\n", "only COPY --from"},
+		"RUN exec form":     {strings.Replace(final, "RUN true", `RUN ["true"]`, 1), "shell form"},
 		"shell ENTRYPOINT":  {strings.Replace(final, `["/a"]`, "/a", 1), "JSON (exec) form"},
 		"not debian":        {strings.Replace(final, "debian:bookworm-slim", "alpine:3", 1), "debian:<suite>"},
-		"sed option":        {final + "RUN sed -E -i -e s/a/b/ /f\n", `sed option "-E"`},
-		"no packages":       {strings.Replace(final, "apt-get install -y fio", "true", 1), "installs no packages"},
+		"no binaries":       {strings.Replace(final, "COPY --from=build /out/a /usr/bin/\n", "", 1), "copies no binaries"},
 		"one stage":         {"FROM debian:bookworm\n", "found 1 FROM stages"},
-		"open quote":        {final + "RUN sed -i -e 's/a/b /f\n", "unterminated ' quote"},
+		"binaries not /dir": {strings.Replace(final, "/usr/bin/", "/usr/bin", 1), "ending in /"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -117,33 +131,20 @@ func TestParseDockerfileRejectsWhatTheBuilderCannotReproduce(t *testing.T) {
 	}
 }
 
-func TestShellWords(t *testing.T) {
-	got, err := shellWords(`a 'b c' "d \"e\" \n" f\ g`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []string{"a", "b c", `d "e" \n`, "f g"}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("got %q, want %q", got, want)
-	}
-}
-
 func TestRootfsCacheKeyFollowsTheDockerfile(t *testing.T) {
-	df, err := ParseDockerfile(sampleDockerfile)
-	if err != nil {
-		t.Fatal(err)
-	}
+	df := parseSample(t, "#!/bin/sh\napt-get install -y fio\n")
 	o := Options{CacheDir: "/c", DebianMirror: DefaultDebianMirror, DebianSecurityMirror: DefaultDebianSecurityMirror}
 	base := planRootfs(o, df).cachePath
 	if !strings.HasPrefix(base, "/c/e2e/images/rootfs-trixie-") || !strings.HasSuffix(base, ".tar") {
 		t.Errorf("cache path %q, want /c/e2e/images/rootfs-trixie-<hash>.tar", base)
 	}
-	changed, err := ParseDockerfile(strings.Replace(sampleDockerfile, "lvm2 fio", "lvm2 fio xfsprogs", 1))
-	if err != nil {
-		t.Fatal(err)
+	if planRootfs(o, parseSample(t, "#!/bin/sh\napt-get install -y fio xfsprogs\n")).cachePath == base {
+		t.Error("changing the COPY'd script did not change the cached layer's name")
 	}
+	changed := parseSample(t, "#!/bin/sh\napt-get install -y fio\n")
+	changed.Steps[1].Run += " && true"
 	if planRootfs(o, changed).cachePath == base {
-		t.Error("adding a package did not change the cached layer's name")
+		t.Error("changing the RUN did not change the cached layer's name")
 	}
 	o.DebianMirror = "http://mirror.example/debian"
 	if planRootfs(o, df).cachePath == base {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/ssdcache/ssdcache/pkg/version"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/exec"
 )
@@ -30,9 +31,12 @@ func (b *Builder) BuildStatic(ctx context.Context, repoRoot, pkg, out string) er
 	return b.goBuild(ctx, b.logger, repoRoot, "-s -w", out, pkg)
 }
 
+// projectLDFlags is the -ldflags of the Dockerfile's go build (a test keeps
+// the two equal), ${VERSION} left for buildProjectBinaries to set.
+const projectLDFlags = "-s -w -X " + version.Symbol + "=${VERSION}"
+
 // buildProjectBinaries builds ./cmd/<name> for every binary the Dockerfile
-// copies, with the Dockerfile's -ldflags and ${VERSION} set to version,
-// into dir.
+// copies, with projectLDFlags and ${VERSION} set to version, into dir.
 func (b *Builder) buildProjectBinaries(ctx context.Context, logger klog.Logger, repoRoot, version string, df *Dockerfile, dir string) error {
 	pkgs := make([]string, 0, len(df.Binaries))
 	for _, name := range df.Binaries {
@@ -41,7 +45,7 @@ func (b *Builder) buildProjectBinaries(ctx context.Context, logger klog.Logger, 
 		}
 		pkgs = append(pkgs, "./cmd/"+name)
 	}
-	ldflags := strings.ReplaceAll(df.GoLDFlags, "${VERSION}", version)
+	ldflags := strings.ReplaceAll(projectLDFlags, "${VERSION}", version)
 	return b.goBuild(ctx, logger, repoRoot, ldflags, dir+string(filepath.Separator), pkgs...)
 }
 

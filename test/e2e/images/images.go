@@ -2,10 +2,11 @@
 // image-layout tar archives, without a registry or a Docker engine, for
 // "ctr -n k8s.io images import --platform linux/amd64 X.tar" in the guest.
 //
-// The project image reproduces the repository's Dockerfile, whose facts
-// (base suite, apt packages, sed edits, copied binaries, USER, ENTRYPOINT)
-// are parsed from the file itself. Its Debian layer is made with
-// debootstrap and a chroot, which takes minutes, and is cached under
+// The project image reproduces the repository's Dockerfile, whose final
+// stage (base suite, the COPY'd hack/image/rootfs.sh and the RUN of it,
+// copied binaries, ENV, USER, ENTRYPOINT) is parsed from the file itself.
+// Its Debian layer is made with debootstrap and the script run in a chroot,
+// which takes minutes, and is cached under
 // CacheDir/e2e/images; a warm build only compiles the binaries and writes
 // the archive. Single-binary images (pause, CSI sidecars) have one layer.
 package images

@@ -39,24 +39,11 @@ func (b *Builder) buildProjectImage(ctx context.Context, o Options) (Archive, er
 		ref: o.ProjectRef, user: df.User, env: df.Env, entrypoint: df.Entrypoint,
 		layers: []v1.Layer{rootfs, binaries},
 		history: []string{
-			fmt.Sprintf("test/e2e/images: debootstrap %s, then the Dockerfile's RUN: %s", df.Suite, strings.Join(df.RunScripts, "; ")),
+			fmt.Sprintf("test/e2e/images: debootstrap %s, then the Dockerfile's %s", df.Suite, joinSteps(df.Steps)),
 			fmt.Sprintf("test/e2e/images: go build %s into %s", strings.Join(df.Binaries, " "), df.BinDir),
 		},
 	}
 	return b.writeImage(o, spec)
-}
-
-func readDockerfile(repoRoot string) (*Dockerfile, error) {
-	p := filepath.Join(repoRoot, "Dockerfile")
-	text, err := os.ReadFile(p)
-	if err != nil {
-		return nil, err
-	}
-	df, err := ParseDockerfile(string(text))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", p, err)
-	}
-	return df, nil
 }
 
 // writeBinariesLayer builds the Dockerfile's binaries and puts them into
@@ -75,4 +62,12 @@ func (b *Builder) writeBinariesLayer(ctx context.Context, o Options, df *Dockerf
 		files = append(files, layerFile{src: filepath.Join(buildDir, name), dest: path.Join(df.BinDir, name), mode: 0o755})
 	}
 	return writeFilesLayer(out, files, nil)
+}
+
+func joinSteps(steps []Step) string {
+	s := make([]string, len(steps))
+	for i, st := range steps {
+		s[i] = st.String()
+	}
+	return strings.Join(s, "; ")
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -18,7 +19,7 @@ import (
 
 // rootfsFormatVersion changes whenever the way the Debian layer is made
 // changes (below), so older cached layers are not reused.
-const rootfsFormatVersion = 2
+const rootfsFormatVersion = 3
 
 // Mirrors the layer is bootstrapped from; the same ones Debian's images use.
 const (
@@ -65,9 +66,7 @@ type rootfsPlan struct {
 	Suite          string
 	Mirror         string
 	SecurityMirror string
-	RunScripts     []string
-	Packages       []string
-	SedEdits       []SedEdit
+	Steps          []Step
 	SlimDpkg       string
 	SlimScript     string
 	AptClean       string
@@ -80,7 +79,7 @@ func planRootfs(o Options, df *Dockerfile) rootfsPlan {
 	p := rootfsPlan{
 		FormatVersion: rootfsFormatVersion, Suite: df.Suite,
 		Mirror: o.DebianMirror, SecurityMirror: o.DebianSecurityMirror,
-		RunScripts: df.RunScripts, Packages: df.Packages, SedEdits: df.SedEdits,
+		Steps:    df.Steps,
 		SlimDpkg: slimDpkgConfig, SlimScript: slimScript, AptClean: aptCleanConfig,
 	}
 	key, _ := json.Marshal(p) // only strings and ints: cannot fail
@@ -123,7 +122,7 @@ func (b *Builder) debianLayer(ctx context.Context, o Options, df *Dockerfile) (s
 		return plan.cachePath, nil
 	}
 	start := time.Now()
-	o.Logger.Info("Building Debian layer (minutes)", "suite", plan.Suite, "packages", plan.Packages, "log", plan.logPath)
+	o.Logger.Info("Building Debian layer (minutes)", "suite", plan.Suite, "steps", joinSteps(plan.Steps), "log", plan.logPath)
 	if err := b.buildRootfsLayer(ctx, plan); err != nil {
 		return "", fmt.Errorf("building the Debian layer (full log in %s): %w", plan.logPath, err)
 	}
@@ -185,8 +184,9 @@ func (b *Builder) ensureDebootstrap(ctx context.Context, log io.Writer) error {
 
 // customizeRootfs turns the bootstrapped tree into the Dockerfile's final
 // stage: the base image's slim and apt-clean settings, then the
-// Dockerfile's RUN scripts verbatim in a chroot with /proc mounted, then
-// the build-only files removed again.
+// Dockerfile's steps in order (COPY'd files written into the tree, RUNs
+// verbatim in a chroot with /proc mounted), then the build-only files
+// removed again.
 func (b *Builder) customizeRootfs(ctx context.Context, plan rootfsPlan, dir string, log io.Writer) error {
 	if err := prepareChroot(plan, dir); err != nil {
 		return err
@@ -194,9 +194,15 @@ func (b *Builder) customizeRootfs(ctx context.Context, plan rootfsPlan, dir stri
 	if err := b.mounter.Mount("proc", filepath.Join(dir, "proc"), "proc", nil); err != nil {
 		return fmt.Errorf("mounting proc in the chroot %s: %w", dir, err)
 	}
-	scripts := append([]string{slimScript}, plan.RunScripts...)
-	for _, script := range scripts {
-		if err := b.chrootShell(ctx, dir, script, log); err != nil {
+	steps := append([]Step{{Run: slimScript}}, plan.Steps...)
+	for _, s := range steps {
+		var err error
+		if s.Run != "" {
+			err = b.chrootShell(ctx, dir, s.Run, log)
+		} else {
+			err = copyIntoRoot(dir, s)
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -210,6 +216,24 @@ func (b *Builder) chrootShell(ctx context.Context, dir, script string, log io.Wr
 	env := append(toolEnv(), "DEBIAN_FRONTEND=noninteractive", "HOME=/root")
 	fmt.Fprintf(log, "+ chroot %s /bin/sh -c %q\n", dir, script)
 	return run(ctx, b.exec, command{name: "chroot", args: []string{dir, "/bin/sh", "-c", script}, env: env, log: log})
+}
+
+// copyIntoRoot writes a COPY step's file into the tree at dir as root, as
+// docker build does; os.Root keeps symlinks in the tree from leading out.
+func copyIntoRoot(dir string, s Step) error {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	dest := strings.TrimPrefix(s.Dest, "/")
+	if err := root.MkdirAll(path.Dir(dest), 0o755); err != nil {
+		return fmt.Errorf("COPY %s %s: %w", s.Src, s.Dest, err)
+	}
+	if err := root.WriteFile(dest, []byte(s.Data), s.Mode); err != nil {
+		return fmt.Errorf("COPY %s %s: %w", s.Src, s.Dest, err)
+	}
+	return root.Chmod(dest, s.Mode) // not masked by the umask
 }
 
 // prepareChroot writes the image's apt sources and slim dpkg settings, and

@@ -41,10 +41,7 @@ func recordingExec(n int, calls *[]recordedCommand) *testingexec.FakeExec {
 }
 
 func TestDebianLayerReusesTheCachedLayer(t *testing.T) {
-	df, err := ParseDockerfile(sampleDockerfile)
-	if err != nil {
-		t.Fatal(err)
-	}
+	df := parseSample(t, "#!/bin/sh\n")
 	o := Options{CacheDir: t.TempDir(), Logger: ktesting.NewLogger(t, ktesting.DefaultConfig)}.withDefaults(ktesting.NewLogger(t, ktesting.DefaultConfig))
 	cached := planRootfs(o, df).cachePath
 	if err := os.MkdirAll(filepath.Dir(cached), 0o755); err != nil {
@@ -62,10 +59,7 @@ func TestDebianLayerReusesTheCachedLayer(t *testing.T) {
 }
 
 func TestCustomizeRootfsRunsTheDockerfileInAChroot(t *testing.T) {
-	df, err := ParseDockerfile(sampleDockerfile)
-	if err != nil {
-		t.Fatal(err)
-	}
+	df := parseSample(t, "#!/bin/sh\napt-get install -y fio\n")
 	plan := planRootfs(Options{CacheDir: "/c", DebianMirror: "http://m/debian", DebianSecurityMirror: "http://m/security"}, df)
 	dir := t.TempDir()
 	for _, d := range []string{"etc/apt/apt.conf.d", "etc/dpkg/dpkg.cfg.d", "usr/sbin", "var/log", "proc"} {
@@ -79,7 +73,11 @@ func TestCustomizeRootfsRunsTheDockerfileInAChroot(t *testing.T) {
 	if err := b.customizeRootfs(context.Background(), plan, dir, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	wantScripts := []string{slimScript, df.RunScripts[0]}
+	checkFile(t, filepath.Join(dir, "tmp/rootfs.sh"), df.Steps[0].Data) // the RUN would remove it
+	if st, err := os.Stat(filepath.Join(dir, "tmp/rootfs.sh")); err != nil || st.Mode().Perm() != 0o755 {
+		t.Errorf("the COPY'd script: %v, %v; want mode 0755", st, err)
+	}
+	wantScripts := []string{slimScript, df.Steps[1].Run}
 	for i, c := range calls {
 		if want := []string{"chroot", dir, "/bin/sh", "-c", wantScripts[i]}; !slices.Equal(c.argv, want) {
 			t.Errorf("command %d = %q, want %q", i, c.argv, want)
