@@ -187,8 +187,11 @@ func TestRunRecordsDiskFiguresPerTest(t *testing.T) {
 			}
 			continue
 		}
-		// Two disks read before the test: one second between the reads.
-		want := DiskFigures{Disk: "sdb", Role: DiskBelow, ReadIOPS: 100, ReadMBps: 50, AwaitMs: 2, QueueDepth: 1.5, Utilization: 0.8}
+		// One step of I/O over fio's runtime (the recorded JSON's), not
+		// the wall time around the test (the fake clock's second).
+		ms := float64(res.RuntimeMs)
+		want := DiskFigures{Disk: "sdb", Role: DiskBelow, ReadIOPS: 100 / (ms / 1000), ReadMBps: 50 / (ms / 1000), AwaitMs: 2,
+			QueueDepth: 1500 / ms, Utilization: min(800/ms, 1)}
 		if len(res.Disks) != 2 || res.Disks[1] != want {
 			t.Fatalf("run %d %s: disk figures %+v, want sdb's %+v", res.Run, res.Test, res.Disks, want)
 		}
@@ -198,7 +201,8 @@ func TestRunRecordsDiskFiguresPerTest(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"## Disks under each target", "| ssdcache | sdb | below | true | - |",
-		"| 1 | SEQ1M Q8T1 read | sdb | 80% | 50.0 | 0.0 | 100 | 2.00 | 1.50 |"} {
+		// 50 MB over the recorded fio run's 55 ms.
+		"| 1 | SEQ1M Q8T1 read | sdb | 100% | 909.1 | 0.0 | 1818 | 2.00 | 27.27 |"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("report.md lacks %q:\n%s", want, md.String())
 		}

@@ -167,7 +167,7 @@ func (b *Bench) runTest(ctx context.Context, pos position, test Test, r *Report)
 		return res, err
 	}
 	res.Measurement = m
-	res.Disks = b.diskFigures(disks, diskStats, b.deps.Clock.Since(res.StartedAt))
+	res.Disks = b.diskFigures(disks, diskStats, ioTime(m, b.deps.Clock.Since(res.StartedAt)))
 	if dm != "" {
 		after, err := b.deps.Counters.Sample(ctx, dm)
 		if err != nil {
@@ -199,6 +199,16 @@ func (b *Bench) disksUnder(t Target, r *Report) []Disk {
 	}
 	r.describeDisks(t.Name, disks)
 	return disks
+}
+
+// ioTime is how long the test did I/O: fio's runtime, which leaves out
+// fio's start and the file's open, so a disk's figures compare with fio's
+// own; the wall time around the test when fio reports none.
+func ioTime(m Measurement, wall time.Duration) time.Duration {
+	if m.RuntimeMs > 0 {
+		return time.Duration(m.RuntimeMs) * time.Millisecond
+	}
+	return wall
 }
 
 // diskReading is one disk's counters at one moment; ok is false when
