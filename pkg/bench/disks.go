@@ -185,18 +185,11 @@ func (s SysfsDisks) disk(dir, role string) (Disk, error) {
 }
 
 func (s SysfsDisks) Read(d Disk) (blockdev.IOStats, error) {
-	data, err := os.ReadFile(filepath.Join(s.Root, "dev", "block", d.num.String(), "stat"))
-	if err != nil {
-		return blockdev.IOStats{}, err
-	}
-	return blockdev.ParseStat(string(data))
+	return blockdev.ReadIOStats(s.Root, d.num)
 }
 
 // readTrimmed is a sysfs attribute's value, or "" when it cannot be read.
 func readTrimmed(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(b))
+	v, _ := blockdev.SysfsAttr(path)
+	return v
 }

@@ -205,8 +205,12 @@ func (h *Host) ZeroHead(path string, want dm.DevNum, n uint64) error {
 	return f.Close()
 }
 
-func (h *Host) IOStats(num dm.DevNum) (IOStats, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/sys/dev/block/%d:%d/stat", num.Major, num.Minor))
+func (h *Host) IOStats(num dm.DevNum) (IOStats, error) { return ReadIOStats("/sys", num) }
+
+// ReadIOStats reads device num's counters from sysfs mounted at sysRoot
+// (/sys on a node; readable without privilege, from a pod too).
+func ReadIOStats(sysRoot string, num dm.DevNum) (IOStats, error) {
+	data, err := os.ReadFile(filepath.Join(sysRoot, "dev", "block", num.String(), "stat"))
 	if err != nil {
 		return IOStats{}, err
 	}

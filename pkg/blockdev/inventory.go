@@ -92,10 +92,7 @@ func (s SysInventory) Disks() ([]Disk, error) {
 // describe reads one device's attributes from sysfs.
 func (s SysInventory) describe(node string) (*Disk, error) {
 	dir := filepath.Join(s.SysBlock, filepath.Base(node))
-	read := func(name string) (string, bool) {
-		b, err := os.ReadFile(filepath.Join(dir, name))
-		return strings.TrimSpace(string(b)), err == nil
-	}
+	read := func(name string) (string, bool) { return SysfsAttr(filepath.Join(dir, name)) }
 	d := &Disk{Node: node, DeviceMapper: strings.HasPrefix(filepath.Base(node), "dm-")}
 	sectors, ok := read("size")
 	if !ok {
@@ -111,4 +108,11 @@ func (s SysInventory) describe(node string) (*Disk, error) {
 	d.Rotational = rot == "1"
 	d.Model, _ = read("device/model")
 	return d, nil
+}
+
+// SysfsAttr is a sysfs attribute's value, trimmed; ok is false when it
+// cannot be read (the device has no such attribute).
+func SysfsAttr(path string) (value string, ok bool) {
+	b, err := os.ReadFile(path)
+	return strings.TrimSpace(string(b)), err == nil
 }
