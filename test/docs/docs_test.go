@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -29,47 +30,16 @@ const repo = "../.."
 // docs are the files whose code blocks are tested.
 var docs = []string{"README.md", "charts/ssdcache/README.md", "docs/bench.md"}
 
-// block is one fenced code block and its docs-test marker.
-type block struct {
-	file, lang, marker, text string
-	line                     int
-}
+// promptRE is a shell prompt the docs show before a command.
+var promptRE = regexp.MustCompile(`(?m)^\$ `)
 
-var (
-	markerRE = regexp.MustCompile(`^<!-- docs-test: (.+) -->$`)
-	// promptRE is a shell prompt the docs show before a command.
-	promptRE = regexp.MustCompile(`(?m)^\$ `)
-)
-
-// codeBlocks lists the fenced blocks of a Markdown file with the marker on
-// the line before each ("" when there is none).
-func codeBlocks(t *testing.T, file string) []block {
+func codeBlocks(t *testing.T, file string) []Block {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(repo, file))
+	blocks, err := CodeBlocks(repo, file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []block
-	lines := strings.Split(string(data), "\n")
-	for i := 0; i < len(lines); i++ {
-		lang, ok := strings.CutPrefix(lines[i], "```")
-		if !ok {
-			continue
-		}
-		b := block{file: file, lang: lang, line: i + 1}
-		if i > 0 {
-			if m := markerRE.FindStringSubmatch(lines[i-1]); m != nil {
-				b.marker = m[1]
-			}
-		}
-		var body []string
-		for i++; i < len(lines) && !strings.HasPrefix(lines[i], "```"); i++ {
-			body = append(body, lines[i])
-		}
-		b.text = strings.Join(body, "\n") + "\n"
-		out = append(out, b)
-	}
-	return out
+	return blocks
 }
 
 // TestEveryCodeBlockIsTested: a block is run by TestDocsRunAsWritten, or its
@@ -77,14 +47,14 @@ func codeBlocks(t *testing.T, file string) []block {
 func TestEveryCodeBlockIsTested(t *testing.T) {
 	for _, file := range docs {
 		for _, b := range codeBlocks(t, file) {
-			if b.lang == "text" {
+			if b.Lang == "text" {
 				continue
 			}
-			if b.marker == "" {
-				t.Errorf("%s:%d: a %q code block without a <!-- docs-test: ... --> marker:\n%s", b.file, b.line, b.lang, b.text)
+			if b.Marker == "" {
+				t.Errorf("%s:%d: a %q code block without a <!-- docs-test: ... --> marker:\n%s", b.File, b.Line, b.Lang, b.Text)
 			}
-			if name := b.marker; !strings.HasPrefix(name, "skip (") && !strings.HasPrefix(name, "same as ") && !sequenced(name) {
-				t.Errorf("%s:%d: marker %q is not in this test's sequence", b.file, b.line, name)
+			if name := b.Marker; !strings.HasPrefix(name, "skip (") && !strings.HasPrefix(name, "same as ") && !sequenced(name) {
+				t.Errorf("%s:%d: marker %q is not in this test's sequence", b.File, b.Line, name)
 			}
 		}
 	}
@@ -93,24 +63,24 @@ func TestEveryCodeBlockIsTested(t *testing.T) {
 // TestRepeatedBlocksAreTheSame: a block marked "same as NAME" repeats block
 // NAME, which runs; they must not drift apart (comments aside).
 func TestRepeatedBlocksAreTheSame(t *testing.T) {
-	byName := map[string]block{}
-	var repeats []block
+	byName := map[string]Block{}
+	var repeats []Block
 	for _, file := range docs {
 		for _, b := range codeBlocks(t, file) {
-			if name, ok := strings.CutPrefix(b.marker, "same as "); ok {
-				b.marker = name
+			if name, ok := strings.CutPrefix(b.Marker, "same as "); ok {
+				b.Marker = name
 				repeats = append(repeats, b)
 			} else {
-				byName[b.marker] = b
+				byName[b.Marker] = b
 			}
 		}
 	}
 	for _, r := range repeats {
-		orig, ok := byName[r.marker]
+		orig, ok := byName[r.Marker]
 		if !ok {
-			t.Errorf("%s:%d: repeats block %q, which no file has", r.file, r.line, r.marker)
-		} else if withoutComments(r.text) != withoutComments(orig.text) {
-			t.Errorf("%s:%d differs from the %q block at %s:%d:\n%s\nthere:\n%s", r.file, r.line, r.marker, orig.file, orig.line, r.text, orig.text)
+			t.Errorf("%s:%d: repeats block %q, which no file has", r.File, r.Line, r.Marker)
+		} else if withoutComments(r.Text) != withoutComments(orig.Text) {
+			t.Errorf("%s:%d differs from the %q block at %s:%d:\n%s\nthere:\n%s", r.File, r.Line, r.Marker, orig.File, orig.Line, r.Text, orig.Text)
 		}
 	}
 }
@@ -135,25 +105,18 @@ var sequence = []string{"install", "node-groups", "storageclass", "cachebinding"
 // renders the chart with them (schema included).
 var valuesBlocks = map[string]bool{"node-groups": true}
 
-func sequenced(name string) bool {
-	for _, s := range sequence {
-		if s == name {
-			return true
-		}
-	}
-	return false
-}
+func sequenced(name string) bool { return slices.Contains(sequence, name) }
 
 func TestDocsRunAsWritten(t *testing.T) {
 	if testing.Short() || os.Getenv("KUBEBUILDER_ASSETS") == "" || os.Getenv("SSDCACHE_HELM") == "" {
 		t.Skip("needs kube-apiserver, kubectl and helm: run hack/test-api.sh, which sets KUBEBUILDER_ASSETS and SSDCACHE_HELM")
 	}
 	sh := newShell(t)
-	blocks := map[string]block{}
+	blocks := map[string]Block{}
 	for _, file := range docs {
 		for _, b := range codeBlocks(t, file) {
-			if sequenced(b.marker) {
-				blocks[b.marker] = b
+			if sequenced(b.Marker) {
+				blocks[b.Marker] = b
 			}
 		}
 	}
@@ -165,14 +128,14 @@ func TestDocsRunAsWritten(t *testing.T) {
 		if setUp := fixtures[name]; setUp != "" {
 			sh.run(t, "fixture of "+name, setUp)
 		}
-		script := b.text
+		script := b.Text
 		switch {
 		case valuesBlocks[name]:
-			script = "helm template ssdcache _output/release/ssdcache-0.1.0.tgz --validate -n ssdcache-system -f - >/dev/null <<'EOF'\n" + b.text + "EOF\n"
-		case b.lang == "yaml":
-			script = "kubectl apply -f - <<'EOF'\n" + b.text + "EOF\n"
+			script = "helm template ssdcache _output/release/ssdcache-0.1.0.tgz --validate -n ssdcache-system -f - >/dev/null <<'EOF'\n" + b.Text + "EOF\n"
+		case b.Lang == "yaml":
+			script = "kubectl apply -f - <<'EOF'\n" + b.Text + "EOF\n"
 		}
-		out := sh.run(t, fmt.Sprintf("%s:%d (%s)", b.file, b.line, name), promptRE.ReplaceAllString(script, ""))
+		out := sh.run(t, fmt.Sprintf("%s:%d (%s)", b.File, b.Line, name), promptRE.ReplaceAllString(script, ""))
 		if check := checks[name]; check != nil {
 			check(t, sh, out)
 		}

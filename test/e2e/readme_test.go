@@ -2,11 +2,11 @@ package e2e
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/ssdcache/ssdcache/test/docs"
 	"github.com/ssdcache/ssdcache/test/vm"
 )
 
@@ -17,15 +17,11 @@ import (
 // being skipped.
 func (s *suite) docsBlock(t *testing.T, file, name string, replacements [][2]string) string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(s.repo, file))
+	b, err := docs.Marked(s.repo, file, name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, after, ok := strings.Cut(string(data), "<!-- docs-test: "+name+" -->\n```\n")
-	block, _, closed := strings.Cut(after, "```")
-	if !ok || !closed {
-		t.Fatalf("%s has no code block marked <!-- docs-test: %s -->", file, name)
-	}
+	block := b.Text
 	for _, r := range replacements {
 		if !strings.Contains(block, r[0]) {
 			t.Fatalf("%s's %s block no longer has %q, which the e2e replaces with %q:\n%s", file, name, r[0], r[1], block)
