@@ -44,7 +44,7 @@ test-api:
 test-kernel:
 	hack/test-kernel.sh
 
-## test-e2e: helm install on a real one-node cluster (kubelet in the VM), StorageClass, volume expansion, bench Job, CacheBinding, restart, metrics, uninstall
+## test-e2e: helm install on a real one-node cluster (kubelet in the VM), StorageClass, volume expansion, helm upgrade, bench Job, CacheBinding, restart, metrics, uninstall
 test-e2e:
 	hack/test-e2e.sh
 

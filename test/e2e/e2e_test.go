@@ -61,6 +61,7 @@ func TestEndToEnd(t *testing.T) {
 		{"helm install", s.helmInstall},
 		{"cached StorageClass", s.cachedStorageClass},
 		{"volume expansion", s.volumeExpansion},
+		{"helm upgrade", s.helmUpgrade},
 		{"bench Job", s.benchJob},
 		{"CacheBinding online", s.cacheBindingOnline},
 		{"node plugin restart", s.nodePluginRestart},
