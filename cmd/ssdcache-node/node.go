@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"time"
 
 	"github.com/kubernetes-csi/csi-lib-utils/metrics"
 	"k8s.io/client-go/tools/events"
@@ -83,10 +84,17 @@ func newNode(o options, m *agent.Metrics, rec events.EventRecorder) (*node, erro
 			OnCacheUp: n.engine.AddCachePool, Metrics: m, Events: rec})
 	n.driver, err = csi.NewDriver(csi.Config{
 		DriverName: o.driverName, Version: version.Version, NodeID: o.nodeName, Endpoint: o.endpoint, MaxVolumesPerNode: o.maxVolumes,
+		LockWait: nodeCallLockWait,
 	}, csi.Deps{Engine: n.engine, LVM: l, Mounter: mounter.NewHost(e), Locks: n.locks, Metrics: n.csiMetrics,
 		Ready: n.setup.Ready, Staged: n.onStaged(o.agent)})
 	return n, err
 }
+
+// nodeCallLockWait is how long NodeStage, NodePublish and their undoing
+// wait while the node agent works on their volume: an attach or resize
+// takes seconds to tens of seconds, well inside kubelet's two-minute call
+// timeout, while an Aborted answer costs the pod kubelet's backoff.
+const nodeCallLockWait = 30 * time.Second
 
 // poolSpecs checks the pool flags, the same on every node a DaemonSet runs
 // on: what is wrong here no retry fixes, so the plugin exits.

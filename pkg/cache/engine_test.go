@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ssdcache/ssdcache/pkg/blockdev"
 	"github.com/ssdcache/ssdcache/pkg/blockdev/blockdevfake"
@@ -383,6 +384,32 @@ func TestVolumeLocks(t *testing.T) {
 	if !l.TryAcquire("a") {
 		t.Fatal("released lock not reusable")
 	}
+}
+
+func TestVolumeLockWaitsForItsHolderWithinItsContext(t *testing.T) {
+	l := NewVolumeLocks()
+	l.TryAcquire("a")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if l.Acquire(ctx, "a") {
+		t.Fatal("took a held lock after its context ended")
+	}
+	got := make(chan bool)
+	go func() { got <- l.Acquire(context.Background(), "a") }()
+	select {
+	case <-got:
+		t.Fatal("took the lock while it was held")
+	case <-time.After(20 * time.Millisecond):
+	}
+	l.Release("a")
+	if !<-got {
+		t.Fatal("did not take the lock once it was released")
+	}
+	if l.TryAcquire("a") {
+		t.Fatal("the waiter's lock is not held")
+	}
+	l.Release("a")
+	l.Release("a") // releasing a free lock is harmless
 }
 
 func ExampleEngine_SetCache() {

@@ -29,6 +29,10 @@ type Config struct {
 	// Endpoint is unix:///path/to/csi.sock.
 	Endpoint          string
 	MaxVolumesPerNode int64
+	// LockWait bounds how long a node call waits while the node agent holds
+	// its volume (attaching, resizing or warming its cache) before it
+	// answers Aborted; 0 answers Aborted at once.
+	LockWait time.Duration
 }
 
 // Deps are the layers the driver works through; tests pass fakes.
@@ -79,7 +83,7 @@ func NewDriver(cfg Config, deps Deps) (*Driver, error) {
 		Controller: &ControllerServer{nodeID: cfg.NodeID, originVG: deps.Engine.Pools().OriginVG,
 			lvm: deps.LVM, engine: deps.Engine, locks: deps.Locks},
 		Node: &NodeServer{nodeID: cfg.NodeID, maxVolumesPerNode: cfg.MaxVolumesPerNode, engine: deps.Engine,
-			mounter: deps.Mounter, locks: deps.Locks, staged: staged},
+			mounter: deps.Mounter, locks: deps.Locks, lockWait: cfg.LockWait, staged: staged},
 	}, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
@@ -156,6 +157,24 @@ func TestConcurrentCallOnSameVolumeIsAborted(t *testing.T) {
 	expectCode(t, err, codes.Aborted, vol.VolumeId)
 	_, err = n.driver.Controller.DeleteVolume(context.Background(), &csi.DeleteVolumeRequest{VolumeId: vol.VolumeId})
 	expectCode(t, err, codes.Aborted)
+}
+
+// A node call waits for the node agent's hold on its volume (an attach)
+// instead of answering Aborted, so kubelet does not back off.
+func TestStageWaitsForTheAgentsHoldOnItsVolume(t *testing.T) {
+	n := newFakeNode(t)
+	vol := n.create(t, "pvc-3", nil)
+	n.locks.TryAcquire(vol.VolumeId)
+	go func() {
+		time.Sleep(testLockWait / 5)
+		n.locks.Release(vol.VolumeId)
+	}()
+	_, err := n.driver.Node.NodeStageVolume(context.Background(), &csi.NodeStageVolumeRequest{
+		VolumeId: vol.VolumeId, StagingTargetPath: t.TempDir(), VolumeCapability: mountCap("ext4"), VolumeContext: vol.VolumeContext,
+	})
+	if err != nil {
+		t.Fatalf("stage after the agent released the volume: %v", err)
+	}
 }
 
 // The StoreMI case through the CSI API: a static PV names an existing disk.

@@ -21,7 +21,7 @@ func (s *NodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublish
 	if err != nil {
 		return nil, err
 	}
-	if !s.locks.TryAcquire(r.id) {
+	if !s.acquire(ctx, r.id) {
 		return nil, busy(r.id)
 	}
 	defer s.locks.Release(r.id)
@@ -117,7 +117,7 @@ func (s *NodeServer) bind(r publishRequest, source string) error {
 	return s.mounter.BindMount(source, r.targetPath, r.kind.readOnly)
 }
 
-func (s *NodeServer) NodeUnpublishVolume(_ context.Context, req *csi.NodeUnpublishVolumeRequest) (*csi.NodeUnpublishVolumeResponse, error) {
+func (s *NodeServer) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublishVolumeRequest) (*csi.NodeUnpublishVolumeResponse, error) {
 	id, target := req.GetVolumeId(), req.GetTargetPath()
 	if id == "" {
 		return nil, invalid("volume_id is required")
@@ -125,7 +125,7 @@ func (s *NodeServer) NodeUnpublishVolume(_ context.Context, req *csi.NodeUnpubli
 	if target == "" {
 		return nil, invalid("target_path is required")
 	}
-	if !s.locks.TryAcquire(id) {
+	if !s.acquire(ctx, id) {
 		return nil, busy(id)
 	}
 	defer s.locks.Release(id)

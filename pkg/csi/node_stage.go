@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
@@ -24,6 +25,7 @@ type NodeServer struct {
 	engine            *cache.Engine
 	mounter           mounter.Interface
 	locks             *cache.VolumeLocks
+	lockWait          time.Duration
 	staged            func(context.Context, StagedVolume)
 }
 
@@ -59,9 +61,22 @@ func (s *NodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolu
 	return &csi.NodeStageVolumeResponse{}, nil
 }
 
+// acquire takes the volume's lock for a node call, waiting up to lockWait
+// for its holder: answering Aborted at once while the node agent attaches a
+// cache sends kubelet into a backoff that outlasts the agent's work by
+// minutes, and the pod with it.
+func (s *NodeServer) acquire(ctx context.Context, volumeID string) bool {
+	if s.lockWait <= 0 {
+		return s.locks.TryAcquire(volumeID)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.lockWait)
+	defer cancel()
+	return s.locks.Acquire(ctx, volumeID)
+}
+
 // stageLocked brings the volume up and mounts it, holding its lock.
 func (s *NodeServer) stageLocked(ctx context.Context, r stageRequest) (cache.Origin, error) {
-	if !s.locks.TryAcquire(r.id) {
+	if !s.acquire(ctx, r.id) {
 		return cache.Origin{}, busy(r.id)
 	}
 	defer s.locks.Release(r.id)
@@ -162,7 +177,7 @@ func (s *NodeServer) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstage
 	if cache.ValidateVolumeID(id) != nil {
 		return &csi.NodeUnstageVolumeResponse{}, nil // never staged
 	}
-	if !s.locks.TryAcquire(id) {
+	if !s.acquire(ctx, id) {
 		return nil, busy(id)
 	}
 	defer s.locks.Release(id)

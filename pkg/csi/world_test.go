@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/ssdcache/ssdcache/pkg/blockdev/blockdevfake"
 	"github.com/ssdcache/ssdcache/pkg/cache"
@@ -37,6 +38,9 @@ type stagedCall struct {
 	LockFree bool
 }
 
+// testLockWait is how long the fake node's calls wait for a held volume.
+const testLockWait = 50 * time.Millisecond
+
 func newFakeNode(t *testing.T) *fakeNode {
 	t.Helper()
 	n := &fakeNode{dm: dmfake.New(), lvm: lvmfake.New(), dev: blockdevfake.New(), mounter: mounterfake.New(), locks: cache.NewVolumeLocks()}
@@ -47,7 +51,7 @@ func newFakeNode(t *testing.T) *fakeNode {
 	n.endpoint = "unix://" + filepath.Join(t.TempDir(), "csi.sock")
 	var err error
 	n.driver, err = csi.NewDriver(csi.Config{
-		DriverName: "ssdcache.io", Version: "test", NodeID: nodeID, Endpoint: n.endpoint,
+		DriverName: "ssdcache.io", Version: "test", NodeID: nodeID, Endpoint: n.endpoint, LockWait: testLockWait,
 	}, csi.Deps{Engine: n.engine, LVM: n.lvm, Mounter: n.mounter, Locks: n.locks, Staged: func(_ context.Context, v csi.StagedVolume) {
 		free := n.locks.TryAcquire(v.ID)
 		if free {
