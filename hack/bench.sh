@@ -3,7 +3,8 @@
 # (hack/vm/setup.sh, cached), then runs test/benchvm: in the VM, raw HDD, raw
 # SSD, ssdcache (through the real node plugin's CSI API), lvmcache and bcache
 # side by side on the same disks, working sets of 25/50/75 % of the cache on
-# cold caches, 6 runs each, plus cold writes. Writes _output/bench/report.json,
+# cold caches, 6 runs each, then one more after every cache is restaged (ssdcache:
+# NodeUnstage and NodeStage, its hot set kept), plus cold writes. Writes _output/bench/report.json,
 # report.md and convergence.svg (per-invocation reports under parts/).
 # Extra arguments go to the bench (e.g. -runs 8, -cache-mib 512, -runtime 6s).
 set -euo pipefail

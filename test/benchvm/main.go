@@ -24,7 +24,7 @@ type options struct {
 	outputDir, workDir string
 	cacheMiB           int64
 	workingSets        []string
-	runs               int
+	runs, restageRuns  int
 	runtime            time.Duration
 	timeout            time.Duration
 }
@@ -37,8 +37,9 @@ func main() {
 	flag.Int64Var(&o.cacheMiB, "cache-mib", 256, "cache size of every cached target, MiB")
 	flag.StringVar(&workingSets, "working-sets", "25%,50%,75%", "working sets as percentages of the cache, each measured on cold caches")
 	flag.IntVar(&o.runs, "runs", 6, "runs per working set")
+	flag.IntVar(&o.restageRuns, "restage-runs", 1, "runs per working set after every cache is restaged (ssdcache: NodeUnstage, NodeStage); 0: none")
 	flag.DurationVar(&o.runtime, "runtime", 4*time.Second, "time limit per test: a random 4 KiB pass over the simulated HDD would take minutes")
-	flag.DurationVar(&o.timeout, "timeout", 40*time.Minute, "limit for the VM's whole run")
+	flag.DurationVar(&o.timeout, "timeout", 60*time.Minute, "limit for the VM's whole run")
 	flag.Parse()
 	o.workingSets = strings.Split(workingSets, ",")
 	vmjob.Main("bench", "report in "+o.outputDir, func(ctx context.Context) error { return run(ctx, o) })
@@ -49,7 +50,7 @@ func run(ctx context.Context, o options) error {
 		Name:         "bench",
 		GuestPackage: "github.com/ssdcache/ssdcache/test/benchvm/guest",
 		GuestArgs: []string{"-working-sets", strings.Join(o.workingSets, ","),
-			"-runs", fmt.Sprint(o.runs), "-runtime", o.runtime.String()},
+			"-runs", fmt.Sprint(o.runs), "-restage-runs", fmt.Sprint(o.restageRuns), "-runtime", o.runtime.String()},
 		CacheMiB: o.cacheMiB,
 		// The SSD holds the node's cache pool plus raw SSD, lvmcache and
 		// bcache regions; the HDD the node's origin pool plus three origins.
@@ -67,10 +68,18 @@ func run(ctx context.Context, o options) error {
 func partNames(o options) []string {
 	var names []string
 	for _, ws := range o.workingSets {
-		names = append(names, "ws-"+strings.TrimSuffix(ws, "%"))
+		name := "ws-" + strings.TrimSuffix(ws, "%")
+		names = append(names, name)
+		if o.restageRuns > 0 {
+			names = append(names, name+restagedSuffix)
+		}
 	}
 	return append(names, "writes")
 }
+
+// restagedSuffix names the part of a working set measured after its caches
+// were restaged; its working set is labelled "<set> restaged" in the report.
+const restagedSuffix = "-restage"
 
 // saveParts copies each invocation's report and the node's log out of the
 // share dir, whatever happened, so a failed run can be looked at.
@@ -94,8 +103,11 @@ func writeMerged(o options) error {
 	var parts []part
 	for _, name := range partNames(o) {
 		p := part{dir: filepath.Join(o.outputDir, "parts", name)}
-		if name == "writes" {
+		switch {
+		case name == "writes":
 			p.relabel = "cold writes (" + o.workingSets[0] + ")"
+		case strings.HasSuffix(name, restagedSuffix):
+			p.relabel = strings.TrimSuffix(strings.TrimPrefix(name, "ws-"), restagedSuffix) + "%" + restagedLabel
 		}
 		parts = append(parts, p)
 	}

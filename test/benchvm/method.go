@@ -13,6 +13,9 @@ import (
 // disks) but a reader needs to judge the figures.
 func appendMethod(path string, r *bench.Report, o options) error {
 	var b strings.Builder
+	if section := restagedSection(r); section != "" {
+		b.WriteString(section + "\n")
+	}
 	fmt.Fprintf(&b, "## How `make bench` made this report\n\n")
 	fmt.Fprintf(&b, "- Disks: qemu (TCG) emulated NVMe and a simulated HDD (positional seek/rotation model, test/vm/hddsim). ")
 	fmt.Fprintf(&b, "Each disk has two partitions: one for ssdcache-node's pool, one for a `bench` volume group holding the raw references, lvmcache and bcache.\n")
@@ -26,6 +29,9 @@ func appendMethod(path string, r *bench.Report, o options) error {
 	b.WriteString(".\n")
 	fmt.Fprintf(&b, "- Every working set ran on caches created cold for it (one ssdcache-bench invocation each, merged here); %d runs, read-only. ", o.runs)
 	fmt.Fprintf(&b, "Each test stops after %v, so random 4 KiB tests cover the first part of the same fixed-seed sequence each run rather than the whole working set.\n", o.runtime)
+	if o.restageRuns > 0 {
+		fmt.Fprintf(&b, "- After each working set's cold runs every cache was restaged and every target ran %d more run(s): *Run 1 after restage* above; the working set `<set>%s`.\n", o.restageRuns, restagedLabel)
+	}
 	b.WriteString("- The cold-write working set is one run of write tests on fresh caches, for the cold-miss write overhead rows.\n")
 	b.WriteString("- bcache has no dm-cache counters, so its hit ratio and promotions show as `-`.\n")
 	b.WriteString("- Raw NVMe / raw HDD ratio measured in this run (median MB/s):\n\n")
@@ -50,7 +56,8 @@ func summary(md string) string {
 	on := false
 	for _, line := range strings.Split(md, "\n") {
 		if strings.HasPrefix(line, "## ") {
-			on = strings.HasPrefix(line, "## Summary") || strings.HasPrefix(line, "## Overhead") || strings.HasPrefix(line, "## References")
+			on = strings.HasPrefix(line, "## Summary") || strings.HasPrefix(line, "## Overhead") || strings.HasPrefix(line, "## References") ||
+				strings.HasPrefix(line, "## Run 1 after restage")
 		}
 		if on {
 			keep = append(keep, line)

@@ -16,11 +16,14 @@ import (
 )
 
 // cache is one caching layer under test. Create builds it cold on fixed
-// regions of the disks; Destroy removes it so the next Create starts cold
-// again on the same regions.
+// regions of the disks; Restage takes it down and brings it up again as a
+// node does when the volume's last pod goes and a new one starts (its data
+// and its cache devices stay); Destroy removes it so the next Create starts
+// cold again on the same regions.
 type cache interface {
 	Name() string
 	Create(ctx context.Context) (device, dmName string, err error)
+	Restage(ctx context.Context) error
 	Destroy(ctx context.Context) error
 }
 
@@ -45,6 +48,16 @@ func (s *ssdcacheLayer) Create(ctx context.Context) (string, string, error) {
 	}
 	s.vol = v
 	return v.Target, nodeplugin.DMName(v.ID), nil
+}
+
+// Restage is NodeUnpublish and NodeUnstage, then NodeStage and
+// NodePublish: the plugin saves the cache's hot set at unstage and fills the
+// new cache from it at stage.
+func (s *ssdcacheLayer) Restage(ctx context.Context) error {
+	if err := s.plugin.Unstage(ctx, s.vol); err != nil {
+		return err
+	}
+	return s.plugin.StageAndPublish(ctx, s.vol)
 }
 
 func (s *ssdcacheLayer) Destroy(ctx context.Context) error {
@@ -79,6 +92,17 @@ func (l *lvmcacheLayer) Create(ctx context.Context) (string, string, error) {
 		return "", "", err
 	}
 	return "/dev/" + l.vg + "/lvmcache", l.vg + "-lvmcache", nil
+}
+
+// Restage deactivates and activates the cached LV; LVM keeps the cache
+// pool's mappings across a clean deactivation.
+func (l *lvmcacheLayer) Restage(ctx context.Context) error {
+	for _, flag := range []string{"-an", "-ay"} {
+		if _, err := guestos.Run(ctx, "lvchange", flag, l.vg+"/lvmcache"); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Destroy removes the cached LV; LVM removes its attached cache pool with
@@ -143,14 +167,19 @@ func (b *bcacheLayer) Create(ctx context.Context) (string, string, error) {
 	if err := b.waitAttached(ctx, backing, cset); err != nil {
 		return "", "", err
 	}
-	if err := b.tune(); err != nil {
-		return "", "", err
-	}
-	_ = os.Remove(b.link)
-	if err := os.Symlink("/dev/"+b.dev, b.link); err != nil {
+	if err := b.tuneAndLink(); err != nil {
 		return "", "", err
 	}
 	return b.link, "", nil
+}
+
+// tuneAndLink tunes the attached device and points the stable link at it.
+func (b *bcacheLayer) tuneAndLink() error {
+	if err := b.tune(); err != nil {
+		return err
+	}
+	_ = os.Remove(b.link)
+	return os.Symlink("/dev/"+b.dev, b.link)
 }
 
 // tune sets bcache up as its users do for a read cache: by default it
@@ -242,6 +271,25 @@ func (b *bcacheLayer) waitAttached(ctx context.Context, backing, cset string) er
 	}
 	b.dev, b.cset = filepath.Base(dev), csetDir
 	return nil
+}
+
+// Restage stops the bcache device and registers its backing device again:
+// it rejoins its cache set, whose contents bcache keeps.
+func (b *bcacheLayer) Restage(ctx context.Context) error {
+	backing := "/dev/" + b.vg + "/bcache_origin"
+	if err := os.WriteFile("/sys/block/"+b.dev+"/bcache/stop", []byte("1"), 0o200); err != nil {
+		return fmt.Errorf("stopping %s: %w", b.dev, err)
+	}
+	if err := waitGone(ctx, "/sys/block/"+b.dev); err != nil {
+		return err
+	}
+	if err := register(backing); err != nil {
+		b.step("bcache: registering %s: %v", backing, err)
+	}
+	if err := b.waitAttached(ctx, backing, filepath.Base(b.cset)); err != nil {
+		return err
+	}
+	return b.tuneAndLink()
 }
 
 func (b *bcacheLayer) Destroy(ctx context.Context) error {

@@ -29,6 +29,7 @@ type options struct {
 	workingSets string
 	readTests   string
 	writeTests  string
+	restageRuns int
 }
 
 func main() {
@@ -36,6 +37,7 @@ func main() {
 	o.Register(flag.CommandLine, "bench", 4*time.Second)
 	flag.StringVar(&o.workingSets, "working-sets", "25%,50%,75%", "working sets (percent of the cache), each on cold caches")
 	flag.StringVar(&o.readTests, "read-tests", "seq1m-q8t1-read,seq1m-q1t1-read,rnd4k-q1t1-read", "tests of the convergence runs")
+	flag.IntVar(&o.restageRuns, "restage-runs", 1, "runs after every cache is restaged (ssdcache: NodeUnstage and NodeStage), per working set; 0: no restage step")
 	flag.StringVar(&o.writeTests, "write-tests", "seq1m-q1t1-write,rnd4k-q1t1-write", "tests of the cold-write pass (empty: none)")
 	flag.Parse()
 	guestjob.Main(&o.Options, func(ctx context.Context) error { return run(ctx, o) })
@@ -63,7 +65,8 @@ func run(ctx context.Context, o options) error {
 	}
 	for _, ws := range strings.Split(o.workingSets, ",") {
 		part := "ws-" + strings.TrimSuffix(ws, "%")
-		if err := pass(ctx, o, l, part, []string{"-working-sets", ws, "-runs", fmt.Sprint(o.Runs), "-read-only", "-tests", o.readTests}); err != nil {
+		reads := []string{"-working-sets", ws, "-read-only", "-tests", o.readTests}
+		if err := pass(ctx, o, l, part, o.Runs, reads, o.restageRuns); err != nil {
 			return err
 		}
 	}
@@ -71,7 +74,7 @@ func run(ctx context.Context, o options) error {
 		return nil
 	}
 	first := strings.Split(o.workingSets, ",")[0]
-	return pass(ctx, o, l, "writes", []string{"-working-sets", first, "-runs", "1", "-tests", o.writeTests})
+	return pass(ctx, o, l, "writes", 1, []string{"-working-sets", first, "-tests", o.writeTests}, 0)
 }
 
 // benchLayout makes the bench VG on the second partitions and the raw
@@ -102,32 +105,56 @@ func benchLayout(ctx context.Context, o options, p *nodeplugin.Plugin, hddPV, ss
 }
 
 // pass builds every cache cold, runs ssdcache-bench once over all targets
-// and tears the caches down again.
-func pass(ctx context.Context, o options, l layout, part string, extra []string) error {
+// (runs runs; extra names the rest), then, with restageRuns, restages
+// every cache and runs it again into part-restage, and tears the caches
+// down again.
+func pass(ctx context.Context, o options, l layout, part string, runs int, extra []string, restageRuns int) error {
 	o.Step("%s: creating cold caches", part)
-	args := []string{"-target", "raw-hdd=" + l.rawHDD, "-target", "raw-ssd=" + l.rawSSD}
+	targets := []string{"-target", "raw-hdd=" + l.rawHDD, "-target", "raw-ssd=" + l.rawSSD}
 	for _, c := range l.caches {
 		dev, dmName, err := c.Create(ctx)
 		if err != nil {
 			return fmt.Errorf("%s: creating %s: %w", part, c.Name(), err)
 		}
-		args = append(args, "-target", c.Name()+"="+dev)
+		targets = append(targets, "-target", c.Name()+"="+dev)
 		if dmName != "" {
-			args = append(args, "-dm-cache", c.Name()+"="+dmName)
+			targets = append(targets, "-dm-cache", c.Name()+"="+dmName)
 		}
 		o.Step("%s: %s at %s", part, c.Name(), dev)
 	}
-	args = append(args, "-ssd-ref", "raw-ssd", "-hdd-ref", "raw-hdd", "-cache-size", fmt.Sprintf("%dMi", o.CacheMiB),
-		"-runtime", o.Runtime.String(), "-output-dir", filepath.Join(o.OutputDir, part))
-	args = append(args, extra...)
 	describe(ctx, o, part)
-	benchErr := o.RunBench(ctx, args)
+	benchErr := o.RunBench(ctx, benchArgs(o, targets, part, runs, extra))
+	if benchErr == nil && restageRuns > 0 {
+		benchErr = restage(ctx, o, l, part)
+		if benchErr == nil {
+			benchErr = o.RunBench(ctx, benchArgs(o, targets, part+"-restage", restageRuns, extra))
+		}
+	}
 	for _, c := range l.caches {
 		if err := c.Destroy(ctx); err != nil {
 			return fmt.Errorf("%s: removing %s: %w", part, c.Name(), err)
 		}
 	}
 	return benchErr
+}
+
+func benchArgs(o options, targets []string, part string, runs int, extra []string) []string {
+	args := append([]string{}, targets...)
+	args = append(args, "-ssd-ref", "raw-ssd", "-hdd-ref", "raw-hdd", "-cache-size", fmt.Sprintf("%dMi", o.CacheMiB),
+		"-runtime", o.Runtime.String(), "-output-dir", filepath.Join(o.OutputDir, part), "-runs", fmt.Sprint(runs))
+	return append(args, extra...)
+}
+
+// restage takes every cache down and up again, timing each.
+func restage(ctx context.Context, o options, l layout, part string) error {
+	for _, c := range l.caches {
+		start := time.Now()
+		if err := c.Restage(ctx); err != nil {
+			return fmt.Errorf("%s: restaging %s: %w", part, c.Name(), err)
+		}
+		o.Step("%s: %s restaged in %s", part, c.Name(), time.Since(start).Round(time.Millisecond))
+	}
+	return nil
 }
 
 // describe logs the device-mapper tables and bcache settings, so the report

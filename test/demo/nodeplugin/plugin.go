@@ -188,14 +188,23 @@ func (p *Plugin) StageAndPublish(ctx context.Context, v *Volume) error {
 	return nil
 }
 
-// Delete unpublishes, unstages and deletes the volume, as kubelet and
-// external-provisioner do when the pod and then the PVC are deleted.
-func (p *Plugin) Delete(ctx context.Context, v *Volume) error {
+// Unstage unpublishes and unstages the volume, as kubelet does when the
+// last pod using it on the node is deleted.
+func (p *Plugin) Unstage(ctx context.Context, v *Volume) error {
 	if _, err := p.node.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: v.ID, TargetPath: v.Target}); err != nil {
 		return fmt.Errorf("NodeUnpublishVolume %s: %w", v.ID, err)
 	}
 	if _, err := p.node.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: v.ID, StagingTargetPath: v.Staging}); err != nil {
 		return fmt.Errorf("NodeUnstageVolume %s: %w", v.ID, err)
+	}
+	return nil
+}
+
+// Delete unstages and deletes the volume, as kubelet and
+// external-provisioner do when the pod and then the PVC are deleted.
+func (p *Plugin) Delete(ctx context.Context, v *Volume) error {
+	if err := p.Unstage(ctx, v); err != nil {
+		return err
 	}
 	if _, err := p.ctrl.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: v.ID}); err != nil {
 		return fmt.Errorf("DeleteVolume %s: %w", v.ID, err)

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/ssdcache/ssdcache/pkg/bench"
+)
+
+func TestRestagedRunIsJudgedAgainstItsColdWorkingSet(t *testing.T) {
+	sel, err := bench.SelectTests([]string{"seq1m-q1t1-read"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	test := sel[0].ID
+	r := &bench.Report{Config: bench.Config{
+		Targets: []bench.Target{{Name: "raw-hdd", Path: "/h"}, {Name: "raw-ssd", Path: "/s"}, {Name: "ssdcache", Path: "/c", DMDevice: "c"}},
+		Runs:    3, Tests: sel, SSDReference: "raw-ssd", HDDReference: "raw-hdd", ConvergeFraction: 0.9, PlotTest: test,
+		WorkingSets: []bench.WorkingSet{{Label: "50%", Bytes: 64 << 20}, {Label: "50%" + restagedLabel, Bytes: 64 << 20}},
+	}}
+	add := func(ws string, run int, mbps, hit float64) {
+		for target, m := range map[string]float64{"raw-hdd": 10, "raw-ssd": 100} {
+			r.Results = append(r.Results, bench.Result{WorkingSet: ws, Target: target, Run: run, Test: test, Measurement: bench.Measurement{MBps: m}})
+		}
+		r.Results = append(r.Results, bench.Result{WorkingSet: ws, Target: "ssdcache", Run: run, Test: test,
+			Measurement: bench.Measurement{MBps: mbps}, HitRatio: &hit})
+	}
+	add("50%", 1, 10, 0)
+	add("50%", 2, 50, 0.96)
+	add("50%", 3, 52, 0.99)
+	add("50%"+restagedLabel, 1, 49, 0.97)
+	bench.Analyze(r)
+
+	rows := restagedRows(r)
+	if len(rows) != 1 {
+		t.Fatalf("rows %+v, want ssdcache's restaged run only", rows)
+	}
+	row := rows[0]
+	for name, got := range map[string]*float64{"of ceiling": row.ofCeiling, "of raw SSD": row.ofSSD, "x cold run 1": row.ofColdRun1} {
+		want := map[string]float64{"of ceiling": 49.0 / 51, "of raw SSD": 0.49, "x cold run 1": 4.9}[name]
+		if got == nil || math.Abs(*got-want) > 1e-9 {
+			t.Errorf("%s = %v, want %.3f", name, got, want)
+		}
+	}
+	if md := restagedSection(r); !strings.Contains(md, "| 50% restaged | ssdcache | seq1m-q1t1-read | 0.97 | 49.0 | 0.96 | 0.49 | 4.90 |") {
+		t.Errorf("section:\n%s", md)
+	}
+}
