@@ -42,6 +42,9 @@ func countersFromStatus(name, out string) (bench.Counters, error) {
 			cacheLines = append(cacheLines, line)
 		}
 	}
+	if len(cacheLines) == 0 && len(types) > 0 {
+		return bench.Counters{}, fmt.Errorf("dm device %s (segment types: %v): %w", name, types, bench.ErrNoCacheTable)
+	}
 	if len(cacheLines) != 1 {
 		return bench.Counters{}, fmt.Errorf("dm device %s: want exactly one cache segment, found %d (segment types: %v)", name, len(cacheLines), types)
 	}

@@ -125,7 +125,7 @@ func TestDMCacheCountersSample(t *testing.T) {
 
 func TestCountersFromStatusErrors(t *testing.T) {
 	cases := map[string]string{
-		"0 2097152 linear":                 "found 0",
+		"0 2097152 linear":                 "no cache table now", // bench.ErrNoCacheTable: a promotion's swap
 		"0 2097152 cache Fail":             "cache reports Fail",
 		"0 10 cache x\n10 10 cache y":      "found 2",
 		"0 2097152 cache 8 10/4096 512 0/": "dm device v",
@@ -134,6 +134,9 @@ func TestCountersFromStatusErrors(t *testing.T) {
 		_, err := countersFromStatus("v", status)
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: err = %v, want %q", status, err, want)
+		}
+		if swapped := status == "0 2097152 linear"; errors.Is(err, bench.ErrNoCacheTable) != swapped {
+			t.Errorf("%q: err = %v, is ErrNoCacheTable: want %v", status, err, swapped)
 		}
 	}
 }

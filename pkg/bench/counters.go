@@ -1,6 +1,9 @@
 package bench
 
-import "context"
+import (
+	"context"
+	"errors"
+)
 
 // Counters are dm-cache's statistics for one device, as `dmsetup status` prints
 // them. The kernel keeps them as 32-bit values that wrap.
@@ -20,8 +23,14 @@ type CacheCounters interface {
 	Sample(ctx context.Context, device string) (Counters, error)
 }
 
+// ErrNoCacheTable is what a CacheCounters returns while the device has no
+// cache table: ssdcache's promoter swaps a cache out for seconds at a time,
+// and a cache may be detached. The test then has no counters.
+var ErrNoCacheTable = errors.New("the device has no cache table now")
+
 // Delta returns after-before for each counter, treating each as a 32-bit
-// counter that may have wrapped once in between.
+// counter that may have wrapped once in between, or restarted: a table load
+// (a promotion's swap) starts dm-cache's counters again from zero.
 func Delta(before, after Counters) Counters {
 	return Counters{
 		ReadHits:    delta32(before.ReadHits, after.ReadHits),
@@ -33,7 +42,13 @@ func Delta(before, after Counters) Counters {
 	}
 }
 
+// delta32: an after below a before that was far from wrapping is a
+// restart, and after alone is what was counted since; the reads before the
+// restart are lost, so such a delta undercounts.
 func delta32(before, after uint64) uint64 {
+	if after < before && before < 1<<31 {
+		return after
+	}
 	return uint64(uint32(after) - uint32(before))
 }
 

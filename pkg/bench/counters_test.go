@@ -21,3 +21,13 @@ func TestHitRatios(t *testing.T) {
 		t.Error("WriteHitRatio without writes must report no ratio")
 	}
 }
+
+// A table load (a promotion's swap) restarts dm-cache's counters: the delta
+// is what was counted since, not a 32-bit wrap of billions.
+func TestDeltaOfRestartedCounters(t *testing.T) {
+	before := Counters{ReadHits: 500, ReadMisses: 100, Promotions: 20}
+	after := Counters{ReadHits: 30, ReadMisses: 5, Promotions: 2}
+	if got, want := Delta(before, after), after; got != want {
+		t.Fatalf("Delta = %+v, want %+v", got, want)
+	}
+}

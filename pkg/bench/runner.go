@@ -150,13 +150,10 @@ func (b *Bench) runTest(ctx context.Context, pos position, test Test, r *Report)
 	res := Result{WorkingSet: pos.ws.Label, Target: pos.target.Name, Run: pos.run, Test: test.ID, StartedAt: b.deps.Clock.Now().UTC()}
 	disks := b.disksUnder(pos.target, r)
 	diskStats := b.readDisks(disks)
-	var before Counters
 	dm := pos.target.DMDevice
-	if dm != "" {
-		var err error
-		if before, err = b.deps.Counters.Sample(ctx, dm); err != nil {
-			return res, fmt.Errorf("sampling dm-cache counters of %s: %w", dm, err)
-		}
+	before, haveBefore, err := b.sampleCounters(ctx, dm)
+	if err != nil {
+		return res, err
 	}
 	job := fioJobSpec{
 		Path: pos.target.Path, Offset: pos.ws.OffsetBytes, Size: pos.ws.Bytes, Test: test,
@@ -168,16 +165,67 @@ func (b *Bench) runTest(ctx context.Context, pos position, test Test, r *Report)
 	}
 	res.Measurement = m
 	res.Disks = b.diskFigures(disks, diskStats, ioTime(m, b.deps.Clock.Since(res.StartedAt)))
-	if dm != "" {
-		after, err := b.deps.Counters.Sample(ctx, dm)
-		if err != nil {
-			return res, fmt.Errorf("sampling dm-cache counters of %s: %w", dm, err)
-		}
+	after, haveAfter, err := b.sampleCounters(ctx, dm)
+	if err != nil {
+		return res, err
+	}
+	if haveBefore && haveAfter {
 		d := Delta(before, after)
 		res.Counters = &d
 		res.HitRatio = hitRatio(d, test.Direction)
 	}
+	if h := notFromHDD(disks, res.Disks); test.Direction == Read && h != nil {
+		res.HitRatio = h
+	}
 	return res, nil
+}
+
+// sampleCounters reads the target's dm-cache counters; ok is false for a
+// target without a dm-cache device and while its cache is swapped out.
+func (b *Bench) sampleCounters(ctx context.Context, dm string) (c Counters, ok bool, err error) {
+	if dm == "" {
+		return Counters{}, false, nil
+	}
+	c, err = b.deps.Counters.Sample(ctx, dm)
+	switch {
+	case errors.Is(err, ErrNoCacheTable):
+		return Counters{}, false, nil
+	case err != nil:
+		return Counters{}, false, fmt.Errorf("sampling dm-cache counters of %s: %w", dm, err)
+	}
+	return c, true, nil
+}
+
+// notFromHDD is the share of the bytes read through the target that its
+// rotational disks did not serve: a read hit ratio from the block layer's
+// counters, which a cache table's reload (a promotion's swap) does not
+// restart and which a cache without dm-cache counters (bcache) has too. The
+// HDD's reads include the cache's own copies from it, as they cost the HDD
+// the same. nil unless the disks below include both a rotational and a
+// non-rotational one (many virtual disks say rotational for an SSD).
+func notFromHDD(disks []Disk, figures []DiskFigures) *float64 {
+	isRotational := map[string]bool{}
+	for _, d := range disks {
+		isRotational[d.Name] = d.Rotational
+	}
+	var target, hdd float64
+	var rotational, solid bool
+	for _, f := range figures {
+		switch {
+		case f.Role == DiskTarget:
+			target += f.ReadMBps
+		case isRotational[f.Disk]:
+			hdd += f.ReadMBps
+			rotational = true
+		default:
+			solid = true
+		}
+	}
+	if !rotational || !solid || target <= 0 {
+		return nil
+	}
+	h := max(0, 1-hdd/target)
+	return &h
 }
 
 // disksUnder finds the disks under a target before each test: a cache

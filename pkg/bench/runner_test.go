@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -299,5 +300,67 @@ func TestNewRejectsDMTargetWithoutSampler(t *testing.T) {
 	h.deps.Counters = nil
 	if _, err := New(testConfig(t), h.deps); err == nil || !strings.Contains(err.Error(), "ssdcache-pvc-1") {
 		t.Fatalf("err = %v, want the dm device named", err)
+	}
+}
+
+// swappedCounters answers ErrNoCacheTable for the samples listed, as
+// ssdcache's promoter's swap makes the cache table linear for seconds.
+type swappedCounters struct {
+	CacheCounters
+	swapped map[int]bool
+	n       int
+}
+
+func (s *swappedCounters) Sample(ctx context.Context, device string) (Counters, error) {
+	s.n++
+	if s.swapped[s.n] {
+		return Counters{}, fmt.Errorf("dm device %s: %w", device, ErrNoCacheTable)
+	}
+	return s.CacheCounters.Sample(ctx, device)
+}
+
+func TestATestDuringACacheSwapHasNoCounters(t *testing.T) {
+	h := newHarness()
+	h.deps.Counters = &swappedCounters{CacheCounters: h.counters, swapped: map[int]bool{1: true, 4: true}}
+	cfg := testConfig(t)
+	cfg.Runs, cfg.WorkingSets = 1, cfg.WorkingSets[:1]
+	b, err := New(cfg, h.deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := b.Run(context.Background())
+	if err != nil {
+		t.Fatalf("a swapped-out cache stopped the bench: %v", err)
+	}
+	var with, without int
+	for _, res := range r.Results {
+		if res.Target != "ssdcache" {
+			continue
+		}
+		if res.Counters == nil {
+			without++
+		} else {
+			with++
+		}
+	}
+	// Samples 1 (before test 1) and 4 (after test 2) found no cache table.
+	if without != 2 || with != len(cfg.Tests)-2 {
+		t.Fatalf("%d tests with counters, %d without; want %d and 2", with, without, len(cfg.Tests)-2)
+	}
+}
+
+func TestReadHitRatioFromTheBlockLayer(t *testing.T) {
+	disks := []Disk{{Name: "dm-3", Role: DiskTarget}, {Name: "sda", Role: DiskBelow, Rotational: true}, {Name: "nvme0n1", Role: DiskBelow}}
+	figures := []DiskFigures{{Disk: "dm-3", Role: DiskTarget, ReadMBps: 100}, {Disk: "sda", Role: DiskBelow, ReadMBps: 20}, {Disk: "nvme0n1", Role: DiskBelow, ReadMBps: 85}}
+	if h := notFromHDD(disks, figures); h == nil || *h != 0.8 {
+		t.Fatalf("hit ratio %v, want 0.8 (20 of 100 MB/s from the HDD)", h)
+	}
+	figures[1].ReadMBps = 130 // the cache's own copies from the HDD count too
+	if h := notFromHDD(disks, figures); h == nil || *h != 0 {
+		t.Fatalf("hit ratio %v, want 0", h)
+	}
+	disks[2].Rotational = true // a virtual SSD that says rotational: HDD and SSD cannot be told apart
+	if h := notFromHDD(disks, figures); h != nil {
+		t.Fatalf("hit ratio %v without a non-rotational disk, want none", *h)
 	}
 }
