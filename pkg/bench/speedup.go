@@ -87,27 +87,33 @@ func speedupCell(byKey map[string]Result, run int, test string) string {
 	return fmt.Sprintf("%.1f (%.2f×)", res.MBps, res.MBps/first.MBps)
 }
 
-// runCounters sums the dm-cache counters of one run's read tests; "-" when
-// the target has none (no -dm-cache device, as in a pod).
+// runCounters is one run's read hit ratio (its read tests' hit ratios
+// weighted by the bytes each read) and the promotions dm-cache counted in
+// them; "-" for what the target lacks (no disks or -dm-cache device).
 func runCounters(byKey map[string]Result, run int, reads []Test) (hitRatio, promotions string) {
-	var sum Counters
-	seen := false
+	var hitBytes, bytes float64
+	var promoted uint64
+	counted := false
 	for _, test := range reads {
 		res, ok := byKey[fmt.Sprint(run, test.ID)]
-		if !ok || res.Counters == nil {
+		if !ok {
 			continue
 		}
-		seen = true
-		sum.ReadHits += res.Counters.ReadHits
-		sum.ReadMisses += res.Counters.ReadMisses
-		sum.Promotions += res.Counters.Promotions
+		if res.HitRatio != nil && res.IOBytes > 0 {
+			hitBytes += *res.HitRatio * float64(res.IOBytes)
+			bytes += float64(res.IOBytes)
+		}
+		if res.Counters != nil {
+			promoted += res.Counters.Promotions
+			counted = true
+		}
 	}
-	if !seen {
-		return "-", "-"
+	hitRatio, promotions = "-", "-"
+	if bytes > 0 {
+		hitRatio = fmt.Sprintf("%.2f", hitBytes/bytes)
 	}
-	hitRatio = "-"
-	if h, ok := sum.ReadHitRatio(); ok {
-		hitRatio = fmt.Sprintf("%.2f", h)
+	if counted {
+		promotions = fmt.Sprint(promoted)
 	}
-	return hitRatio, fmt.Sprint(sum.Promotions)
+	return hitRatio, promotions
 }

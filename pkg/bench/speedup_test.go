@@ -25,6 +25,7 @@ func podReport(t *testing.T, counters bool, mbps ...float64) *Report {
 			res := Result{WorkingSet: "4Mi", Target: "volume", Run: run, Test: test.ID, Measurement: Measurement{MBps: v, IOBytes: 1}}
 			if counters {
 				res.Counters = &Counters{ReadHits: uint64(run * 10), ReadMisses: uint64(40 - run*10), Promotions: uint64(5 - run)}
+				res.HitRatio = hitRatio(*res.Counters, Read) // as the runner sets it
 			}
 			r.Results = append(r.Results, res)
 		}
