@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ssdcache/ssdcache/pkg/bench"
+	"github.com/ssdcache/ssdcache/test/benchvm/parts"
 	"github.com/ssdcache/ssdcache/test/demo/vmjob"
 	"github.com/ssdcache/ssdcache/test/vm"
 )
@@ -87,10 +88,13 @@ func saveParts(out string, o options) error {
 	_ = vmjob.CopyFiles(out, filepath.Join(o.outputDir, "parts"), "ssdcache-node.log")
 	var errs []string
 	for _, name := range partNames(o) {
-		err := vmjob.CopyFiles(filepath.Join(out, name), filepath.Join(o.outputDir, "parts", name),
-			bench.ReportJSON, bench.ReportMarkdown, bench.ConvergenceSVG)
+		src, dst := filepath.Join(out, name), filepath.Join(o.outputDir, "parts", name)
+		err := vmjob.CopyFiles(src, dst, bench.ReportJSON, bench.ReportMarkdown, bench.ConvergenceSVG)
 		if err != nil {
 			errs = append(errs, err.Error())
+		}
+		if strings.HasSuffix(name, restagedSuffix) {
+			_ = vmjob.CopyFiles(src, dst, parts.RestageFile) // its absence shows in the report
 		}
 	}
 	if len(errs) > 0 {
@@ -100,7 +104,8 @@ func saveParts(out string, o options) error {
 }
 
 func writeMerged(o options) error {
-	var parts []part
+	var invocations []part
+	restages := map[string][]parts.Restage{}
 	for _, name := range partNames(o) {
 		p := part{dir: filepath.Join(o.outputDir, "parts", name)}
 		switch {
@@ -108,17 +113,22 @@ func writeMerged(o options) error {
 			p.relabel = "cold writes (" + o.workingSets[0] + ")"
 		case strings.HasSuffix(name, restagedSuffix):
 			p.relabel = strings.TrimSuffix(strings.TrimPrefix(name, "ws-"), restagedSuffix) + "%" + restagedLabel
+			figures, err := parts.ReadRestage(p.dir)
+			if err != nil {
+				return err
+			}
+			restages[p.relabel] = figures
 		}
-		parts = append(parts, p)
+		invocations = append(invocations, p)
 	}
-	r, err := merge(parts)
+	r, err := merge(invocations)
 	if err != nil {
 		return err
 	}
 	if err := bench.WriteFiles(o.outputDir, r); err != nil {
 		return err
 	}
-	if err := appendMethod(filepath.Join(o.outputDir, bench.ReportMarkdown), r, o); err != nil {
+	if err := appendMethod(filepath.Join(o.outputDir, bench.ReportMarkdown), r, restages, o); err != nil {
 		return err
 	}
 	if r.Error != "" {

@@ -6,14 +6,15 @@ import (
 	"strings"
 
 	"github.com/ssdcache/ssdcache/pkg/bench"
+	"github.com/ssdcache/ssdcache/test/benchvm/parts"
 )
 
 // appendMethod adds how this report was made to report.md: what pkg/bench
 // cannot know (the disk layout, cold caches per working set, the emulated
 // disks) but a reader needs to judge the figures.
-func appendMethod(path string, r *bench.Report, o options) error {
+func appendMethod(path string, r *bench.Report, restages map[string][]parts.Restage, o options) error {
 	var b strings.Builder
-	if section := restagedSection(r); section != "" {
+	if section := restagedSection(r, restages); section != "" {
 		b.WriteString(section + "\n")
 	}
 	fmt.Fprintf(&b, "## How `make bench` made this report\n\n")

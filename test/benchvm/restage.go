@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/ssdcache/ssdcache/pkg/bench"
+	"github.com/ssdcache/ssdcache/test/benchvm/parts"
 )
 
 // restagedLabel ends the label of a working set measured after its caches
@@ -62,8 +63,9 @@ func ratio(mbps float64, of *float64) *float64 {
 	return &f
 }
 
-// restagedSection is report.md's account of the restage step.
-func restagedSection(r *bench.Report) string {
+// restagedSection is report.md's account of the restage step: how long
+// each restage took, and the first run after it.
+func restagedSection(r *bench.Report, restages map[string][]parts.Restage) string {
 	rows := restagedRows(r)
 	if len(rows) == 0 {
 		return ""
@@ -79,8 +81,47 @@ func restagedSection(r *bench.Report) string {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %.1f | %s | %s | %s |\n", row.workingSet, row.target, row.test,
 			num(row.hitRatio), row.mbps, num(row.ofCeiling), num(row.ofSSD), num(row.ofColdRun1))
 	}
+	writeRestageTimes(&b, r, restages)
 	return b.String()
 }
+
+// warmReadTest is the raw HDD read a warm-up is compared with: one stream,
+// large blocks, as the warm-up reads the hot set in origin order.
+const warmReadTest = "seq1m-q1t1-read"
+
+// writeRestageTimes tables each restage's time; a warm-up is also given
+// against the raw HDD reading the same bytes at its sequential rate.
+func writeRestageTimes(b *strings.Builder, r *bench.Report, restages map[string][]parts.Restage) {
+	if len(restages) == 0 {
+		return
+	}
+	b.WriteString("\nHow long each restage took (down: taken down; up: brought up, for ssdcache the new cache filled from the hot set). " +
+		"*x HDD read* is the up time over the raw HDD reading the warmed bytes at its " + warmReadTest + " rate in this run.\n\n")
+	b.WriteString("| working set | target | down s | up s | warmed MiB | x HDD read |\n|---|---|---|---|---|---|\n")
+	for _, ws := range r.Config.WorkingSets {
+		cold, _ := strings.CutSuffix(ws.Label, restagedLabel)
+		hddMBps := hddRate(r, cold)
+		for _, f := range restages[ws.Label] {
+			var ofHDD *float64
+			if f.WarmBytes > 0 && hddMBps > 0 {
+				ofHDD = ratio(f.UpSeconds, ptr(float64(f.WarmBytes)/1e6/hddMBps))
+			}
+			fmt.Fprintf(b, "| %s | %s | %.1f | %.1f | %.1f | %s |\n", ws.Label, f.Target, f.DownSeconds, f.UpSeconds,
+				float64(f.WarmBytes)/(1<<20), num(ofHDD))
+		}
+	}
+}
+
+func hddRate(r *bench.Report, workingSet string) float64 {
+	for _, ref := range r.References {
+		if ref.WorkingSet == workingSet && ref.Test == warmReadTest && ref.HDDMBps != nil {
+			return *ref.HDDMBps
+		}
+	}
+	return 0
+}
+
+func ptr(f float64) *float64 { return &f }
 
 func num(f *float64) string {
 	if f == nil {

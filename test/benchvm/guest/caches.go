@@ -11,6 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ssdcache/ssdcache/pkg/dm"
+	"github.com/ssdcache/ssdcache/pkg/hotset"
+	"github.com/ssdcache/ssdcache/test/benchvm/parts"
 	"github.com/ssdcache/ssdcache/test/demo/guestos"
 	"github.com/ssdcache/ssdcache/test/demo/nodeplugin"
 )
@@ -23,8 +26,22 @@ import (
 type cache interface {
 	Name() string
 	Create(ctx context.Context) (device, dmName string, err error)
-	Restage(ctx context.Context) error
+	Restage(ctx context.Context) (parts.Restage, error)
 	Destroy(ctx context.Context) error
+}
+
+// timed runs down, then up, and records how long each took.
+func timed(target string, down, up func() error) (parts.Restage, error) {
+	r := parts.Restage{Target: target}
+	start := time.Now()
+	if err := down(); err != nil {
+		return r, err
+	}
+	r.DownSeconds = time.Since(start).Seconds()
+	start = time.Now()
+	err := up()
+	r.UpSeconds = time.Since(start).Seconds()
+	return r, err
 }
 
 // ssdcacheLayer is a volume of the real node plugin, provisioned, staged and
@@ -53,12 +70,22 @@ func (s *ssdcacheLayer) Create(ctx context.Context) (string, string, error) {
 // Restage is NodeUnpublish and NodeUnstage, then NodeStage and
 // NodePublish: the plugin saves the cache's hot set at unstage and fills the
 // new cache from it at stage.
-func (s *ssdcacheLayer) Restage(ctx context.Context) error {
-	if err := s.plugin.Unstage(ctx, s.vol); err != nil {
-		return err
+func (s *ssdcacheLayer) Restage(ctx context.Context) (parts.Restage, error) {
+	r, err := timed(s.Name(), func() error { return s.plugin.Unstage(ctx, s.vol) },
+		func() error { return s.plugin.StageAndPublish(ctx, s.vol) })
+	if err != nil {
+		return r, err
 	}
-	return s.plugin.StageAndPublish(ctx, s.vol)
+	set, ok, err := hotset.InStateDir(pluginStateDir).Load(s.vol.ID)
+	if err != nil || !ok {
+		return r, fmt.Errorf("the hot set of %s after restage: found %v, %v", s.vol.ID, ok, err)
+	}
+	r.WarmBytes = int64(set.Sectors()) * dm.SectorSize
+	return r, nil
 }
+
+// pluginStateDir is ssdcache-node's default --state-dir, where it keeps hot sets.
+const pluginStateDir = "/var/lib/ssdcache"
 
 func (s *ssdcacheLayer) Destroy(ctx context.Context) error {
 	if s.vol == nil {
@@ -96,13 +123,14 @@ func (l *lvmcacheLayer) Create(ctx context.Context) (string, string, error) {
 
 // Restage deactivates and activates the cached LV; LVM keeps the cache
 // pool's mappings across a clean deactivation.
-func (l *lvmcacheLayer) Restage(ctx context.Context) error {
-	for _, flag := range []string{"-an", "-ay"} {
-		if _, err := guestos.Run(ctx, "lvchange", flag, l.vg+"/lvmcache"); err != nil {
+func (l *lvmcacheLayer) Restage(ctx context.Context) (parts.Restage, error) {
+	lvchange := func(flag string) func() error {
+		return func() error {
+			_, err := guestos.Run(ctx, "lvchange", flag, l.vg+"/lvmcache")
 			return err
 		}
 	}
-	return nil
+	return timed(l.Name(), lvchange("-an"), lvchange("-ay"))
 }
 
 // Destroy removes the cached LV; LVM removes its attached cache pool with
@@ -275,21 +303,24 @@ func (b *bcacheLayer) waitAttached(ctx context.Context, backing, cset string) er
 
 // Restage stops the bcache device and registers its backing device again:
 // it rejoins its cache set, whose contents bcache keeps.
-func (b *bcacheLayer) Restage(ctx context.Context) error {
+func (b *bcacheLayer) Restage(ctx context.Context) (parts.Restage, error) {
 	backing := "/dev/" + b.vg + "/bcache_origin"
-	if err := os.WriteFile("/sys/block/"+b.dev+"/bcache/stop", []byte("1"), 0o200); err != nil {
-		return fmt.Errorf("stopping %s: %w", b.dev, err)
+	stop := func() error {
+		if err := os.WriteFile("/sys/block/"+b.dev+"/bcache/stop", []byte("1"), 0o200); err != nil {
+			return fmt.Errorf("stopping %s: %w", b.dev, err)
+		}
+		return waitGone(ctx, "/sys/block/"+b.dev)
 	}
-	if err := waitGone(ctx, "/sys/block/"+b.dev); err != nil {
-		return err
+	start := func() error {
+		if err := register(backing); err != nil {
+			b.step("bcache: registering %s: %v", backing, err)
+		}
+		if err := b.waitAttached(ctx, backing, filepath.Base(b.cset)); err != nil {
+			return err
+		}
+		return b.tuneAndLink()
 	}
-	if err := register(backing); err != nil {
-		b.step("bcache: registering %s: %v", backing, err)
-	}
-	if err := b.waitAttached(ctx, backing, filepath.Base(b.cset)); err != nil {
-		return err
-	}
-	return b.tuneAndLink()
+	return timed(b.Name(), stop, start)
 }
 
 func (b *bcacheLayer) Destroy(ctx context.Context) error {

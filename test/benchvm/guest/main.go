@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ssdcache/ssdcache/test/benchvm/parts"
 	"github.com/ssdcache/ssdcache/test/demo/guestjob"
 	"github.com/ssdcache/ssdcache/test/demo/guestos"
 	"github.com/ssdcache/ssdcache/test/demo/nodeplugin"
@@ -145,16 +146,19 @@ func benchArgs(o options, targets []string, part string, runs int, extra []strin
 	return append(args, extra...)
 }
 
-// restage takes every cache down and up again, timing each.
+// restage takes every cache down and up again and records how long each
+// took beside the part's report.
 func restage(ctx context.Context, o options, l layout, part string) error {
+	var figures []parts.Restage
 	for _, c := range l.caches {
-		start := time.Now()
-		if err := c.Restage(ctx); err != nil {
+		f, err := c.Restage(ctx)
+		if err != nil {
 			return fmt.Errorf("%s: restaging %s: %w", part, c.Name(), err)
 		}
-		o.Step("%s: %s restaged in %s", part, c.Name(), time.Since(start).Round(time.Millisecond))
+		o.Step("%s: %s restaged: down %.1fs, up %.1fs, %d bytes warmed", part, c.Name(), f.DownSeconds, f.UpSeconds, f.WarmBytes)
+		figures = append(figures, f)
 	}
-	return nil
+	return parts.WriteRestage(filepath.Join(o.OutputDir, part+"-restage"), figures)
 }
 
 // describe logs the device-mapper tables and bcache settings, so the report

@@ -1,0 +1,52 @@
+// Package parts holds what make bench's guest hands its host beside each
+// ssdcache-bench invocation's report.
+package parts
+
+import (
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// RestageFile is the file of a restaged part's figures, beside its report.
+const RestageFile = "restage.json"
+
+// Restage is how one cache was taken down and brought up again.
+type Restage struct {
+	Target string `json:"target"`
+	// DownSeconds took it down (ssdcache: NodeUnpublish and NodeUnstage,
+	// its hot set saved); UpSeconds brought it up (ssdcache: NodeStage and
+	// NodePublish, the new cache filled from the hot set).
+	DownSeconds float64 `json:"downSeconds"`
+	UpSeconds   float64 `json:"upSeconds"`
+	// WarmBytes is the hot set the new cache was filled from; 0 for caches
+	// that keep their contents instead (lvmcache, bcache).
+	WarmBytes int64 `json:"warmBytes,omitempty"`
+}
+
+// WriteRestage writes a part's restage figures into dir.
+func WriteRestage(dir string, figures []Restage) error {
+	data, err := json.MarshalIndent(figures, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, RestageFile), data, 0o644)
+}
+
+// ReadRestage reads a part's restage figures; none when the part has no file.
+func ReadRestage(dir string) ([]Restage, error) {
+	data, err := os.ReadFile(filepath.Join(dir, RestageFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var figures []Restage
+	return figures, json.Unmarshal(data, &figures)
+}
