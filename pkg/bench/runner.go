@@ -174,8 +174,8 @@ func (b *Bench) runTest(ctx context.Context, pos position, test Test, r *Report)
 		res.Counters = &d
 		res.HitRatio = hitRatio(d, test.Direction)
 	}
-	if h := notFromHDD(disks, res.Disks); test.Direction == Read && h != nil {
-		res.HitRatio = h
+	if res.HitRatio == nil && test.Direction == Read {
+		res.HitRatio = notFromHDD(disks, res.Disks)
 	}
 	return res, nil
 }
@@ -197,12 +197,13 @@ func (b *Bench) sampleCounters(ctx context.Context, dm string) (c Counters, ok b
 }
 
 // notFromHDD is the share of the bytes read through the target that its
-// rotational disks did not serve: a read hit ratio from the block layer's
-// counters, which a cache table's reload (a promotion's swap) does not
-// restart and which a cache without dm-cache counters (bcache) has too. The
-// HDD's reads include the cache's own copies from it, as they cost the HDD
-// the same. nil unless the disks below include both a rotational and a
-// non-rotational one (many virtual disks say rotational for an SSD).
+// rotational disks did not serve: a read hit ratio from the block layer, for
+// a cache without dm-cache counters (bcache) and a test that began or ended
+// while a cache was swapped out. It counts a cache's own copies from the
+// HDD as misses (ssdcache's promoter's, which dm-cache's counters do not
+// see), so it is no substitute where counters exist. nil unless the disks
+// below include both a rotational and a non-rotational one (many virtual
+// disks say rotational for an SSD).
 func notFromHDD(disks []Disk, figures []DiskFigures) *float64 {
 	isRotational := map[string]bool{}
 	for _, d := range disks {

@@ -34,7 +34,7 @@ func appendMethod(path string, r *bench.Report, restages map[string][]parts.Rest
 		fmt.Fprintf(&b, "- After each working set's cold runs every cache was restaged and every target ran %d more run(s): *Run 1 after restage* above; the working set `<set>%s`.\n", o.restageRuns, restagedLabel)
 	}
 	b.WriteString("- The cold-write working set is one run of write tests on fresh caches, for the cold-miss write overhead rows.\n")
-	b.WriteString("- bcache has no dm-cache counters, so its hit ratio and promotions show as `-`.\n")
+	b.WriteString("- bcache has no dm-cache counters: its hit ratio is the share of the bytes read that the HDD did not serve (block layer), its promotions show as `-`.\n")
 	b.WriteString("- Raw NVMe / raw HDD ratio measured in this run (median MB/s):\n\n")
 	b.WriteString("| working set | test | NVMe / HDD |\n|---|---|---|\n")
 	for _, ref := range r.References {
