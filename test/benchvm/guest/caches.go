@@ -246,6 +246,35 @@ func bcacheBucket(cacheMiB int64) string {
 	return fmt.Sprintf("%dk", kib)
 }
 
+// registerAgain registers a backing device that was just stopped: the
+// kernel refuses it (EINVAL) until the stop has released it, and udev may
+// register it first, which is as good.
+func registerAgain(ctx context.Context, dev string) error {
+	real, err := filepath.EvalSymlinks(dev)
+	if err != nil {
+		return err
+	}
+	registered := "/sys/block/" + filepath.Base(real) + "/bcache/dev"
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(registered); err == nil {
+			return nil
+		}
+		err := register(dev)
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("registering %s again: %w", dev, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
 func register(dev string) error {
 	real, err := filepath.EvalSymlinks(dev)
 	if err != nil {
@@ -312,8 +341,8 @@ func (b *bcacheLayer) Restage(ctx context.Context) (parts.Restage, error) {
 		return waitGone(ctx, "/sys/block/"+b.dev)
 	}
 	start := func() error {
-		if err := register(backing); err != nil {
-			b.step("bcache: registering %s: %v", backing, err)
+		if err := registerAgain(ctx, backing); err != nil {
+			return err
 		}
 		if err := b.waitAttached(ctx, backing, filepath.Base(b.cset)); err != nil {
 			return err

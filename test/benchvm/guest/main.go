@@ -12,6 +12,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -131,12 +132,13 @@ func pass(ctx context.Context, o options, l layout, part string, runs int, extra
 			benchErr = o.RunBench(ctx, benchArgs(o, targets, part+"-restage", restageRuns, extra))
 		}
 	}
+	errs := []error{benchErr}
 	for _, c := range l.caches {
 		if err := c.Destroy(ctx); err != nil {
-			return fmt.Errorf("%s: removing %s: %w", part, c.Name(), err)
+			errs = append(errs, fmt.Errorf("%s: removing %s: %w", part, c.Name(), err))
 		}
 	}
-	return benchErr
+	return errors.Join(errs...)
 }
 
 func benchArgs(o options, targets []string, part string, runs int, extra []string) []string {
