@@ -18,8 +18,8 @@ import (
 
 	"github.com/ssdcache/ssdcache/pkg/bench"
 	"github.com/ssdcache/ssdcache/test/benchvm/parts"
-	"github.com/ssdcache/ssdcache/test/demo/vmjob"
 	"github.com/ssdcache/ssdcache/test/vm"
+	"github.com/ssdcache/ssdcache/test/vm/job"
 )
 
 type options struct {
@@ -44,11 +44,11 @@ func main() {
 	flag.DurationVar(&o.timeout, "timeout", 60*time.Minute, "limit for the VM's whole run")
 	flag.Parse()
 	o.workingSets = strings.Split(workingSets, ",")
-	vmjob.Main("bench", "report in "+o.outputDir, func(ctx context.Context) error { return run(ctx, o) })
+	job.Main("bench", "report in "+o.outputDir, func(ctx context.Context) error { return run(ctx, o) })
 }
 
 func run(ctx context.Context, o options) error {
-	job := vmjob.Job{
+	job := job.Job{
 		Name:         "bench",
 		GuestPackage: "github.com/ssdcache/ssdcache/test/benchvm/guest",
 		GuestArgs: []string{"-working-sets", strings.Join(o.workingSets, ","),
@@ -86,16 +86,16 @@ const restagedSuffix = "-restage"
 // saveParts copies each invocation's report and the node's log out of the
 // share dir, whatever happened, so a failed run can be looked at.
 func saveParts(out string, o options) error {
-	_ = vmjob.CopyFiles(out, filepath.Join(o.outputDir, "parts"), "ssdcache-node.log")
+	_ = job.CopyFiles(out, filepath.Join(o.outputDir, "parts"), "ssdcache-node.log")
 	var errs []string
 	for _, name := range partNames(o) {
 		src, dst := filepath.Join(out, name), filepath.Join(o.outputDir, "parts", name)
-		err := vmjob.CopyFiles(src, dst, bench.ReportJSON, bench.ReportMarkdown, bench.ConvergenceSVG)
+		err := job.CopyFiles(src, dst, bench.ReportJSON, bench.ReportMarkdown, bench.ConvergenceSVG)
 		if err != nil {
 			errs = append(errs, err.Error())
 		}
 		if strings.HasSuffix(name, restagedSuffix) {
-			_ = vmjob.CopyFiles(src, dst, parts.RestageFile) // its absence shows in the report
+			_ = job.CopyFiles(src, dst, parts.RestageFile) // its absence shows in the report
 		}
 	}
 	if len(errs) > 0 {

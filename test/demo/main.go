@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"github.com/ssdcache/ssdcache/pkg/bench"
-	"github.com/ssdcache/ssdcache/test/demo/vmjob"
 	"github.com/ssdcache/ssdcache/test/vm"
+	"github.com/ssdcache/ssdcache/test/vm/job"
 )
 
 type options struct {
@@ -42,11 +42,11 @@ func main() {
 	flag.DurationVar(&o.timeout, "timeout", 25*time.Minute, "limit for the VM's whole run")
 	flag.BoolVar(&o.keepWorkDir, "keep-work-dir", false, "keep the VM work dir for inspection")
 	flag.Parse()
-	vmjob.Main("demo", "full report in "+o.outputDir, func(ctx context.Context) error { return run(ctx, o) })
+	job.Main("demo", "full report in "+o.outputDir, func(ctx context.Context) error { return run(ctx, o) })
 }
 
 func run(ctx context.Context, o options) error {
-	job := vmjob.Job{
+	job := job.Job{
 		Name:         "demo",
 		GuestPackage: "github.com/ssdcache/ssdcache/test/demo/guest",
 		GuestArgs:    []string{"-runs", fmt.Sprint(o.runs), "-runtime", o.runtime.String()},
@@ -72,8 +72,8 @@ func run(ctx context.Context, o options) error {
 
 // collect keeps the node's log even when the report is missing.
 func collect(guestOut, outputDir string) error {
-	_ = vmjob.CopyFiles(guestOut, outputDir, "ssdcache-node.log")
-	if err := vmjob.CopyFiles(guestOut, outputDir, bench.ReportJSON, bench.ReportMarkdown, bench.ConvergenceSVG); err != nil {
+	_ = job.CopyFiles(guestOut, outputDir, "ssdcache-node.log")
+	if err := job.CopyFiles(guestOut, outputDir, bench.ReportJSON, bench.ReportMarkdown, bench.ConvergenceSVG); err != nil {
 		return fmt.Errorf("collecting the report: %w", err)
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/ssdcache/ssdcache/test/e2e/images"
+	"github.com/ssdcache/ssdcache/test/vm"
 )
 
 // imageRefs are the images the cluster runs, all imported from archives.
@@ -66,7 +67,7 @@ func (s *suite) buildImages(ctx context.Context, t *testing.T) {
 		"./test/e2e/images/pause":                   bins[0].Binary,
 		"./test/e2e/sidecars/node-driver-registrar": bins[1].Binary,
 	} {
-		if err := images.BuildStatic(ctx, s.repo, pkg, bin); err != nil {
+		if err := (vm.GoBuild{Packages: []string{pkg}, Out: bin, Dir: s.repo, LDFlags: "-s -w"}).Run(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -10,7 +10,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -25,14 +24,12 @@ import (
 func build(t *testing.T, share string) {
 	t.Helper()
 	bin := filepath.Join(share, "bin")
-	for _, args := range [][]string{
-		{"build", "-trimpath", "-o", filepath.Join(bin, "ssdcache-node"), "github.com/ssdcache/ssdcache/cmd/ssdcache-node"},
-		{"test", "-c", "-trimpath", "-o", filepath.Join(bin, "guest.test"), "github.com/ssdcache/ssdcache/test/kernel/guest"},
+	for _, b := range []vm.GoBuild{
+		{Packages: []string{"github.com/ssdcache/ssdcache/cmd/ssdcache-node"}, Out: filepath.Join(bin, "ssdcache-node")},
+		{Packages: []string{"github.com/ssdcache/ssdcache/test/kernel/guest"}, Out: filepath.Join(bin, "guest.test"), Test: true},
 	} {
-		cmd := exec.Command("go", args...)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+		if err := b.Run(context.Background()); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

@@ -14,8 +14,7 @@ import (
 	"github.com/ssdcache/ssdcache/pkg/dm"
 	"github.com/ssdcache/ssdcache/pkg/hotset"
 	"github.com/ssdcache/ssdcache/test/benchvm/parts"
-	"github.com/ssdcache/ssdcache/test/demo/guestos"
-	"github.com/ssdcache/ssdcache/test/demo/nodeplugin"
+	"github.com/ssdcache/ssdcache/test/vm/guest"
 )
 
 // cache is one caching layer under test. Create builds it cold on fixed
@@ -47,16 +46,16 @@ func timed(target string, down, up func() error) (parts.Restage, error) {
 // ssdcacheLayer is a volume of the real node plugin, provisioned, staged and
 // published through CSI.
 type ssdcacheLayer struct {
-	plugin      *nodeplugin.Plugin
+	plugin      *guest.Plugin
 	volumeBytes int64
 	cacheSize   string
-	vol         *nodeplugin.Volume
+	vol         *guest.Volume
 }
 
 func (s *ssdcacheLayer) Name() string { return "ssdcache" }
 
 func (s *ssdcacheLayer) Create(ctx context.Context) (string, string, error) {
-	v, err := s.plugin.CreateVolume(ctx, "pvc-bench", s.volumeBytes, nodeplugin.ReadCacheParams(s.cacheSize), nodeplugin.BlockCapability())
+	v, err := s.plugin.CreateVolume(ctx, "pvc-bench", s.volumeBytes, guest.ReadCacheParams(s.cacheSize), guest.BlockCapability())
 	if err != nil {
 		return "", "", err
 	}
@@ -64,7 +63,7 @@ func (s *ssdcacheLayer) Create(ctx context.Context) (string, string, error) {
 		return "", "", err
 	}
 	s.vol = v
-	return v.Target, nodeplugin.DMName(v.ID), nil
+	return v.Target, guest.DMName(v.ID), nil
 }
 
 // Restage is NodeUnpublish and NodeUnstage, then NodeStage and
@@ -110,11 +109,11 @@ func (l *lvmcacheLayer) Create(ctx context.Context) (string, string, error) {
 	if err := lvcreate(ctx, l.vg, "lvmcache", l.originMiB, l.hddPV); err != nil {
 		return "", "", err
 	}
-	if _, err := guestos.Run(ctx, "lvcreate", "--yes", "--type", "cache-pool",
+	if _, err := guest.Run(ctx, "lvcreate", "--yes", "--type", "cache-pool",
 		"-L", fmt.Sprintf("%dm", l.cacheMiB), "-n", "lvmcache_pool", l.vg, l.ssdPV); err != nil {
 		return "", "", err
 	}
-	if _, err := guestos.Run(ctx, "lvconvert", "--yes", "--type", "cache", "--cachemode", "writethrough",
+	if _, err := guest.Run(ctx, "lvconvert", "--yes", "--type", "cache", "--cachemode", "writethrough",
 		"--cachepool", l.vg+"/lvmcache_pool", l.vg+"/lvmcache"); err != nil {
 		return "", "", err
 	}
@@ -126,7 +125,7 @@ func (l *lvmcacheLayer) Create(ctx context.Context) (string, string, error) {
 func (l *lvmcacheLayer) Restage(ctx context.Context) (parts.Restage, error) {
 	lvchange := func(flag string) func() error {
 		return func() error {
-			_, err := guestos.Run(ctx, "lvchange", flag, l.vg+"/lvmcache")
+			_, err := guest.Run(ctx, "lvchange", flag, l.vg+"/lvmcache")
 			return err
 		}
 	}
@@ -137,14 +136,14 @@ func (l *lvmcacheLayer) Restage(ctx context.Context) (parts.Restage, error) {
 // it, and a pool left behind by a failed lvconvert is removed too.
 func (l *lvmcacheLayer) Destroy(ctx context.Context) error {
 	for _, lv := range []string{"lvmcache", "lvmcache_pool"} {
-		out, err := guestos.Run(ctx, "lvs", "--noheadings", "-o", "lv_name", l.vg)
+		out, err := guest.Run(ctx, "lvs", "--noheadings", "-o", "lv_name", l.vg)
 		if err != nil {
 			return err
 		}
 		if !slices.Contains(strings.Fields(out), lv) {
 			continue
 		}
-		if _, err := guestos.Run(ctx, "lvremove", "--yes", l.vg+"/"+lv); err != nil {
+		if _, err := guest.Run(ctx, "lvremove", "--yes", l.vg+"/"+lv); err != nil {
 			return err
 		}
 	}
@@ -178,7 +177,7 @@ func (b *bcacheLayer) Create(ctx context.Context) (string, string, error) {
 	if bucket := bcacheBucket(b.cacheMiB); bucket != "" {
 		args = append(args, "--bucket", bucket)
 	}
-	if _, err := guestos.Run(ctx, "make-bcache", args...); err != nil {
+	if _, err := guest.Run(ctx, "make-bcache", args...); err != nil {
 		return "", "", err
 	}
 	for _, d := range []string{cacheDev, backing} {
@@ -285,7 +284,7 @@ func register(dev string) error {
 
 // csetUUID reads the cache set UUID from the cache device's superblock.
 func csetUUID(ctx context.Context, cacheDev string) (string, error) {
-	out, err := guestos.Run(ctx, "bcache-super-show", cacheDev)
+	out, err := guest.Run(ctx, "bcache-super-show", cacheDev)
 	if err != nil {
 		return "", err
 	}
@@ -306,7 +305,7 @@ func (b *bcacheLayer) waitAttached(ctx context.Context, backing, cset string) er
 		return err
 	}
 	sys := "/sys/block/" + filepath.Base(real) + "/bcache"
-	if err := guestos.WaitForPath(ctx, sys+"/dev", 30*time.Second); err != nil {
+	if err := guest.WaitForPath(ctx, sys+"/dev", 30*time.Second); err != nil {
 		return fmt.Errorf("bcache did not register %s: %w", backing, err)
 	}
 	if _, err := os.Stat(sys + "/cache"); err != nil {
@@ -314,7 +313,7 @@ func (b *bcacheLayer) waitAttached(ctx context.Context, backing, cset string) er
 			return fmt.Errorf("attaching %s to cache set %s: %w", backing, cset, err)
 		}
 	}
-	if err := guestos.WaitForPath(ctx, sys+"/cache", 30*time.Second); err != nil {
+	if err := guest.WaitForPath(ctx, sys+"/cache", 30*time.Second); err != nil {
 		state, _ := os.ReadFile(sys + "/state")
 		return fmt.Errorf("bcache backing %s not attached to a cache set (state %q): %w", backing, strings.TrimSpace(string(state)), err)
 	}
@@ -367,10 +366,10 @@ func (b *bcacheLayer) Destroy(ctx context.Context) error {
 	}
 	_ = os.Remove(b.link)
 	for _, lv := range []string{"bcache_origin", "bcache_cache"} {
-		if _, err := guestos.Run(ctx, "wipefs", "--all", "/dev/"+b.vg+"/"+lv); err != nil {
+		if _, err := guest.Run(ctx, "wipefs", "--all", "/dev/"+b.vg+"/"+lv); err != nil {
 			return err
 		}
-		if _, err := guestos.Run(ctx, "lvremove", "--yes", b.vg+"/"+lv); err != nil {
+		if _, err := guest.Run(ctx, "lvremove", "--yes", b.vg+"/"+lv); err != nil {
 			return err
 		}
 	}
@@ -400,6 +399,6 @@ func waitGone(ctx context.Context, paths ...string) error {
 // lvcreate makes a plain LV on the given PV, so each layer always lands on
 // the same region of its disk.
 func lvcreate(ctx context.Context, vg, name string, mib int64, pv string) error {
-	_, err := guestos.Run(ctx, "lvcreate", "--yes", "--wipesignatures", "y", "-L", fmt.Sprintf("%dm", mib), "-n", name, vg, pv)
+	_, err := guest.Run(ctx, "lvcreate", "--yes", "--wipesignatures", "y", "-L", fmt.Sprintf("%dm", mib), "-n", name, vg, pv)
 	return err
 }

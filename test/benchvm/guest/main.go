@@ -21,13 +21,11 @@ import (
 	"time"
 
 	"github.com/ssdcache/ssdcache/test/benchvm/parts"
-	"github.com/ssdcache/ssdcache/test/demo/guestjob"
-	"github.com/ssdcache/ssdcache/test/demo/guestos"
-	"github.com/ssdcache/ssdcache/test/demo/nodeplugin"
+	"github.com/ssdcache/ssdcache/test/vm/guest"
 )
 
 type options struct {
-	guestjob.Options
+	guest.Options
 	workingSets string
 	readTests   string
 	writeTests  string
@@ -42,7 +40,7 @@ func main() {
 	flag.IntVar(&o.restageRuns, "restage-runs", 1, "runs after every cache is restaged (ssdcache: NodeUnstage and NodeStage), per working set; 0: no restage step")
 	flag.StringVar(&o.writeTests, "write-tests", "seq1m-q1t1-write,rnd4k-q1t1-write", "tests of the cold-write pass (empty: none)")
 	flag.Parse()
-	guestjob.Main(&o.Options, func(ctx context.Context) error { return run(ctx, o) })
+	guest.Main(&o.Options, func(ctx context.Context) error { return run(ctx, o) })
 }
 
 // layout is where every target lives.
@@ -55,7 +53,7 @@ const benchVG = "bench"
 
 func run(ctx context.Context, o options) error {
 	originMiB := 2 * o.CacheMiB
-	n, err := guestjob.StartNode(ctx, &o.Options, []int64{originMiB + 64, 3*originMiB + 64}, []int64{o.CacheMiB + 64, 3*o.CacheMiB + 128})
+	n, err := guest.StartNode(ctx, &o.Options, []int64{originMiB + 64, 3*originMiB + 64}, []int64{o.CacheMiB + 64, 3*o.CacheMiB + 128})
 	if err != nil {
 		return err
 	}
@@ -81,13 +79,13 @@ func run(ctx context.Context, o options) error {
 
 // benchLayout makes the bench VG on the second partitions and the raw
 // reference LVs, which stay for the whole run.
-func benchLayout(ctx context.Context, o options, p *nodeplugin.Plugin, hddPV, ssdPV string, originMiB int64) (layout, error) {
+func benchLayout(ctx context.Context, o options, p *guest.Plugin, hddPV, ssdPV string, originMiB int64) (layout, error) {
 	for _, args := range [][]string{
 		{"modprobe", "bcache"},
 		{"pvcreate", "--yes", hddPV, ssdPV},
 		{"vgcreate", "--yes", benchVG, hddPV, ssdPV},
 	} {
-		if _, err := guestos.Run(ctx, args[0], args[1:]...); err != nil {
+		if _, err := guest.Run(ctx, args[0], args[1:]...); err != nil {
 			return layout{}, err
 		}
 	}
@@ -166,7 +164,7 @@ func restage(ctx context.Context, o options, l layout, part string) error {
 // describe logs the device-mapper tables and bcache settings, so the report
 // shows what each cache really was.
 func describe(ctx context.Context, o options, part string) {
-	if out, err := guestos.Run(ctx, "dmsetup", "table"); err == nil {
+	if out, err := guest.Run(ctx, "dmsetup", "table"); err == nil {
 		o.Step("%s: dm tables:\n%s", part, out)
 	}
 	for _, f := range []string{"cache_mode", "sequential_cutoff"} {

@@ -12,13 +12,11 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/ssdcache/ssdcache/test/demo/guestjob"
-	"github.com/ssdcache/ssdcache/test/demo/guestos"
-	"github.com/ssdcache/ssdcache/test/demo/nodeplugin"
+	"github.com/ssdcache/ssdcache/test/vm/guest"
 )
 
 type options struct {
-	guestjob.Options
+	guest.Options
 	workingSet string
 	tests      string
 }
@@ -29,14 +27,14 @@ func main() {
 	flag.StringVar(&o.workingSet, "working-set", "50%", "working set, as ssdcache-bench -working-sets takes it")
 	flag.StringVar(&o.tests, "tests", "seq1m-q8t1-read,rnd4k-q1t1-read", "ssdcache-bench -tests")
 	flag.Parse()
-	guestjob.Main(&o.Options, func(ctx context.Context) error { return run(ctx, o) })
+	guest.Main(&o.Options, func(ctx context.Context) error { return run(ctx, o) })
 }
 
 func run(ctx context.Context, o options) error {
 	volumeMiB := 2 * o.CacheMiB
 	// Pool partitions first, then reference partitions the node never sees,
 	// so the raw references are measured on the same disks, untouched by LVM.
-	n, err := guestjob.StartNode(ctx, &o.Options, []int64{volumeMiB + 64, volumeMiB}, []int64{o.CacheMiB + 64, o.CacheMiB})
+	n, err := guest.StartNode(ctx, &o.Options, []int64{volumeMiB + 64, volumeMiB}, []int64{o.CacheMiB + 64, o.CacheMiB})
 	if err != nil {
 		return err
 	}
@@ -46,7 +44,7 @@ func run(ctx context.Context, o options) error {
 	o.Step("SSD pool %s, raw SSD reference %s", n.SSDParts[0], n.SSDParts[1])
 	o.Step("ssdcache-node is serving CSI on %s", n.Socket)
 	cacheSize := fmt.Sprintf("%dMi", o.CacheMiB)
-	v, err := p.CreateVolume(ctx, "pvc-demo", volumeMiB<<20, nodeplugin.ReadCacheParams(cacheSize), nodeplugin.BlockCapability())
+	v, err := p.CreateVolume(ctx, "pvc-demo", volumeMiB<<20, guest.ReadCacheParams(cacheSize), guest.BlockCapability())
 	if err != nil {
 		return err
 	}
@@ -55,12 +53,12 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	o.Step("NodeStageVolume + NodePublishVolume: raw block volume at %s", v.Target)
-	if table, err := guestos.Run(ctx, "dmsetup", "table", nodeplugin.DMName(v.ID)); err == nil {
+	if table, err := guest.Run(ctx, "dmsetup", "table", guest.DMName(v.ID)); err == nil {
 		o.Step("dm table: %s", table)
 	}
 	benchErr := o.RunBench(ctx, []string{
 		"-target", "raw-hdd=" + n.HDDParts[1], "-target", "raw-ssd=" + n.SSDParts[1], "-target", "ssdcache=" + v.Target,
-		"-dm-cache", "ssdcache=" + nodeplugin.DMName(v.ID), "-ssd-ref", "raw-ssd", "-hdd-ref", "raw-hdd",
+		"-dm-cache", "ssdcache=" + guest.DMName(v.ID), "-ssd-ref", "raw-ssd", "-hdd-ref", "raw-hdd",
 		"-cache-size", cacheSize, "-working-sets", o.workingSet, "-runs", fmt.Sprint(o.Runs),
 		"-read-only", "-tests", o.tests, "-runtime", o.Runtime.String(), "-output-dir", o.OutputDir,
 	})

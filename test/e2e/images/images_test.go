@@ -17,13 +17,15 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"k8s.io/klog/v2/ktesting"
+
+	"github.com/ssdcache/ssdcache/test/vm"
 )
 
 // buildPause builds the pause program once per test into a temp dir.
 func buildPause(t *testing.T) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "pause")
-	if err := BuildStatic(context.Background(), repoRoot, "./test/e2e/images/pause", out); err != nil {
+	if err := (vm.GoBuild{Packages: []string{"./test/e2e/images/pause"}, Out: out, Dir: repoRoot, LDFlags: "-s -w"}).Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	return out

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"k8s.io/utils/exec"
@@ -51,12 +50,6 @@ func run(ctx context.Context, e exec.Interface, c command) error {
 		return fmt.Errorf("%s %s: %w\n%s", c.name, strings.Join(c.args, " "), err, tail.String())
 	}
 	return nil
-}
-
-// goEnv is the host environment (GOCACHE, GOPATH, GOPROXY, HOME) with the
-// settings of a static linux/amd64 build on top.
-func goEnv() []string {
-	return append(os.Environ(), "LC_ALL=C", "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
 }
 
 // tailBuffer keeps the last tailBytes written to it.

@@ -1,4 +1,4 @@
-package guestjob
+package guest
 
 import (
 	"flag"

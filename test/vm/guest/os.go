@@ -1,7 +1,4 @@
-// Package guestos holds the guest-side OS steps the demo and the bench share:
-// running system tools and cutting a VM disk into partitions, so raw-device
-// references and other caches get their own regions beside the node's pools.
-package guestos
+package guest
 
 import (
 	"bytes"

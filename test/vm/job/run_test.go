@@ -1,4 +1,4 @@
-package vmjob
+package job
 
 import (
 	"testing"
@@ -13,8 +13,8 @@ func TestJobScriptPassesSharedFlagsThenOwn(t *testing.T) {
 	if got := j.script(); got != want {
 		t.Fatalf("script:\n got %q\nwant %q", got, want)
 	}
-	bins := j.binaries()
-	if last := bins[len(bins)-1]; last.Name != "bench-guest" {
-		t.Fatalf("guest binary named %q, want bench-guest (the script runs that name)", last.Name)
+	bins := j.binaries("/share")
+	if last := bins[len(bins)-1]; last.Out != "/share/bin/bench-guest" {
+		t.Fatalf("guest binary built to %q, want /share/bin/bench-guest (the script runs that name)", last.Out)
 	}
 }

@@ -1,8 +1,8 @@
-// Package vmjob is the host side the demo and the bench share: Job builds
+// Package job is the host side the demo and the bench share: Job builds
 // static binaries into the VM's share dir, boots the VM on the guest program
 // while echoing the guest's output as it comes, and brings the results back;
 // Main is both programs' main() around it.
-package vmjob
+package job
 
 import (
 	"bytes"
@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -18,27 +17,8 @@ import (
 	"github.com/ssdcache/ssdcache/test/vm"
 )
 
-// Binary is a Go package to build for the guest.
-type Binary struct {
-	Name    string // file name under <share>/bin
-	Package string // import path
-}
-
-// GuestBin is where the guest finds a binary built by Build.
+// GuestBin is where the guest finds a binary the job built.
 func GuestBin(name string) string { return vm.GuestWorkDir + "/bin/" + name }
-
-// Build compiles each binary statically (CGO_ENABLED=0) into share/bin.
-func Build(ctx context.Context, share string, bins []Binary) error {
-	for _, b := range bins {
-		out := filepath.Join(share, "bin", b.Name)
-		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, b.Package)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "LC_ALL=C")
-		if msg, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("go build %s: %w\n%s", b.Package, err, msg)
-		}
-	}
-	return nil
-}
 
 // Run boots v on script and copies the guest's output (stdout and stderr of
 // the script, which should merge them) to progress while it runs. It fails

@@ -1,9 +1,10 @@
-// Package nodeplugin runs the real ssdcache-node inside the VM and drives it
-// through the CSI gRPC API the way a cluster would: CreateVolume as
-// external-provisioner calls it, NodeStageVolume and NodePublishVolume as
-// kubelet calls them, with kubelet's directory layout. The demo and the
-// bench share it (guest side only).
-package nodeplugin
+// Package guest is the guest half make demo and make bench share: it runs the
+// real ssdcache-node inside the VM and drives it through the CSI gRPC API the
+// way a cluster would (CreateVolume as external-provisioner calls it,
+// NodeStageVolume and NodePublishVolume as kubelet calls them, with kubelet's
+// directory layout), runs system tools, cuts the VM disks into partitions
+// and parses the flags every guest program takes from job.Job.
+package guest
 
 import (
 	"context"
@@ -19,8 +20,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 )
 
-// Config says how to start ssdcache-node.
-type Config struct {
+// PluginConfig says how to start ssdcache-node.
+type PluginConfig struct {
 	// Binary is the ssdcache-node executable.
 	Binary string
 	// OriginDevices and CacheDevices are /dev/disk/by-id paths of the pools.
@@ -35,7 +36,7 @@ type Config struct {
 
 // Plugin is a running ssdcache-node and a CSI client connected to it.
 type Plugin struct {
-	cfg    Config
+	cfg    PluginConfig
 	cmd    *exec.Cmd
 	log    *os.File
 	exited chan error
@@ -44,9 +45,9 @@ type Plugin struct {
 	node   csi.NodeClient
 }
 
-// Start runs ssdcache-node without the node agent (there is no API server
+// StartPlugin runs ssdcache-node without the node agent (there is no API server
 // in the VM) and waits until it answers Probe.
-func Start(ctx context.Context, cfg Config) (*Plugin, error) {
+func StartPlugin(ctx context.Context, cfg PluginConfig) (*Plugin, error) {
 	log, err := os.Create(cfg.LogPath)
 	if err != nil {
 		return nil, err

@@ -1,8 +1,4 @@
-// Package guestjob is the guest side the demo and the bench share: the flags
-// every guest program takes from vmjob.Job, main()'s boilerplate, cutting the
-// disks into node pools and reference regions and starting ssdcache-node on
-// the pools, and running ssdcache-bench.
-package guestjob
+package guest
 
 import (
 	"context"
@@ -15,9 +11,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/ssdcache/ssdcache/test/demo/guestos"
-	"github.com/ssdcache/ssdcache/test/demo/nodeplugin"
 )
 
 // Options are the flags every guest program takes.
@@ -74,7 +67,7 @@ func Main(o *Options, run func(context.Context) error) {
 // Node is ssdcache-node running on partition 1 of each disk, with the other
 // partitions left for references and other caches.
 type Node struct {
-	Plugin             *nodeplugin.Plugin
+	Plugin             *Plugin
 	HDDParts, SSDParts []string
 	Socket             string
 }
@@ -87,16 +80,16 @@ func StartNode(ctx context.Context, o *Options, hddMiB, ssdMiB []int64) (*Node, 
 			return nil, err
 		}
 	}
-	hddParts, err := guestos.Partition(ctx, o.HDD, hddMiB)
+	hddParts, err := Partition(ctx, o.HDD, hddMiB)
 	if err != nil {
 		return nil, err
 	}
-	ssdParts, err := guestos.Partition(ctx, o.SSD, ssdMiB)
+	ssdParts, err := Partition(ctx, o.SSD, ssdMiB)
 	if err != nil {
 		return nil, err
 	}
 	n := &Node{HDDParts: hddParts, SSDParts: ssdParts, Socket: filepath.Join(o.WorkDir, "csi.sock")}
-	n.Plugin, err = nodeplugin.Start(ctx, nodeplugin.Config{
+	n.Plugin, err = StartPlugin(ctx, PluginConfig{
 		Binary: o.NodeBin, OriginDevices: hddParts[:1], CacheDevices: ssdParts[:1], Socket: n.Socket,
 		LogPath: filepath.Join(o.OutputDir, "ssdcache-node.log"), NodeName: o.Name + "-node",
 	})

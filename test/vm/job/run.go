@@ -1,4 +1,4 @@
-package vmjob
+package job
 
 import (
 	"context"
@@ -51,8 +51,10 @@ func (j Job) Run(ctx context.Context) error {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "%s: building ssdcache-node, ssdcache-bench and the guest program (CGO_ENABLED=0)\n", j.Name)
-	if err := Build(ctx, v.ShareDir(), j.binaries()); err != nil {
-		return err
+	for _, b := range j.binaries(v.ShareDir()) {
+		if err := b.Run(ctx); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintf(os.Stderr, "%s: booting the VM (qemu TCG; the guest's output follows)\n", j.Name)
 	res, runErr := Run(ctx, v, j.script(), NewPrefixWriter(os.Stderr, "  vm| "))
@@ -70,11 +72,16 @@ func (j Job) Run(ctx context.Context) error {
 
 func (j Job) guestBinary() string { return j.Name + "-guest" }
 
-func (j Job) binaries() []Binary {
-	return []Binary{
-		{Name: "ssdcache-node", Package: "github.com/ssdcache/ssdcache/cmd/ssdcache-node"},
-		{Name: "ssdcache-bench", Package: "github.com/ssdcache/ssdcache/cmd/ssdcache-bench"},
-		{Name: j.guestBinary(), Package: j.GuestPackage},
+// binaries are the builds into v's share dir: the node plugin, the bench
+// and the guest program.
+func (j Job) binaries(share string) []vm.GoBuild {
+	bin := func(name, pkg string) vm.GoBuild {
+		return vm.GoBuild{Packages: []string{pkg}, Out: filepath.Join(share, "bin", name)}
+	}
+	return []vm.GoBuild{
+		bin("ssdcache-node", "github.com/ssdcache/ssdcache/cmd/ssdcache-node"),
+		bin("ssdcache-bench", "github.com/ssdcache/ssdcache/cmd/ssdcache-bench"),
+		bin(j.guestBinary(), j.GuestPackage),
 	}
 }
 

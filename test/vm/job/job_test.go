@@ -1,4 +1,4 @@
-package vmjob
+package job
 
 import (
 	"bytes"
