@@ -10,8 +10,8 @@ func Analyze(r *Report) {
 	for i := range r.Results {
 		res := &r.Results[i]
 		key := refKey{res.WorkingSet, res.Test}
-		res.FractionOfSSD = fraction(res.MBps, refs.ssd[key])
-		res.FractionOfHDD = fraction(res.MBps, refs.hdd[key])
+		res.FractionOfSSD = Fraction(res.MBps, refs.ssd[key])
+		res.FractionOfHDD = Fraction(res.MBps, refs.hdd[key])
 	}
 	r.Convergence = convergence(r)
 	numberPasses(r)
@@ -101,7 +101,8 @@ func median(v []float64) float64 {
 	return (s[n/2-1] + s[n/2]) / 2
 }
 
-func fraction(v float64, ref *float64) *float64 {
+// Fraction is v/ref, or nil without a positive reference.
+func Fraction(v float64, ref *float64) *float64 {
 	if ref == nil || *ref <= 0 {
 		return nil
 	}

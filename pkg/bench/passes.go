@@ -95,7 +95,7 @@ func warmthOf(r *Report, ws, target, test string) Warmth {
 	w.CeilingMBps = &ceiling
 	for _, i := range idx {
 		res := &r.Results[i]
-		res.FractionOfCeiling = fraction(res.MBps, &ceiling)
+		res.FractionOfCeiling = Fraction(res.MBps, &ceiling)
 		if w.PassToWarm == nil && res.HitRatio != nil && *res.HitRatio >= warmFraction &&
 			*res.FractionOfCeiling >= warmFraction-1e-9 && res.Pass > 0 {
 			pass := res.Pass

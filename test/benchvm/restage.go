@@ -46,21 +46,13 @@ func restagedRows(r *bench.Report) []restagedRow {
 		k := resultKey{cold, res.Target, res.Test}
 		row := restagedRow{workingSet: res.WorkingSet, target: res.Target, test: res.Test,
 			hitRatio: res.HitRatio, mbps: res.MBps, ofSSD: res.FractionOfSSD}
-		row.ofCeiling = ratio(res.MBps, ceiling[k])
+		row.ofCeiling = bench.Fraction(res.MBps, ceiling[k])
 		if run1, ok := coldRun1[k]; ok {
-			row.ofColdRun1 = ratio(res.MBps, &run1)
+			row.ofColdRun1 = bench.Fraction(res.MBps, &run1)
 		}
 		rows = append(rows, row)
 	}
 	return rows
-}
-
-func ratio(mbps float64, of *float64) *float64 {
-	if of == nil || *of <= 0 {
-		return nil
-	}
-	f := mbps / *of
-	return &f
 }
 
 // restagedSection is report.md's account of the restage step: how long
@@ -104,7 +96,7 @@ func writeRestageTimes(b *strings.Builder, r *bench.Report, restages map[string]
 		for _, f := range restages[ws.Label] {
 			var ofHDD *float64
 			if f.WarmBytes > 0 && hddMBps > 0 {
-				ofHDD = ratio(f.UpSeconds, ptr(float64(f.WarmBytes)/1e6/hddMBps))
+				ofHDD = bench.Fraction(f.UpSeconds, ptr(float64(f.WarmBytes)/1e6/hddMBps))
 			}
 			fmt.Fprintf(b, "| %s | %s | %.1f | %.1f | %.1f | %s |\n", ws.Label, f.Target, f.DownSeconds, f.UpSeconds,
 				float64(f.WarmBytes)/(1<<20), num(ofHDD))

@@ -254,24 +254,13 @@ func registerAgain(ctx context.Context, dev string) error {
 		return err
 	}
 	registered := "/sys/block/" + filepath.Base(real) + "/bcache/dev"
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	return guest.Poll(ctx, "bcache to register "+dev+" again", 30*time.Second, 200*time.Millisecond, func() (bool, error) {
 		if _, err := os.Stat(registered); err == nil {
-			return nil
+			return true, nil
 		}
 		err := register(dev)
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("registering %s again: %w", dev, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+		return err == nil, err
+	})
 }
 
 func register(dev string) error {
@@ -377,23 +366,14 @@ func (b *bcacheLayer) Destroy(ctx context.Context) error {
 }
 
 func waitGone(ctx context.Context, paths ...string) error {
-	deadline := time.Now().Add(60 * time.Second)
-	for _, p := range paths {
-		for {
-			if _, err := os.Stat(p); os.IsNotExist(err) {
-				break
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("%s still exists 60s after stop", p)
-			}
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(200 * time.Millisecond):
+	return guest.Poll(ctx, fmt.Sprintf("%v to go after stop", paths), 60*time.Second, 200*time.Millisecond, func() (bool, error) {
+		for _, p := range paths {
+			if _, err := os.Stat(p); !os.IsNotExist(err) {
+				return false, nil
 			}
 		}
-	}
-	return nil
+		return true, nil
+	})
 }
 
 // lvcreate makes a plain LV on the given PV, so each layer always lands on

@@ -32,7 +32,7 @@ func blockCapability() *csi.VolumeCapability {
 // provision calls CreateVolume as external-provisioner would.
 func (p *plugin) provision(t testing.TB, name string, bytes int64, params map[string]string, c *csi.VolumeCapability) *volume {
 	t.Helper()
-	resp, err := p.ctrl.CreateVolume(ctx(t), &csi.CreateVolumeRequest{
+	resp, err := p.csi.Controller.CreateVolume(ctx(t), &csi.CreateVolumeRequest{
 		Name: name, CapacityRange: &csi.CapacityRange{RequiredBytes: bytes}, Parameters: params,
 		VolumeCapabilities: []*csi.VolumeCapability{c},
 	})
@@ -56,7 +56,7 @@ func (p *plugin) tryStage(t testing.TB, v *volume) error {
 	if err := os.MkdirAll(v.staging, 0o750); err != nil {
 		t.Fatal(err)
 	}
-	_, err := p.node.NodeStageVolume(ctx(t), &csi.NodeStageVolumeRequest{
+	_, err := p.csi.Node.NodeStageVolume(ctx(t), &csi.NodeStageVolumeRequest{
 		VolumeId: v.id, StagingTargetPath: v.staging, VolumeCapability: v.capability, VolumeContext: v.context,
 	})
 	return err
@@ -67,7 +67,7 @@ func (p *plugin) publish(t testing.TB, v *volume) {
 	if err := os.MkdirAll(filepath.Dir(v.target), 0o750); err != nil {
 		t.Fatal(err)
 	}
-	_, err := p.node.NodePublishVolume(ctx(t), &csi.NodePublishVolumeRequest{
+	_, err := p.csi.Node.NodePublishVolume(ctx(t), &csi.NodePublishVolumeRequest{
 		VolumeId: v.id, StagingTargetPath: v.staging, TargetPath: v.target, VolumeCapability: v.capability, VolumeContext: v.context,
 	})
 	if err != nil {
@@ -78,18 +78,18 @@ func (p *plugin) publish(t testing.TB, v *volume) {
 // teardown unpublishes, unstages and deletes the volume.
 func (p *plugin) teardown(t testing.TB, v *volume) {
 	t.Helper()
-	if _, err := p.node.NodeUnpublishVolume(ctx(t), &csi.NodeUnpublishVolumeRequest{VolumeId: v.id, TargetPath: v.target}); err != nil {
+	if _, err := p.csi.Node.NodeUnpublishVolume(ctx(t), &csi.NodeUnpublishVolumeRequest{VolumeId: v.id, TargetPath: v.target}); err != nil {
 		t.Fatalf("NodeUnpublishVolume %s: %v", v.id, err)
 	}
 	p.unstage(t, v)
-	if _, err := p.ctrl.DeleteVolume(ctx(t), &csi.DeleteVolumeRequest{VolumeId: v.id}); err != nil {
+	if _, err := p.csi.Controller.DeleteVolume(ctx(t), &csi.DeleteVolumeRequest{VolumeId: v.id}); err != nil {
 		t.Fatalf("DeleteVolume %s: %v", v.id, err)
 	}
 }
 
 func (p *plugin) unstage(t testing.TB, v *volume) {
 	t.Helper()
-	if _, err := p.node.NodeUnstageVolume(ctx(t), &csi.NodeUnstageVolumeRequest{VolumeId: v.id, StagingTargetPath: v.staging}); err != nil {
+	if _, err := p.csi.Node.NodeUnstageVolume(ctx(t), &csi.NodeUnstageVolumeRequest{VolumeId: v.id, StagingTargetPath: v.staging}); err != nil {
 		t.Fatalf("NodeUnstageVolume %s: %v\n%s", v.id, err, p.diagnose())
 	}
 }
@@ -101,7 +101,7 @@ func cached(size string) map[string]string {
 // teardownKeep unpublishes and unstages but keeps the volume, e.g. to fsck its origin.
 func (p *plugin) teardownKeep(t testing.TB, v *volume) {
 	t.Helper()
-	if _, err := p.node.NodeUnpublishVolume(ctx(t), &csi.NodeUnpublishVolumeRequest{VolumeId: v.id, TargetPath: v.target}); err != nil {
+	if _, err := p.csi.Node.NodeUnpublishVolume(ctx(t), &csi.NodeUnpublishVolumeRequest{VolumeId: v.id, TargetPath: v.target}); err != nil {
 		t.Fatalf("NodeUnpublishVolume %s: %v", v.id, err)
 	}
 	p.unstage(t, v)

@@ -17,13 +17,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/ssdcache/ssdcache/pkg/blockdev"
+	vmguest "github.com/ssdcache/ssdcache/test/vm/guest"
 )
 
 // env is what the host tells the guest tests.
@@ -49,20 +48,16 @@ func guestEnv(t testing.TB) env {
 	return e
 }
 
-// plugin is a running ssdcache-node process.
+// plugin is a running ssdcache-node process and its CSI clients.
 type plugin struct {
-	t        testing.TB
-	env      env
-	base     []string
-	args     []string
-	socket   string
-	cmd      *exec.Cmd
-	log      *lockedBuffer
-	exited   chan error
-	conn     *grpc.ClientConn
-	ctrl     csi.ControllerClient
-	node     csi.NodeClient
-	identity csi.IdentityClient
+	t      testing.TB
+	env    env
+	base   []string
+	args   []string
+	socket string
+	proc   *vmguest.Process
+	log    *lockedBuffer
+	csi    *vmguest.Clients
 }
 
 const (
@@ -83,8 +78,8 @@ func startPlugin(t testing.TB, e env, extra ...string) *plugin {
 func launch(t testing.TB, e env, socket string, args []string) *plugin {
 	t.Helper()
 	p := &plugin{t: t, env: e, socket: socket}
-	p.base = append([]string{"--agent=false", "--node-name=" + nodeName, "--csi-endpoint=unix://" + p.socket,
-		"--metrics-address=127.0.0.1:9810", "--health-interval=500ms", "--sample-interval=1s", "--v=2", "--state-dir=" + stateDir()}, args...)
+	p.base = append(append(vmguest.NodeArgs(nodeName, p.socket),
+		"--health-interval=500ms", "--sample-interval=1s", "--state-dir="+stateDir()), args...)
 	p.args = p.base
 	p.start()
 	t.Cleanup(func() {
@@ -97,35 +92,40 @@ func launch(t testing.TB, e env, socket string, args []string) *plugin {
 
 func (p *plugin) start() {
 	p.t.Helper()
-	p.log = &lockedBuffer{}
-	p.cmd = exec.Command(p.env.nodeBin, p.args...)
-	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
-	// A tool the plugin started may outlive it holding the log pipe (a
-	// daemon LVM spawns); Wait must report the plugin's own exit all the same.
-	p.cmd.WaitDelay = 5 * time.Second
-	if err := p.cmd.Start(); err != nil {
-		p.t.Fatal(err)
-	}
-	p.exited = make(chan error, 1)
-	go func() { p.exited <- p.cmd.Wait() }()
+	p.spawn()
 	p.t.Cleanup(p.stop)
 	if err := p.waitReady(); err != nil {
 		p.t.Fatalf("ssdcache-node did not come up: %v\n%s", err, p.diagnose())
 	}
 }
 
+// spawn starts the process with p.args, its output in a new log.
+func (p *plugin) spawn() {
+	p.t.Helper()
+	p.log = &lockedBuffer{}
+	proc, err := vmguest.StartProcess(p.env.nodeBin, p.args, p.log)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.proc = proc
+}
+
 // waitReady waits until the plugin answers Probe on its socket, or exits.
 func (p *plugin) waitReady() error {
 	return poll("ssdcache-node to answer Probe on "+p.socket, 100*time.Millisecond, func() (bool, string, error) {
-		if exited, err := p.exitState(); exited {
+		if exited, err := p.proc.Exited(); exited {
 			return false, "", fmt.Errorf("ssdcache-node exited: %s", exitText(err))
 		}
 		if _, err := os.Stat(p.socket); err != nil {
 			return false, "no socket yet", nil
 		}
-		if err := p.probe(); err != nil {
+		c, cancel := context.WithTimeout(context.Background(), probeAttempt)
+		defer cancel()
+		clients, err := vmguest.Connect(c, p.socket, grpc.WithUnaryInterceptor(retryAborted))
+		if err != nil {
 			return false, "the socket is there; Probe: " + err.Error(), nil
 		}
+		p.csi = clients
 		return true, "", nil
 	})
 }
@@ -133,42 +133,6 @@ func (p *plugin) waitReady() error {
 // probeAttempt bounds one Probe of waitReady's polls, not the wait: a plugin
 // that died meanwhile is noticed by the next poll.
 const probeAttempt = 10 * time.Second
-
-// probe calls Identity.Probe once on a new connection, kept when the plugin
-// answered ready. A failed attempt drops its connection: the next one dials
-// at once rather than after gRPC's reconnect backoff, which grows to minutes
-// (a plugin killed at a fault point leaves its socket file behind).
-func (p *plugin) probe() error {
-	conn, err := grpc.NewClient("unix://"+p.socket, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithUnaryInterceptor(retryAborted))
-	if err != nil {
-		return err
-	}
-	identity := csi.NewIdentityClient(conn)
-	c, cancel := context.WithTimeout(context.Background(), probeAttempt)
-	defer cancel()
-	resp, err := identity.Probe(c, &csi.ProbeRequest{}, grpc.WaitForReady(true))
-	if err == nil && resp.GetReady() != nil && !resp.GetReady().GetValue() {
-		err = errors.New("answered, not ready")
-	}
-	if err != nil {
-		_ = conn.Close()
-		return err
-	}
-	p.conn, p.ctrl, p.node, p.identity = conn, csi.NewControllerClient(conn), csi.NewNodeClient(conn), identity
-	return nil
-}
-
-// exitState says whether the process has ended, and how.
-func (p *plugin) exitState() (exited bool, err error) {
-	select {
-	case err := <-p.exited:
-		p.exited <- err
-		return true, err
-	default:
-		return false, nil
-	}
-}
 
 func exitText(err error) string {
 	if err == nil {
@@ -186,10 +150,10 @@ const logTail = 40
 // left suspended or with an inactive table explains a hang.
 func (p *plugin) diagnose() string {
 	var b strings.Builder
-	if exited, err := p.exitState(); exited {
+	if exited, err := p.proc.Exited(); exited {
 		fmt.Fprintf(&b, "ssdcache-node has exited: %s\n", exitText(err))
 	} else {
-		fmt.Fprintf(&b, "ssdcache-node is still running (pid %d)\n", p.cmd.Process.Pid)
+		fmt.Fprintf(&b, "ssdcache-node is still running (pid %d)\n", p.proc.Pid())
 	}
 	fmt.Fprintf(&b, "--- its last %d log lines:\n%s\n", logTail, lastLines(p.log.String(), logTail))
 	return b.String() + dmState()
@@ -224,43 +188,29 @@ const stopGrace = 45 * time.Second
 
 // stop ends the plugin gracefully (SIGTERM), as a pod deletion would.
 func (p *plugin) stop() {
-	if p.conn != nil {
-		_ = p.conn.Close()
-		p.conn = nil
+	if p.csi != nil {
+		_ = p.csi.Conn.Close()
+		p.csi = nil
 	}
-	if p.cmd == nil {
+	if p.proc == nil {
 		return
 	}
-	if exited, _ := p.exitState(); exited {
-		return
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-p.exited:
-		p.exited <- err
-		if errors.Is(err, exec.ErrWaitDelay) {
-			ps, _ := trySh("ps -eo pid,ppid,stat,etime,args")
-			p.t.Logf("ssdcache-node exited, but a process it started still holds its output:\n%s", ps)
-		}
-	case <-time.After(stopGrace):
+	err := p.proc.Stop(stopGrace, func() {
 		p.t.Logf("ssdcache-node still running %v after SIGTERM: killing it\n%s", stopGrace, p.diagnose())
-		_ = p.cmd.Process.Kill()
-		<-p.exited
+	})
+	if errors.Is(err, exec.ErrWaitDelay) {
+		ps, _ := trySh("ps -eo pid,ppid,stat,etime,args")
+		p.t.Logf("ssdcache-node exited, but a process it started still holds its output:\n%s", ps)
 	}
 }
 
 // waitExit waits until the suite's deadline for the process to end by
 // itself (a fault point killed it) and returns how it ended.
 func (p *plugin) waitExit() error {
-	timer := time.NewTimer(untilDeadline())
-	defer timer.Stop()
-	select {
-	case err := <-p.exited:
-		p.exited <- err
+	if exited, err := p.proc.Wait(untilDeadline()); exited {
 		return err
-	case <-timer.C:
-		return fmt.Errorf("ssdcache-node still running at the suite's deadline (%s)\n%s", deadline().Format(time.TimeOnly), p.diagnose())
 	}
+	return fmt.Errorf("ssdcache-node still running at the suite's deadline (%s)\n%s", deadline().Format(time.TimeOnly), p.diagnose())
 }
 
 // restart starts the plugin again with other extra flags.

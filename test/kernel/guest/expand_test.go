@@ -22,7 +22,7 @@ func TestExpandCachedXFS(t *testing.T) {
 	sums := dataset(t, v.target, 4)
 	before := fsBytes(t, v.target)
 
-	resp, err := p.ctrl.ControllerExpandVolume(ctx(t), &csi.ControllerExpandVolumeRequest{
+	resp, err := p.csi.Controller.ControllerExpandVolume(ctx(t), &csi.ControllerExpandVolumeRequest{
 		VolumeId: v.id, CapacityRange: &csi.CapacityRange{RequiredBytes: 768 << 20}, VolumeCapability: v.capability})
 	if err != nil {
 		t.Fatal(err)
@@ -30,7 +30,7 @@ func TestExpandCachedXFS(t *testing.T) {
 	if !resp.NodeExpansionRequired || resp.CapacityBytes < 768<<20 {
 		t.Fatalf("ControllerExpandVolume: %+v", resp)
 	}
-	if _, err := p.node.NodeExpandVolume(ctx(t), &csi.NodeExpandVolumeRequest{VolumeId: v.id, VolumePath: v.target,
+	if _, err := p.csi.Node.NodeExpandVolume(ctx(t), &csi.NodeExpandVolumeRequest{VolumeId: v.id, VolumePath: v.target,
 		StagingTargetPath: v.staging, CapacityRange: &csi.CapacityRange{RequiredBytes: 768 << 20}, VolumeCapability: v.capability}); err != nil {
 		t.Fatalf("NodeExpandVolume: %v\n%s", err, p.diagnose())
 	}

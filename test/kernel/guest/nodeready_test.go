@@ -2,19 +2,17 @@ package guest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/container-storage-interface/spec/lib/go/csi"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	vmguest "github.com/ssdcache/ssdcache/test/vm/guest"
 )
 
 // readyMetricsAddr is where the plugins of these tests serve /metrics.
@@ -43,7 +41,7 @@ func TestNodeReadyAfterDiskAppears(t *testing.T) {
 		if vg := strings.TrimSpace(sh(t, "pvs --noheadings -o vg_name %s", node)); vg != "hotplug-hdd" {
 			t.Fatalf("the plugged disk is in VG %q, want hotplug-hdd", vg)
 		}
-		if exited, err := p.exitState(); exited {
+		if exited, err := p.proc.Exited(); exited {
 			t.Fatalf("ssdcache-node exited: %s", exitText(err))
 		}
 		p.stop()
@@ -73,17 +71,9 @@ func startUnready(t *testing.T, e env, name string, args ...string) *plugin {
 	t.Helper()
 	p := &plugin{t: t, env: e, socket: filepath.Join(e.work, name+".sock")}
 	_ = os.Remove(p.socket)
-	p.args = append([]string{"--agent=false", "--node-name=" + nodeName, "--csi-endpoint=unix://" + p.socket,
-		"--metrics-address=" + readyMetricsAddr, "--v=2", "--state-dir="}, args...)
-	p.log = &lockedBuffer{}
-	p.cmd = exec.Command(e.nodeBin, p.args...)
-	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
-	p.cmd.WaitDelay = 5 * time.Second
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p.exited = make(chan error, 1)
-	go func() { p.exited <- p.cmd.Wait() }()
+	// The later --metrics-address wins over NodeArgs' default.
+	p.args = append(append(vmguest.NodeArgs(nodeName, p.socket), "--metrics-address="+readyMetricsAddr, "--state-dir="), args...)
+	p.spawn()
 	t.Cleanup(func() {
 		p.stop()
 		if t.Failed() {
@@ -112,7 +102,7 @@ func (p *plugin) waitNotReady(reason string) {
 func (p *plugin) waitProbe(ready bool) {
 	p.t.Helper()
 	err := poll(fmt.Sprintf("ssdcache-node to answer Probe ready=%v", ready), 200*time.Millisecond, func() (bool, string, error) {
-		if exited, err := p.exitState(); exited {
+		if exited, err := p.proc.Exited(); exited {
 			return false, "", fmt.Errorf("ssdcache-node exited: %s", exitText(err))
 		}
 		got, err := probeReady(p.socket)
@@ -131,18 +121,16 @@ func probeReady(socket string) (bool, error) {
 	if _, err := os.Stat(socket); err != nil {
 		return false, err
 	}
-	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return false, err
-	}
-	defer conn.Close()
 	c, cancel := context.WithTimeout(context.Background(), probeAttempt)
 	defer cancel()
-	resp, err := csi.NewIdentityClient(conn).Probe(c, &csi.ProbeRequest{})
+	clients, err := vmguest.Connect(c, socket)
+	if errors.Is(err, vmguest.ErrNotReady) {
+		return false, nil
+	}
 	if err != nil {
 		return false, err
 	}
-	return resp.GetReady().GetValue(), nil
+	return true, clients.Conn.Close()
 }
 
 // expectPoolReadyMetric checks ssdcache_node_pool_ready{pool=...} on /metrics.

@@ -79,7 +79,7 @@ func TestOnlineCacheOpsUnderIO(t *testing.T) {
 
 	p.teardownKeep(t, v)
 	sh(t, "e2fsck -fn /dev/%s/%s", originVG, v.id)
-	if _, err := p.ctrl.DeleteVolume(ctx(t), deleteRequest(v)); err != nil {
+	if _, err := p.csi.Controller.DeleteVolume(ctx(t), deleteRequest(v)); err != nil {
 		t.Fatal(err)
 	}
 	if got := cacheLVs(t, v.id); len(got) != 0 {

@@ -72,7 +72,7 @@ func TestPausedUnderConcurrentWrites(t *testing.T) {
 		t.Fatalf("the origin lost paused writes: %s, want %s", got, want)
 	}
 	p.unstage(t, v)
-	if _, err := p.ctrl.DeleteVolume(ctx(t), deleteRequest(v)); err != nil {
+	if _, err := p.csi.Controller.DeleteVolume(ctx(t), deleteRequest(v)); err != nil {
 		t.Fatalf("DeleteVolume %s: %v", v.id, err)
 	}
 }

@@ -78,7 +78,7 @@ func TestStressParallelVolumes(t *testing.T) {
 		sh(t, "e2fsck -fn /dev/%s/%s", originVG, v.id)
 	}
 	for _, err := range parallel(vols, func(v *stressVolume) error {
-		_, err := p.ctrl.DeleteVolume(ctx(t), &csi.DeleteVolumeRequest{VolumeId: v.id})
+		_, err := p.csi.Controller.DeleteVolume(ctx(t), &csi.DeleteVolumeRequest{VolumeId: v.id})
 		return err
 	}) {
 		t.Error(err)
@@ -116,7 +116,7 @@ func provisionStress(t *testing.T, p *plugin) []*stressVolume {
 			params = cached("16Mi")
 		}
 		name := fmt.Sprintf("stress-%02d", i)
-		resp, err := p.ctrl.CreateVolume(ctx(t), &csi.CreateVolumeRequest{
+		resp, err := p.csi.Controller.CreateVolume(ctx(t), &csi.CreateVolumeRequest{
 			Name: name, CapacityRange: &csi.CapacityRange{RequiredBytes: stressVolumeBytes}, Parameters: params,
 			VolumeCapabilities: []*csi.VolumeCapability{fsCapability("ext4")},
 		})
@@ -145,7 +145,7 @@ func (v *stressVolume) round(ctx context.Context, p *plugin, agent *cache.Engine
 	if err := os.MkdirAll(v.staging, 0o750); err != nil {
 		return err
 	}
-	if _, err := p.node.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{
+	if _, err := p.csi.Node.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{
 		VolumeId: v.id, StagingTargetPath: v.staging, VolumeCapability: v.capability, VolumeContext: v.context,
 	}); err != nil {
 		return fmt.Errorf("NodeStageVolume %s: %w", v.id, err)
@@ -156,7 +156,7 @@ func (v *stressVolume) round(ctx context.Context, p *plugin, agent *cache.Engine
 	if err := expectCached(v.id); err != nil {
 		return err
 	}
-	if _, err := p.node.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{
+	if _, err := p.csi.Node.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{
 		VolumeId: v.id, StagingTargetPath: v.staging, TargetPath: v.target, VolumeCapability: v.capability, VolumeContext: v.context,
 	}); err != nil {
 		return fmt.Errorf("NodePublishVolume %s: %w", v.id, err)
@@ -170,10 +170,10 @@ func (v *stressVolume) round(ctx context.Context, p *plugin, agent *cache.Engine
 	if err := v.verifyAll(); err != nil {
 		return fmt.Errorf("after resizing the cache: %w", err)
 	}
-	if _, err := p.node.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: v.id, TargetPath: v.target}); err != nil {
+	if _, err := p.csi.Node.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: v.id, TargetPath: v.target}); err != nil {
 		return fmt.Errorf("NodeUnpublishVolume %s: %w", v.id, err)
 	}
-	if _, err := p.node.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: v.id, StagingTargetPath: v.staging}); err != nil {
+	if _, err := p.csi.Node.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: v.id, StagingTargetPath: v.staging}); err != nil {
 		return fmt.Errorf("NodeUnstageVolume %s: %w", v.id, err)
 	}
 	return nil

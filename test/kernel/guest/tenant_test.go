@@ -30,7 +30,7 @@ func TestSafetyTenantLVMLabelIgnored(t *testing.T) {
 	other := p.provision(t, "tenant-lvm-other", 64<<20, nil, blockCapability())
 	p.stage(t, other)
 	p.unstage(t, other)
-	if _, err := p.ctrl.DeleteVolume(ctx(t), deleteRequest(other)); err != nil {
+	if _, err := p.csi.Controller.DeleteVolume(ctx(t), deleteRequest(other)); err != nil {
 		t.Fatalf("DeleteVolume with a tenant's VG named %s on the node: %v\n%s", originVG, err, p.diagnose())
 	}
 	if out := sh(t, "lvm vgs --noheadings -o pv_name --devices %s,%s %s", e.hdd, e.ssd, originVG); strings.Contains(out, "mapper") {
@@ -38,7 +38,7 @@ func TestSafetyTenantLVMLabelIgnored(t *testing.T) {
 	}
 	sh(t, "wipefs -a -q %s", dev)
 	p.unstage(t, v)
-	if _, err := p.ctrl.DeleteVolume(ctx(t), deleteRequest(v)); err != nil {
+	if _, err := p.csi.Controller.DeleteVolume(ctx(t), deleteRequest(v)); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -233,7 +233,7 @@ func TestWarmUpUnderWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.unstage(t, v)
-	if _, err := p.ctrl.DeleteVolume(ctx(t), deleteRequest(v)); err != nil {
+	if _, err := p.csi.Controller.DeleteVolume(ctx(t), deleteRequest(v)); err != nil {
 		t.Fatal(err)
 	}
 }

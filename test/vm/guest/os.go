@@ -53,18 +53,31 @@ func Partition(ctx context.Context, disk string, sizesMiB []int64) ([]string, er
 
 // WaitForPath waits until path exists (a udev link, a sysfs entry).
 func WaitForPath(ctx context.Context, path string, timeout time.Duration) error {
+	return Poll(ctx, path+" to appear", timeout, 100*time.Millisecond, func() (bool, error) {
+		_, err := os.Stat(path)
+		return err == nil, nil
+	})
+}
+
+// Poll calls done every interval until it reports true or timeout passes;
+// the error then names what was awaited and done's last error.
+func Poll(ctx context.Context, what string, timeout, interval time.Duration, done func() (bool, error)) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		if _, err := os.Stat(path); err == nil {
+		ok, err := done()
+		if ok {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s did not appear within %v", path, timeout)
+			if err != nil {
+				return fmt.Errorf("waited %v for %s: %w", timeout, what, err)
+			}
+			return fmt.Errorf("waited %v for %s", timeout, what)
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(interval):
 		}
 	}
 }

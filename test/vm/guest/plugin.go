@@ -10,14 +10,10 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 )
 
 // PluginConfig says how to start ssdcache-node.
@@ -36,39 +32,31 @@ type PluginConfig struct {
 
 // Plugin is a running ssdcache-node and a CSI client connected to it.
 type Plugin struct {
-	cfg    PluginConfig
-	cmd    *exec.Cmd
-	log    *os.File
-	exited chan error
-	conn   *grpc.ClientConn
-	ctrl   csi.ControllerClient
-	node   csi.NodeClient
+	cfg  PluginConfig
+	proc *Process
+	log  *os.File
+	csi  *Clients
 }
 
-// StartPlugin runs ssdcache-node without the node agent (there is no API server
-// in the VM) and waits until it answers Probe.
+// StartPlugin runs ssdcache-node without the node agent (there is no API
+// server in the VM) and waits until it answers Probe.
 func StartPlugin(ctx context.Context, cfg PluginConfig) (*Plugin, error) {
 	log, err := os.Create(cfg.LogPath)
 	if err != nil {
 		return nil, err
 	}
-	args := []string{"--agent=false", "--node-name=" + cfg.NodeName, "--csi-endpoint=unix://" + cfg.Socket,
-		"--metrics-address=127.0.0.1:9810", "--health-probe-address=127.0.0.1:9811", "--v=2"}
+	args := append(NodeArgs(cfg.NodeName, cfg.Socket), "--health-probe-address=127.0.0.1:9811")
 	for _, d := range cfg.OriginDevices {
 		args = append(args, "--origin-devices="+d)
 	}
 	for _, d := range cfg.CacheDevices {
 		args = append(args, "--cache-devices="+d)
 	}
-	p := &Plugin{cfg: cfg, log: log, exited: make(chan error, 1)}
-	p.cmd = exec.Command(cfg.Binary, args...)
-	p.cmd.Env = append(os.Environ(), "LC_ALL=C")
-	p.cmd.Stdout, p.cmd.Stderr = log, log
-	if err := p.cmd.Start(); err != nil {
+	p := &Plugin{cfg: cfg, log: log}
+	if p.proc, err = StartProcess(cfg.Binary, args, log); err != nil {
 		log.Close()
-		return nil, fmt.Errorf("starting %s: %w", cfg.Binary, err)
+		return nil, err
 	}
-	go func() { p.exited <- p.cmd.Wait() }()
 	if err := p.waitReady(ctx); err != nil {
 		p.Stop()
 		return nil, fmt.Errorf("ssdcache-node did not come up (log %s): %w", cfg.LogPath, err)
@@ -80,42 +68,27 @@ func (p *Plugin) waitReady(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	for {
-		select {
-		case err := <-p.exited:
-			p.exited <- err
+		if exited, err := p.proc.Exited(); exited {
 			return fmt.Errorf("exited: %v", err)
+		}
+		if _, err := os.Stat(p.cfg.Socket); err == nil {
+			p.csi, err = Connect(ctx, p.cfg.Socket)
+			return err
+		}
+		select {
 		case <-ctx.Done():
 			return fmt.Errorf("no socket %s: %w", p.cfg.Socket, ctx.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
-		if _, err := os.Stat(p.cfg.Socket); err == nil {
-			return p.connect(ctx)
-		}
 	}
-}
-
-func (p *Plugin) connect(ctx context.Context) error {
-	conn, err := grpc.NewClient("unix://"+p.cfg.Socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return err
-	}
-	p.conn, p.ctrl, p.node = conn, csi.NewControllerClient(conn), csi.NewNodeClient(conn)
-	_, err = csi.NewIdentityClient(conn).Probe(ctx, &csi.ProbeRequest{}, grpc.WaitForReady(true))
-	return err
 }
 
 // Stop ends the plugin with SIGTERM, as a pod deletion would.
 func (p *Plugin) Stop() {
-	if p.conn != nil {
-		_ = p.conn.Close()
+	if p.csi != nil {
+		_ = p.csi.Conn.Close()
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.exited:
-	case <-time.After(20 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-	}
+	_ = p.proc.Stop(20*time.Second, nil)
 	p.log.Close()
 }
 
@@ -153,7 +126,7 @@ const (
 // CreateVolume provisions a volume as external-provisioner does for a PVC
 // named pvName of the given size and StorageClass parameters.
 func (p *Plugin) CreateVolume(ctx context.Context, pvName string, bytes int64, params map[string]string, c *csi.VolumeCapability) (*Volume, error) {
-	resp, err := p.ctrl.CreateVolume(ctx, &csi.CreateVolumeRequest{
+	resp, err := p.csi.Controller.CreateVolume(ctx, &csi.CreateVolumeRequest{
 		Name: pvName, CapacityRange: &csi.CapacityRange{RequiredBytes: bytes}, Parameters: params,
 		VolumeCapabilities: []*csi.VolumeCapability{c},
 	})
@@ -176,12 +149,12 @@ func (p *Plugin) StageAndPublish(ctx context.Context, v *Volume) error {
 			return err
 		}
 	}
-	if _, err := p.node.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{
+	if _, err := p.csi.Node.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{
 		VolumeId: v.ID, StagingTargetPath: v.Staging, VolumeCapability: v.Capability, VolumeContext: v.Context,
 	}); err != nil {
 		return fmt.Errorf("NodeStageVolume %s: %w", v.ID, err)
 	}
-	if _, err := p.node.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{
+	if _, err := p.csi.Node.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{
 		VolumeId: v.ID, StagingTargetPath: v.Staging, TargetPath: v.Target, VolumeCapability: v.Capability, VolumeContext: v.Context,
 	}); err != nil {
 		return fmt.Errorf("NodePublishVolume %s: %w", v.ID, err)
@@ -192,10 +165,10 @@ func (p *Plugin) StageAndPublish(ctx context.Context, v *Volume) error {
 // Unstage unpublishes and unstages the volume, as kubelet does when the
 // last pod using it on the node is deleted.
 func (p *Plugin) Unstage(ctx context.Context, v *Volume) error {
-	if _, err := p.node.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: v.ID, TargetPath: v.Target}); err != nil {
+	if _, err := p.csi.Node.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: v.ID, TargetPath: v.Target}); err != nil {
 		return fmt.Errorf("NodeUnpublishVolume %s: %w", v.ID, err)
 	}
-	if _, err := p.node.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: v.ID, StagingTargetPath: v.Staging}); err != nil {
+	if _, err := p.csi.Node.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: v.ID, StagingTargetPath: v.Staging}); err != nil {
 		return fmt.Errorf("NodeUnstageVolume %s: %w", v.ID, err)
 	}
 	return nil
@@ -207,7 +180,7 @@ func (p *Plugin) Delete(ctx context.Context, v *Volume) error {
 	if err := p.Unstage(ctx, v); err != nil {
 		return err
 	}
-	if _, err := p.ctrl.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: v.ID}); err != nil {
+	if _, err := p.csi.Controller.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: v.ID}); err != nil {
 		return fmt.Errorf("DeleteVolume %s: %w", v.ID, err)
 	}
 	return nil

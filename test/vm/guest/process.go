@@ -1,0 +1,125 @@
+package guest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// NodeArgs are the flags of every ssdcache-node the guest runs: no node
+// agent (there is no API server in the VM), its CSI socket and metrics on
+// loopback.
+func NodeArgs(nodeName, socket string) []string {
+	return []string{"--agent=false", "--node-name=" + nodeName, "--csi-endpoint=unix://" + socket,
+		"--metrics-address=127.0.0.1:9810", "--v=2"}
+}
+
+// Process is a running ssdcache-node.
+type Process struct {
+	cmd    *exec.Cmd
+	exited chan error
+}
+
+// StartProcess starts binary with args, its stdout and stderr to out.
+func StartProcess(binary string, args []string, out io.Writer) (*Process, error) {
+	p := &Process{cmd: exec.Command(binary, args...), exited: make(chan error, 1)}
+	p.cmd.Env = append(os.Environ(), "LC_ALL=C")
+	p.cmd.Stdout, p.cmd.Stderr = out, out
+	// A tool the plugin started may outlive it holding out (a daemon LVM
+	// spawns); Wait must report the plugin's own exit all the same.
+	p.cmd.WaitDelay = 5 * time.Second
+	if err := p.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", binary, err)
+	}
+	go func() { p.exited <- p.cmd.Wait() }()
+	return p, nil
+}
+
+// Pid is the process ID.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Exited says whether the process has ended, and how.
+func (p *Process) Exited() (bool, error) {
+	select {
+	case err := <-p.exited:
+		p.exited <- err
+		return true, err
+	default:
+		return false, nil
+	}
+}
+
+// Wait waits up to timeout for the process to end by itself.
+func (p *Process) Wait(timeout time.Duration) (exited bool, err error) {
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case err := <-p.exited:
+		p.exited <- err
+		return true, err
+	case <-timer.C:
+		return false, nil
+	}
+}
+
+// Stop ends the process with SIGTERM, as a pod deletion would, and kills
+// it when it is still running after grace, first calling beforeKill (if
+// not nil) to report what kept it. err is how the process ended.
+func (p *Process) Stop(grace time.Duration, beforeKill func()) error {
+	if exited, err := p.Exited(); exited {
+		return err
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	if exited, err := p.Wait(grace); exited {
+		return err
+	}
+	if beforeKill != nil {
+		beforeKill()
+	}
+	_ = p.cmd.Process.Kill()
+	err := <-p.exited
+	p.exited <- err
+	return err
+}
+
+// ErrNotReady is Connect's error when the plugin answered Probe not ready.
+var ErrNotReady = errors.New("answered Probe, not ready")
+
+// Clients are the CSI clients of one connection to the plugin.
+type Clients struct {
+	Conn       *grpc.ClientConn
+	Identity   csi.IdentityClient
+	Controller csi.ControllerClient
+	Node       csi.NodeClient
+}
+
+// Connect dials the plugin's socket and calls Probe once within ctx; the
+// connection is kept only when the plugin answered ready. A failed attempt
+// closes its connection, so the next one dials at once rather than after
+// gRPC's reconnect backoff, which grows to minutes (a plugin killed at a
+// fault point leaves its socket file behind).
+func Connect(ctx context.Context, socket string, opts ...grpc.DialOption) (*Clients, error) {
+	conn, err := grpc.NewClient("unix://"+socket, append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	if err != nil {
+		return nil, err
+	}
+	c := &Clients{Conn: conn, Identity: csi.NewIdentityClient(conn), Controller: csi.NewControllerClient(conn), Node: csi.NewNodeClient(conn)}
+	resp, err := c.Identity.Probe(ctx, &csi.ProbeRequest{}, grpc.WaitForReady(true))
+	if err == nil && resp.GetReady() != nil && !resp.GetReady().GetValue() {
+		err = ErrNotReady
+	}
+	if err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	return c, nil
+}
