@@ -7,7 +7,6 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/base64"
 	"encoding/pem"
 	"fmt"
 	"math/big"
@@ -15,6 +14,11 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	certutil "k8s.io/client-go/util/cert"
+	"k8s.io/client-go/util/keyutil"
 )
 
 // identity is one client or server certificate of the throwaway PKI.
@@ -40,7 +44,8 @@ func clientIdentities(node string) []identity {
 
 // PKI is a CA, the apiserver's serving certificate, one client certificate
 // and kubeconfig per component, and the service-account signing key, all
-// under Dir. Valid for a day: it lives as long as one test run.
+// under Dir. The issued certificates are valid for a day: the PKI lives as
+// long as one test run.
 type PKI struct {
 	Dir    string
 	caCert *x509.Certificate
@@ -58,27 +63,17 @@ func NewPKI(dir, serverURL, node string, serverIPs []net.IP) (*PKI, error) {
 	}
 	ids := append(clientIdentities(node), identity{name: "apiserver", cn: "kube-apiserver", server: true})
 	for _, id := range ids {
-		if err := p.issue(id, serverIPs); err != nil {
+		certPEM, keyPEM, err := p.issue(id, serverIPs)
+		if err != nil {
 			return nil, fmt.Errorf("certificate %s: %w", id.name, err)
 		}
 		if !id.server {
-			if err := p.writeKubeconfig(id.name, serverURL); err != nil {
+			if err := p.writeKubeconfig(id.name, serverURL, certPEM, keyPEM); err != nil {
 				return nil, err
 			}
 		}
 	}
-	saKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	if err := writeKey(p.Path("sa.key"), saKey); err != nil {
-		return nil, err
-	}
-	pub, err := x509.MarshalPKIXPublicKey(saKey.Public())
-	if err != nil {
-		return nil, err
-	}
-	return p, writePEM(p.Path("sa.pub"), "PUBLIC KEY", pub)
+	return p, p.writeServiceAccountKey()
 }
 
 // Path is a file of the PKI: ca.crt, apiserver.key, admin.kubeconfig, ...
@@ -92,36 +87,32 @@ func (p *PKI) makeCA() error {
 	if err != nil {
 		return err
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "ssdcache-e2e-ca"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-	if err != nil {
-		return err
-	}
-	if p.caCert, err = x509.ParseCertificate(der); err != nil {
+	// An hour back, as for the issued certificates. client-go fixes the
+	// CA's end at ten years; the one-day certificates bound every chain.
+	cfg := certutil.Config{CommonName: "ssdcache-e2e-ca", NotBefore: time.Now().Add(-time.Hour)}
+	if p.caCert, err = certutil.NewSelfSignedCACert(cfg, key); err != nil {
 		return err
 	}
 	p.caKey = key
-	if err := writePEM(p.Path("ca.crt"), "CERTIFICATE", der); err != nil {
-		return err
-	}
-	return writeKey(p.Path("ca.key"), key)
+	_, _, err = p.writePair("ca", p.caCert, key)
+	return err
 }
 
-func (p *PKI) issue(id identity, serverIPs []net.IP) error {
+// issue signs id's certificate with the CA and writes it and its key.
+// client-go only makes self-signed certificates, so signing with the CA
+// is x509.CreateCertificate here.
+func (p *PKI) issue(id identity, serverIPs []net.IP) (certPEM, keyPEM []byte, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: serial, Subject: pkix.Name{CommonName: id.cn},
+		// An hour back: the guest's clock need not agree with the host's.
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
 		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
@@ -137,43 +128,63 @@ func (p *PKI) issue(id identity, serverIPs []net.IP) error {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.caCert, key.Public(), p.caKey)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	if err := writePEM(p.Path(id.name+".crt"), "CERTIFICATE", der); err != nil {
-		return err
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, nil, err
 	}
-	return writeKey(p.Path(id.name+".key"), key)
+	return p.writePair(id.name, cert, key)
+}
+
+// writePair writes <name>.crt and <name>.key and returns their PEM.
+func (p *PKI) writePair(name string, cert *x509.Certificate, key crypto.PrivateKey) (certPEM, keyPEM []byte, err error) {
+	if certPEM, err = certutil.EncodeCertificates(cert); err != nil {
+		return nil, nil, err
+	}
+	if keyPEM, err = keyutil.MarshalPrivateKeyToPEM(key); err != nil {
+		return nil, nil, err
+	}
+	if err := certutil.WriteCert(p.Path(name+".crt"), certPEM); err != nil {
+		return nil, nil, err
+	}
+	return certPEM, keyPEM, keyutil.WriteKey(p.Path(name+".key"), keyPEM)
 }
 
 // writeKubeconfig embeds the certificates, so that the same file works on
 // the host and in the guest, where the PKI directory has another path.
-func (p *PKI) writeKubeconfig(name, serverURL string) error {
-	var data [3]string
-	for i, f := range []string{"ca.crt", name + ".crt", name + ".key"} {
-		b, err := os.ReadFile(p.Path(f))
-		if err != nil {
-			return err
-		}
-		data[i] = base64.StdEncoding.EncodeToString(b)
-	}
-	cfg := fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters: [{name: e2e, cluster: {server: %q, certificate-authority-data: %s}}]
-users: [{name: %s, user: {client-certificate-data: %s, client-key-data: %s}}]
-contexts: [{name: e2e, context: {cluster: e2e, user: %s}}]
-current-context: e2e
-`, serverURL, data[0], name, data[1], data[2], name)
-	return os.WriteFile(p.Kubeconfig(name), []byte(cfg), 0o600)
-}
-
-func writeKey(path string, key *ecdsa.PrivateKey) error {
-	der, err := x509.MarshalECPrivateKey(key)
+func (p *PKI) writeKubeconfig(name, serverURL string, certPEM, keyPEM []byte) error {
+	caPEM, err := certutil.EncodeCertificates(p.caCert)
 	if err != nil {
 		return err
 	}
-	return writePEM(path, "EC PRIVATE KEY", der)
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["e2e"] = &clientcmdapi.Cluster{Server: serverURL, CertificateAuthorityData: caPEM}
+	cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{ClientCertificateData: certPEM, ClientKeyData: keyPEM}
+	cfg.Contexts["e2e"] = &clientcmdapi.Context{Cluster: "e2e", AuthInfo: name}
+	cfg.CurrentContext = "e2e"
+	return clientcmd.WriteToFile(*cfg, p.Kubeconfig(name))
 }
 
-func writePEM(path, kind string, der []byte) error {
-	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o600)
+// writeServiceAccountKey writes sa.key, with which the apiserver and the
+// controller-manager sign service-account tokens, and sa.pub, with which
+// the apiserver checks them.
+func (p *PKI) writeServiceAccountKey() error {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	keyPEM, err := keyutil.MarshalPrivateKeyToPEM(key)
+	if err != nil {
+		return err
+	}
+	if err := keyutil.WriteKey(p.Path("sa.key"), keyPEM); err != nil {
+		return err
+	}
+	pub, err := x509.MarshalPKIXPublicKey(key.Public())
+	if err != nil {
+		return err
+	}
+	// keyutil reads public keys but has no writer for them.
+	return os.WriteFile(p.Path("sa.pub"), pem.EncodeToMemory(&pem.Block{Type: keyutil.PublicKeyBlockType, Bytes: pub}), 0o644)
 }
