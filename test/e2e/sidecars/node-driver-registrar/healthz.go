@@ -3,14 +3,24 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"time"
 
+	"github.com/kubernetes-csi/csi-lib-utils/connection"
 	"k8s.io/klog/v2"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
-
-	"github.com/ssdcache/ssdcache/test/e2e/sidecars/internal/sidecar"
 )
+
+// serveHealthz serves /healthz on lis until ctx ends.
+func serveHealthz(ctx context.Context, lis net.Listener, health *healthChecker) error {
+	mux := http.NewServeMux()
+	mux.Handle("/healthz", health)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	klog.InfoS("Serving /healthz", "address", lis.Addr().String())
+	// Close, not a graceful Shutdown: upstream simply exits on SIGTERM.
+	return serveUntilDone(ctx, "/healthz server on "+lis.Addr().String(), func() error { return srv.Serve(lis) }, func() { _ = srv.Close() })
+}
 
 // healthChecker serves /healthz: the registration socket must exist and
 // answer GetInfo with this driver's name, as upstream checks.
@@ -21,34 +31,41 @@ type healthChecker struct {
 }
 
 func (h *healthChecker) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	code, body := h.check(req.Context())
+	if code == http.StatusOK {
+		klog.V(5).InfoS("Health check succeeded")
+	} else {
+		klog.ErrorS(nil, "Health check failed", "status", code, "reason", body)
+	}
+	w.WriteHeader(code)
+	_, _ = w.Write([]byte(body))
+}
+
+// check returns upstream's answers: 404 without the socket, 500 when it is
+// not a socket or does not answer GetInfo for this driver.
+func (h *healthChecker) check(ctx context.Context) (code int, body string) {
 	exists, err := socketExists(h.socketPath)
 	switch {
 	case err != nil:
-		respond(w, http.StatusInternalServerError, err.Error())
-		klog.ErrorS(err, "Health check failed")
+		return http.StatusInternalServerError, err.Error()
 	case !exists:
-		respond(w, http.StatusNotFound, "registration socket does not exist")
-		klog.ErrorS(nil, "Health check failed, registration socket does not exist", "socketPath", h.socketPath)
-	default:
-		if err := h.checkLiveSocket(req.Context()); err != nil {
-			respond(w, http.StatusInternalServerError, err.Error())
-			klog.ErrorS(err, "Health check failed")
-			return
-		}
-		respond(w, http.StatusOK, "ok")
-		klog.V(5).InfoS("Health check succeeded")
+		return http.StatusNotFound, "registration socket does not exist"
 	}
+	if err := h.checkLiveSocket(ctx); err != nil {
+		return http.StatusInternalServerError, err.Error()
+	}
+	return http.StatusOK, "ok"
 }
 
 // checkLiveSocket calls GetInfo on the registration socket, as kubelet would.
 func (h *healthChecker) checkLiveSocket(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, h.timeout)
 	defer cancel()
-	conn, err := sidecar.Connect(ctx, h.socketPath, h.timeout)
+	conn, err := connection.Connect(ctx, h.socketPath, nil)
 	if err != nil {
 		return fmt.Errorf("error connecting to node-registrar socket %s: %w", h.socketPath, err)
 	}
-	defer sidecar.CloseConn(conn, h.socketPath)
+	defer func() { _ = conn.Close() }()
 
 	info, err := registerapi.NewRegistrationClient(conn).GetInfo(ctx, &registerapi.InfoRequest{})
 	if err != nil {
@@ -58,9 +75,4 @@ func (h *healthChecker) checkLiveSocket(ctx context.Context) error {
 		return fmt.Errorf("registration socket %s answers for driver %q, want %q", h.socketPath, info.Name, h.driverName)
 	}
 	return nil
-}
-
-func respond(w http.ResponseWriter, code int, body string) {
-	w.WriteHeader(code)
-	_, _ = w.Write([]byte(body))
 }

@@ -7,78 +7,110 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/kubernetes-csi/csi-lib-utils/connection"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
-
-	"github.com/ssdcache/ssdcache/test/e2e/sidecars/internal/fakecsi"
-	"github.com/ssdcache/ssdcache/test/e2e/sidecars/internal/sidecar"
 )
 
 const (
-	testDriver   = "ssdcache.io"
-	kubeletPath  = "/var/lib/kubelet/plugins/ssdcache.io/csi.sock"
-	waitForReady = 30 * time.Second // generous bound on waits, never a pass/fail timing
+	testDriver  = "ssdcache.io"
+	kubeletPath = "/var/lib/kubelet/plugins/ssdcache.io/csi.sock"
+	waitBound   = 30 * time.Second // generous bound on waits, never a pass/fail timing
+	// runMainEnv makes the test binary run main() instead of the tests, so that
+	// flags, signals and exit codes are tested as shipped.
+	runMainEnv = "NODE_DRIVER_REGISTRAR_RUN_MAIN"
 )
 
-// exitRecorder stands in for os.Exit.
-type exitRecorder struct {
-	mu    sync.Mutex
-	codes []int
+func TestMain(m *testing.M) {
+	if os.Getenv(runMainEnv) == "1" {
+		os.Args = append([]string{"node-driver-registrar"}, os.Args[1:]...)
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
 }
 
-func (e *exitRecorder) exit(code int) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.codes = append(e.codes, code)
+func registrarCommand(args ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), runMainEnv+"=1")
+	return cmd
 }
 
-func (e *exitRecorder) recorded() []int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return append([]int(nil), e.codes...)
+// fakeDriver is all of a CSI driver the registrar asks: GetPluginInfo.
+type fakeDriver struct {
+	csi.UnimplementedIdentityServer
 }
 
-// startRegistrar runs the registrar against a fake driver and returns the
-// registration socket path, the /healthz URL and a stop function that
-// returns run's error.
-func startRegistrar(t *testing.T, exit func(int)) (socketPath, healthURL string, stop func() error) {
+func (fakeDriver) GetPluginInfo(context.Context, *csi.GetPluginInfoRequest) (*csi.GetPluginInfoResponse, error) {
+	return &csi.GetPluginInfoResponse{Name: testDriver, VendorVersion: "test"}, nil
+}
+
+// serveGRPC serves what register adds on a unix socket at path until the test ends.
+func serveGRPC(t *testing.T, path string, register func(*grpc.Server)) {
 	t.Helper()
-	fake := fakecsi.Start(t, testDriver)
-	cfg := config{
-		csiAddress:              fake.Endpoint,
-		kubeletRegistrationPath: kubeletPath,
-		pluginRegistrationPath:  t.TempDir(),
-		timeout:                 5 * time.Second,
-	}
-	httpLis, err := net.Listen("tcp", "127.0.0.1:0")
+	lis, err := net.Listen("unix", path)
 	if err != nil {
-		t.Fatalf("listen for /healthz: %v", err)
+		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- newRegistrar(cfg, exit).run(ctx, httpLis) }()
-	stop = sync.OnceValue(func() error { cancel(); return <-done })
-	t.Cleanup(func() { _ = stop() })
-	socketPath = filepath.Join(cfg.pluginRegistrationPath, testDriver+"-reg.sock")
-	return socketPath, "http://" + httpLis.Addr().String() + "/healthz", stop
+	server := grpc.NewServer()
+	register(server)
+	go func() { _ = server.Serve(lis) }()
+	t.Cleanup(server.Stop)
+}
+
+// startRegistrar runs main() in a child process against a fake driver, with
+// the flags the chart passes, where a killed predecessor left its socket.
+func startRegistrar(t *testing.T) (cmd *exec.Cmd, socketPath, healthURL string) {
+	t.Helper()
+	csiSocket := filepath.Join(t.TempDir(), "csi.sock")
+	serveGRPC(t, csiSocket, func(s *grpc.Server) { csi.RegisterIdentityServer(s, fakeDriver{}) })
+	regDir := t.TempDir()
+	socketPath = filepath.Join(regDir, testDriver+"-reg.sock")
+	stale, err := net.Listen("unix", socketPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale.(*net.UnixListener).SetUnlinkOnClose(false)
+	_ = stale.Close()
+
+	httpAddr := freeLoopbackAddress(t)
+	cmd = registrarCommand("--csi-address="+csiSocket, "--kubelet-registration-path="+kubeletPath,
+		"--plugin-registration-path="+regDir, "--http-endpoint="+httpAddr, "--timeout=5s", "--v=5")
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start registrar process: %v", err)
+	}
+	// One that does not exit when it should is killed, which its exit code then shows.
+	killer := time.AfterFunc(waitBound, func() { _ = cmd.Process.Kill() })
+	t.Cleanup(func() { killer.Stop(); _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd, socketPath, "http://" + httpAddr + "/healthz"
+}
+
+// freeLoopbackAddress returns a loopback host:port that was free a moment ago.
+func freeLoopbackAddress(t *testing.T) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = lis.Close() }()
+	return lis.Addr().String()
 }
 
 // registrationClient connects to the registration socket as kubelet would,
-// waiting for the registrar to create it.
+// retrying until the registrar has replaced the stale socket.
 func registrationClient(t *testing.T, socketPath string) registerapi.RegistrationClient {
 	t.Helper()
-	// Wait for the socket file first: a dial that fails backs off for a second.
-	deadline := time.Now().Add(waitForReady)
-	for _, err := os.Lstat(socketPath); err != nil && time.Now().Before(deadline); _, err = os.Lstat(socketPath) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	conn, err := sidecar.Connect(context.Background(), socketPath, waitForReady)
+	conn, err := connection.Connect(context.Background(), socketPath, nil, connection.WithTimeout(waitBound))
 	if err != nil {
 		t.Fatalf("connect to registration socket: %v", err)
 	}
@@ -88,148 +120,103 @@ func registrationClient(t *testing.T, socketPath string) registerapi.Registratio
 
 func getHealthz(t *testing.T, url string) (int, string) {
 	t.Helper()
-	client := &http.Client{Timeout: waitForReady}
-	resp, err := client.Get(url)
+	resp, err := (&http.Client{Timeout: waitBound}).Get(url)
 	if err != nil {
 		t.Fatalf("GET %s: %v", url, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("read /healthz body: %v", err)
-	}
+	body, _ := io.ReadAll(resp.Body) // a short read shows as a wrong body
 	return resp.StatusCode, string(body)
 }
 
-// serveRegistration serves a registration server for driverName on lis until the test ends.
-func serveRegistration(t *testing.T, lis net.Listener, driverName string) {
-	t.Helper()
-	server := grpc.NewServer()
-	registerapi.RegisterRegistrationServer(server, newRegistrationServer(driverName, kubeletPath, (&exitRecorder{}).exit))
-	go func() { _ = server.Serve(lis) }()
-	t.Cleanup(server.Stop)
+// exitCode waits for cmd and returns its exit code, -1 if a signal killed it.
+func exitCode(cmd *exec.Cmd) int {
+	_ = cmd.Wait()
+	return cmd.ProcessState.ExitCode()
 }
 
-// serveOnce runs one GET /healthz through handler.
-func serveOnce(handler http.Handler) (int, string) {
-	rec := httptest.NewRecorder()
-	handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
-	return rec.Code, rec.Body.String()
-}
-
-func TestRegistrarServesGetInfoAndRemovesSocketOnStop(t *testing.T) {
-	exits := &exitRecorder{}
-	socketPath, healthURL, stop := startRegistrar(t, exits.exit)
+// TestKubeletRegistersTheDriver plays kubelet's side of plugin registration
+// and the liveness probe, then stops the registrar as kubelet does.
+func TestKubeletRegistersTheDriver(t *testing.T) {
+	cmd, socketPath, healthURL := startRegistrar(t)
 	client := registrationClient(t, socketPath)
-
-	info, err := client.GetInfo(context.Background(), &registerapi.InfoRequest{})
-	if err != nil {
-		t.Fatalf("GetInfo: %v", err)
-	}
-	if info.Type != registerapi.CSIPlugin || info.Name != testDriver || info.Endpoint != kubeletPath ||
-		strings.Join(info.SupportedVersions, ",") != "1.0.0" {
-		t.Errorf("GetInfo = {Type:%q Name:%q Endpoint:%q Versions:%v}, want {CSIPlugin %s %s [1.0.0]}",
-			info.Type, info.Name, info.Endpoint, info.SupportedVersions, testDriver, kubeletPath)
+	ctx := context.Background()
+	info, err := client.GetInfo(ctx, &registerapi.InfoRequest{})
+	want := &registerapi.PluginInfo{Type: registerapi.CSIPlugin, Name: testDriver, Endpoint: kubeletPath, SupportedVersions: []string{"1.0.0"}}
+	if err != nil || !proto.Equal(info, want) {
+		t.Fatalf("GetInfo = %v, %v; want %v", info, err, want)
 	}
 	if code, body := getHealthz(t, healthURL); code != http.StatusOK || body != "ok" {
 		t.Errorf("/healthz = %d %q, want 200 \"ok\"", code, body)
 	}
-	if _, err := client.NotifyRegistrationStatus(context.Background(), &registerapi.RegistrationStatus{PluginRegistered: true}); err != nil {
+	if _, err := client.NotifyRegistrationStatus(ctx, &registerapi.RegistrationStatus{PluginRegistered: true}); err != nil {
 		t.Fatalf("NotifyRegistrationStatus(registered): %v", err)
 	}
-	if codes := exits.recorded(); len(codes) != 0 {
-		t.Errorf("exit called with %v after a successful registration, want no exit", codes)
+	if _, err := client.GetInfo(ctx, &registerapi.InfoRequest{}); err != nil {
+		t.Errorf("GetInfo after a successful registration: %v; want the registrar still serving", err)
 	}
 
-	if err := stop(); err != nil {
-		t.Fatalf("run returned %v after stop, want nil", err)
-	}
-	if _, err := os.Lstat(socketPath); !os.IsNotExist(err) {
-		t.Errorf("registration socket %s still there after stop (lstat: %v)", socketPath, err)
-	}
-}
-
-func TestFailedRegistrationExitsNonZero(t *testing.T) {
-	exits := &exitRecorder{}
-	socketPath, _, _ := startRegistrar(t, exits.exit)
-	client := registrationClient(t, socketPath)
-
-	status := &registerapi.RegistrationStatus{PluginRegistered: false, Error: "driver name taken"}
-	if _, err := client.NotifyRegistrationStatus(context.Background(), status); err != nil {
-		t.Fatalf("NotifyRegistrationStatus(failed): %v", err)
-	}
-	if codes := exits.recorded(); len(codes) != 1 || codes[0] != 1 {
-		t.Errorf("exit codes after failed registration = %v, want [1]", codes)
-	}
-}
-
-func TestHealthzWithoutLiveSocket(t *testing.T) {
-	dir := t.TempDir()
-	missing := &healthChecker{socketPath: filepath.Join(dir, "absent-reg.sock"), driverName: testDriver, timeout: time.Second}
-	if code, body := serveOnce(missing); code != http.StatusNotFound || body != "registration socket does not exist" {
-		t.Errorf("/healthz without socket = %d %q, want 404", code, body)
-	}
-
-	// A socket that answers for another driver is not ours.
-	otherPath := filepath.Join(dir, "other-reg.sock")
-	lis, err := listenRegistrationSocket(otherPath)
-	if err != nil {
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	serveRegistration(t, lis, "other.example.com")
-	wrong := &healthChecker{socketPath: otherPath, driverName: testDriver, timeout: waitForReady}
-	if code, body := serveOnce(wrong); code != http.StatusInternalServerError || !strings.Contains(body, "other.example.com") {
+	if code := exitCode(cmd); code != 0 {
+		t.Errorf("exit code after SIGTERM = %d, want 0", code)
+	}
+	if _, err := os.Lstat(socketPath); !os.IsNotExist(err) {
+		t.Errorf("registration socket still there after SIGTERM (lstat: %v)", err)
+	}
+}
+
+func TestRejectedRegistrationExitsOne(t *testing.T) {
+	cmd, socketPath, _ := startRegistrar(t)
+	client := registrationClient(t, socketPath)
+	// The process exits inside the call, so the call itself may fail.
+	_, _ = client.NotifyRegistrationStatus(context.Background(), &registerapi.RegistrationStatus{Error: "driver name taken"})
+	if code := exitCode(cmd); code != 1 {
+		t.Errorf("exit code after a failed registration = %d, want 1", code)
+	}
+}
+
+func TestHealthzFailsWithoutThisDriversSocket(t *testing.T) {
+	healthz := func(socketPath string) (int, string) {
+		rec := httptest.NewRecorder()
+		h := &healthChecker{socketPath: socketPath, driverName: testDriver, timeout: waitBound}
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+		return rec.Code, rec.Body.String()
+	}
+	dir := t.TempDir()
+	if code, body := healthz(filepath.Join(dir, "absent-reg.sock")); code != http.StatusNotFound || body != "registration socket does not exist" {
+		t.Errorf("/healthz without socket = %d %q, want 404", code, body)
+	}
+	other := filepath.Join(dir, "other-reg.sock")
+	serveGRPC(t, other, func(s *grpc.Server) {
+		registerapi.RegisterRegistrationServer(s, &registrationServer{driverName: "other.example.com", endpoint: kubeletPath})
+	})
+	if code, body := healthz(other); code != http.StatusInternalServerError || !strings.Contains(body, "other.example.com") {
 		t.Errorf("/healthz on another driver's socket = %d %q, want 500 naming other.example.com", code, body)
 	}
 }
 
-func TestStaleSocketIsReplacedOtherFilesAreNot(t *testing.T) {
-	dir := t.TempDir()
-	stale := filepath.Join(dir, "stale-reg.sock")
-	old, err := net.Listen("unix", stale)
-	if err != nil {
-		t.Fatal(err)
-	}
-	old.(*net.UnixListener).SetUnlinkOnClose(false) // as if the old process was killed
-	_ = old.Close()
-	lis, err := listenRegistrationSocket(stale)
-	if err != nil {
-		t.Fatalf("listen over a stale socket: %v", err)
-	}
-	_ = lis.Close()
-
-	regular := filepath.Join(dir, "regular-reg.sock")
-	if err := os.WriteFile(regular, []byte("keep"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := listenRegistrationSocket(regular); err == nil || !strings.Contains(err.Error(), "non-socket") {
-		t.Errorf("listen over a regular file: err = %v, want a refusal", err)
-	}
-	if data, err := os.ReadFile(regular); err != nil || string(data) != "keep" {
-		t.Errorf("regular file changed: %q, %v", data, err)
-	}
-}
-
-func TestRunReturnsWhenStoppedBeforeDriverAnswers(t *testing.T) {
-	cfg := config{
-		csiAddress:              filepath.Join(t.TempDir(), "never.sock"),
-		kubeletRegistrationPath: kubeletPath,
-		pluginRegistrationPath:  t.TempDir(),
-		timeout:                 time.Second,
-	}
+func TestStopWhileWaitingForTheDriverIsNoError(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := newRegistrar(cfg, (&exitRecorder{}).exit).run(ctx, nil); err != nil {
+	if err := run(ctx, config{csiAddress: filepath.Join(t.TempDir(), "never.sock")}, nil); err != nil {
 		t.Errorf("run stopped while waiting for the driver = %v, want nil", err)
 	}
 }
 
-func TestRegistrationSocketPathRejectsSeparators(t *testing.T) {
-	if _, err := registrationSocketPath("/registration", "../evil"); err == nil {
-		t.Error("driver name with a path separator accepted")
+// TestRegistrationSocketNeverReplacesOtherFiles: only a stale socket is replaced
+// (see startRegistrar); any other file at its path is left alone.
+func TestRegistrationSocketNeverReplacesOtherFiles(t *testing.T) {
+	regular := filepath.Join(t.TempDir(), "regular-reg.sock")
+	if err := os.WriteFile(regular, []byte("keep"), 0o600); err != nil {
+		t.Fatal(err)
 	}
-	got, err := registrationSocketPath("/registration", testDriver)
-	if err != nil || got != "/registration/ssdcache.io-reg.sock" {
-		t.Errorf("registrationSocketPath = %q, %v; want /registration/ssdcache.io-reg.sock", got, err)
+	if lis, err := listenRegistrationSocket(regular); err == nil {
+		_ = lis.Close()
+		t.Error("listened over a regular file, want a refusal")
+	}
+	if data, err := os.ReadFile(regular); err != nil || string(data) != "keep" {
+		t.Errorf("regular file changed: %q, %v", data, err)
 	}
 }
