@@ -68,6 +68,39 @@ func (a *Actuator) Do(arrival time.Time, offset, length int64, io func() error) 
 	return err
 }
 
+// Access is a queued media access, as Next sees it.
+type Access struct {
+	Offset, Length int64
+	Arrival        time.Time
+}
+
+// MaxQueueWait bounds how long Next lets a queued access be passed over, as
+// a drive's firmware ages its command queue so that no command starves.
+const MaxQueueWait = 100 * time.Millisecond
+
+// Next picks which of the queued accesses (in arrival order) the drive
+// serves next, as a drive with a command queue (SATA NCQ, SAS TCQ) does:
+// the one the head reaches soonest, unless the oldest has waited
+// MaxQueueWait. Served in arrival order instead, the pieces of concurrent
+// streams (a 1 MiB read split into cache blocks by device-mapper, eight in
+// flight) would seek back and forth as no real disk does.
+func (a *Actuator) Next(queued []Access) int {
+	if len(queued) == 0 || a.clock.Now().Sub(queued[0].Arrival) >= MaxQueueWait {
+		return 0
+	}
+	a.mu.Lock()
+	head := a.head
+	a.mu.Unlock()
+	best, bestTime := 0, time.Duration(-1)
+	for i, q := range queued {
+		t, _ := a.params.ServiceTime(head, q.Offset, q.Length)
+		if bestTime < 0 || t < bestTime {
+			best, bestTime = i, t
+		}
+	}
+	return best
+}
+
 // Stats reports how many requests were served and their modelled busy time.
 func (a *Actuator) Stats() (ops int64, busy time.Duration) {
 	a.mu.Lock()

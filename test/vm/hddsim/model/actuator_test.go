@@ -95,3 +95,25 @@ func TestActuatorIdleRequestStartsAtArrival(t *testing.T) {
 		t.Fatalf("slept %v, want one transfer %v", clock.slept, p.TransferTime(4096))
 	}
 }
+
+func TestNextServesTheAccessTheHeadReachesSoonest(t *testing.T) {
+	clock := &fakeClock{now: time.Unix(0, 0)}
+	a, _ := NewActuator(Defaults(gib), clock)
+	// The head ends at 1 MiB; the pieces of two interleaved streams queue
+	// out of order, as device-mapper's split bios reach the disk.
+	if err := a.Do(clock.now, 0, 1<<20, func() error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	queued := []Access{
+		{Offset: 64 << 20, Length: 64 << 10, Arrival: clock.now},
+		{Offset: 2 << 20, Length: 64 << 10, Arrival: clock.now},
+		{Offset: 1 << 20, Length: 64 << 10, Arrival: clock.now},
+	}
+	if got := a.Next(queued); got != 2 {
+		t.Fatalf("Next() = %d, want 2 (the access that starts where the head is)", got)
+	}
+	clock.now = clock.now.Add(MaxQueueWait)
+	if got := a.Next(queued); got != 0 {
+		t.Fatalf("Next() = %d once the oldest waited %v, want 0 (no access starves)", got, MaxQueueWait)
+	}
+}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+
+	"github.com/ssdcache/ssdcache/test/vm/hddsim/model"
 )
 
 // Backend is the byte store behind the export, e.g. a sparse file.
@@ -24,9 +26,11 @@ type Backend interface {
 }
 
 // Scheduler serves a media access, charging the modelled service time. Now
-// stamps a request's arrival; Do returns at its modelled completion.
+// stamps a request's arrival; Next picks which of the queued accesses (in
+// arrival order) is served next; Do returns at its modelled completion.
 type Scheduler interface {
 	Now() time.Time
+	Next(queued []model.Access) int
 	Do(arrival time.Time, offset, length int64, io func() error) error
 }
 
@@ -39,9 +43,9 @@ type Export struct {
 	Rotational bool
 }
 
-// Server answers NBD clients for one export. Requests on a connection are
-// served strictly in arrival order; the Scheduler serialises across
-// connections, so the disk behaves like one actuator.
+// Server answers NBD clients for one export. Requests on a connection wait
+// in a command queue whose order the Scheduler picks; the Scheduler also
+// serialises across connections, so the disk behaves like one actuator.
 type Server struct {
 	export Export
 	logger klog.Logger

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -54,6 +55,9 @@ func (m *memBackend) PunchHole(off, n int64) error {
 type recordingDisk struct{ accesses [][2]int64 }
 
 func (d *recordingDisk) Now() time.Time { return time.Unix(0, 0) }
+
+// Next serves in arrival order, so the tests' replies come in request order.
+func (d *recordingDisk) Next([]model.Access) int { return 0 }
 
 func (d *recordingDisk) Do(_ time.Time, off, n int64, io func() error) error {
 	d.accesses = append(d.accesses, [2]int64{off, n})
@@ -320,5 +324,46 @@ func TestPipelinedRequests(t *testing.T) {
 	}
 	if len(disk.accesses) != 3 {
 		t.Fatalf("disk accesses %v, want 3", disk.accesses)
+	}
+}
+
+// farthestDisk picks the last candidate, so a test sees which ones pick offered.
+type farthestDisk struct {
+	recordingDisk
+	offered []model.Access
+}
+
+func (d *farthestDisk) Next(queued []model.Access) int {
+	d.offered = queued
+	return len(queued) - 1
+}
+
+func TestQueueReordersOnlyIndependentMediaAccesses(t *testing.T) {
+	read := func(off uint64, n uint32) pending { return pending{req: request{kind: cmdRead, offset: off, length: n}} }
+	write := func(off uint64, n uint32) pending { return pending{req: request{kind: cmdWrite, offset: off, length: n}} }
+	for _, tc := range []struct {
+		name  string
+		queue []pending
+		want  int
+		// offered are the offsets the disk may choose among.
+		offered []int64
+	}{
+		{"reads", []pending{read(0, 4096), read(8192, 4096), read(4096, 4096)}, 2, []int64{0, 8192, 4096}},
+		{"flush is a barrier", []pending{read(0, 4096), {req: request{kind: cmdFlush}}, read(8192, 4096)}, 0, []int64{0}},
+		{"flush first", []pending{{req: request{kind: cmdFlush}}, read(0, 4096)}, 0, nil},
+		{"overlap keeps order", []pending{write(0, 8192), read(4096, 4096)}, 0, []int64{0}},
+	} {
+		disk := &farthestDisk{}
+		c := &connection{export: &Export{Disk: disk}}
+		if got := c.pick(tc.queue); got != tc.want {
+			t.Errorf("%s: pick() = %d, want %d", tc.name, got, tc.want)
+		}
+		var offered []int64
+		for _, a := range disk.offered {
+			offered = append(offered, a.Offset)
+		}
+		if !slices.Equal(offered, tc.offered) {
+			t.Errorf("%s: the disk was offered offsets %v, want %v", tc.name, offered, tc.offered)
+		}
 	}
 }

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"time"
+
+	"github.com/ssdcache/ssdcache/test/vm/hddsim/model"
 )
 
 type request struct {
@@ -30,7 +33,7 @@ const queueDepth = 32
 // transmit serves requests until the client disconnects. Three stages run
 // concurrently so that reading the next request and sending the previous
 // reply overlap the modelled service time, as on a drive with a command
-// queue; service itself stays strictly one at a time, in arrival order.
+// queue; service itself stays one at a time, in the order serveQueued picks.
 func (c *connection) transmit() error {
 	requests := make(chan pending, queueDepth)
 	replies := make(chan pending, queueDepth)
@@ -40,10 +43,7 @@ func (c *connection) transmit() error {
 		close(requests)
 	}()
 	go func() {
-		for p := range requests {
-			p.errno = c.execute(p)
-			replies <- p
-		}
+		c.serveQueued(requests, replies)
 		close(replies)
 	}()
 	writeErr := c.writeReplies(replies)
@@ -86,6 +86,66 @@ func (c *connection) readRequests(out chan<- pending) error {
 		p.arrival = c.export.Disk.Now()
 		out <- p
 	}
+}
+
+// serveQueued executes the requests as a drive's command queue does: all
+// those read so far wait in the queue, and the disk picks which media
+// access goes next (Scheduler.Next).
+func (c *connection) serveQueued(in <-chan pending, out chan<- pending) {
+	var queue []pending
+	for {
+		if len(queue) == 0 {
+			p, ok := <-in
+			if !ok {
+				return
+			}
+			queue = append(queue, p)
+		}
+		for len(queue) < queueDepth && len(in) > 0 {
+			queue = append(queue, <-in)
+		}
+		i := c.pick(queue)
+		p := queue[i]
+		queue = slices.Delete(queue, i, i+1)
+		p.errno = c.execute(p)
+		out <- p
+	}
+}
+
+// pick is the index in queue of the request to serve next. Only media
+// accesses queued before the first other command (flush, trim: barriers,
+// as a drive's queue treats them) are candidates, and only those that
+// overlap no earlier queued request, whose order the client keeps.
+func (c *connection) pick(queue []pending) int {
+	var candidates []model.Access
+	var index []int
+	for i, p := range queue {
+		if !p.isMediaAccess() {
+			break
+		}
+		if !overlapsAny(p, queue[:i]) {
+			candidates = append(candidates, model.Access{Offset: int64(p.req.offset), Length: int64(p.req.length), Arrival: p.arrival})
+			index = append(index, i)
+		}
+	}
+	if len(candidates) == 0 {
+		return 0 // a barrier first in the queue
+	}
+	return index[c.export.Disk.Next(candidates)]
+}
+
+func (p pending) isMediaAccess() bool {
+	return p.req.kind == cmdRead || p.req.kind == cmdWrite || p.req.kind == cmdWriteZeroes
+}
+
+func overlapsAny(p pending, earlier []pending) bool {
+	start, end := p.req.offset, p.req.offset+uint64(p.req.length)
+	for _, e := range earlier {
+		if e.req.offset < end && start < e.req.offset+uint64(e.req.length) {
+			return true
+		}
+	}
+	return false
 }
 
 // writeReplies sends simple replies in completion order, flushing when no
