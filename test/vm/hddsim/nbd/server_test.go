@@ -339,8 +339,12 @@ func (d *farthestDisk) Next(queued []model.Access) int {
 }
 
 func TestQueueReordersOnlyIndependentMediaAccesses(t *testing.T) {
-	read := func(off uint64, n uint32) pending { return pending{req: request{kind: cmdRead, offset: off, length: n}} }
-	write := func(off uint64, n uint32) pending { return pending{req: request{kind: cmdWrite, offset: off, length: n}} }
+	read := func(off uint64, n uint32) pending {
+		return pending{req: request{kind: cmdRead, offset: off, length: n}}
+	}
+	write := func(off uint64, n uint32) pending {
+		return pending{req: request{kind: cmdWrite, offset: off, length: n}}
+	}
 	for _, tc := range []struct {
 		name  string
 		queue []pending
