@@ -51,8 +51,11 @@ type recentReads struct {
 }
 
 // Pacing: a promotion is worth its two table swaps once this many reads
-// missed (a share of the cache's blocks, at least minPromoteMisses), and
-// the next waits promoteIdleFactor times as long as the last one took.
+// missed (a share of the cache's blocks, at least minPromoteMisses) and the
+// batch holds at least minPromoteMisses blocks (a volume that mostly
+// writes misses often on few blocks read; each promotion leaves it
+// uncached for seconds), and the next waits promoteIdleFactor times as
+// long as the last one took.
 const (
 	// promoteTimeout bounds one promotion: its copy reads at most the
 	// cache's size from the HDD.
@@ -148,7 +151,8 @@ func (p *Promoter) add(ctx context.Context, id string, blocks []uint64, st dm.Ca
 	switch {
 	case st.CacheUsed >= st.CacheTotal || (len(r.blocks) > 0 && r.missed == 0):
 		r.blocks, r.missed = map[uint64]struct{}{}, 0 // full, or every read hit
-	case r.missed < max(minPromoteMisses, st.CacheTotal/promoteMissesShare) || p.clock.Now().Before(r.notBefore):
+	case r.missed < max(minPromoteMisses, st.CacheTotal/promoteMissesShare) || len(r.blocks) < minPromoteMisses ||
+		p.clock.Now().Before(r.notBefore):
 		// keep collecting
 	default:
 		p.promote(ctx, id, r)
