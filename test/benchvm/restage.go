@@ -87,19 +87,24 @@ func writeRestageTimes(b *strings.Builder, r *bench.Report, restages map[string]
 	if len(restages) == 0 {
 		return
 	}
-	b.WriteString("\nHow long each restage took (down: taken down; up: brought up, for ssdcache the new cache filled from the hot set). " +
-		"*x HDD read* is the up time over the raw HDD reading the warmed bytes at its " + warmReadTest + " rate in this run.\n\n")
-	b.WriteString("| working set | target | down s | up s | warmed MiB | x HDD read |\n|---|---|---|---|---|---|\n")
+	b.WriteString("\nHow long each restage took (down: taken down; up: brought up, for ssdcache the new cache created and filled from the hot set; " +
+		"warm-up: ssdcache's own account of copying the hot set and mapping it, without creating the cache's LVs). " +
+		"*x HDD read* is that time over the raw HDD reading the warmed bytes at its " + warmReadTest + " rate in this run.\n\n")
+	b.WriteString("| working set | target | down s | up s | warm-up s | warmed MiB | up x HDD read | warm-up x HDD read |\n|---|---|---|---|---|---|---|---|\n")
 	for _, ws := range r.Config.WorkingSets {
 		cold, _ := strings.CutSuffix(ws.Label, restagedLabel)
 		hddMBps := hddRate(r, cold)
 		for _, f := range restages[ws.Label] {
-			var ofHDD *float64
+			var hddSeconds *float64
 			if f.WarmBytes > 0 && hddMBps > 0 {
-				ofHDD = bench.Fraction(f.UpSeconds, ptr(float64(f.WarmBytes)/1e6/hddMBps))
+				hddSeconds = ptr(float64(f.WarmBytes) / 1e6 / hddMBps)
 			}
-			fmt.Fprintf(b, "| %s | %s | %.1f | %.1f | %.1f | %s |\n", ws.Label, f.Target, f.DownSeconds, f.UpSeconds,
-				float64(f.WarmBytes)/(1<<20), num(ofHDD))
+			warmUp := "-"
+			if f.WarmUpSeconds > 0 {
+				warmUp = fmt.Sprintf("%.1f", f.WarmUpSeconds)
+			}
+			fmt.Fprintf(b, "| %s | %s | %.1f | %.1f | %s | %.1f | %s | %s |\n", ws.Label, f.Target, f.DownSeconds, f.UpSeconds, warmUp,
+				float64(f.WarmBytes)/(1<<20), num(bench.Fraction(f.UpSeconds, hddSeconds)), num(bench.Fraction(f.WarmUpSeconds, hddSeconds)))
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -80,7 +81,24 @@ func (s *ssdcacheLayer) Restage(ctx context.Context) (parts.Restage, error) {
 		return r, fmt.Errorf("the hot set of %s after restage: found %v, %v", s.vol.ID, ok, err)
 	}
 	r.WarmBytes = int64(set.Sectors()) * dm.SectorSize
-	return r, nil
+	r.WarmUpSeconds, err = lastWarmUp(s.plugin.LogPath(), s.vol.ID)
+	return r, err
+}
+
+// lastWarmUp is the duration of the plugin's last "Filled the cache from the
+// hot set" log line for the volume.
+func lastWarmUp(logPath, volumeID string) (float64, error) {
+	log, err := os.ReadFile(logPath)
+	if err != nil {
+		return 0, err
+	}
+	filled := regexp.MustCompile(`"Filled the cache from the hot set" volumeID="` + regexp.QuoteMeta(volumeID) + `".* duration="([^"]+)"`)
+	lines := filled.FindAllSubmatch(log, -1)
+	if len(lines) == 0 {
+		return 0, fmt.Errorf("%s: no warm-up of %s logged", logPath, volumeID)
+	}
+	d, err := time.ParseDuration(string(lines[len(lines)-1][1]))
+	return d.Seconds(), err
 }
 
 // pluginStateDir is ssdcache-node's default --state-dir, where it keeps hot sets.

@@ -1,6 +1,10 @@
 package main
 
-import "testing"
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
 
 func TestBcacheBucketKeepsMoreThan512Buckets(t *testing.T) {
 	for cacheMiB, want := range map[int64]string{
@@ -12,5 +16,22 @@ func TestBcacheBucketKeepsMoreThan512Buckets(t *testing.T) {
 		if got := bcacheBucket(cacheMiB); got != want {
 			t.Errorf("bcacheBucket(%d MiB) = %q, want %q", cacheMiB, got, want)
 		}
+	}
+}
+
+func TestLastWarmUpIsTheVolumesLatestLogLine(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "ssdcache-node.log")
+	lines := `I1202 03:41:53.3 189 warm.go:252] "Filled the cache from the hot set" volumeID="pvc-bench" operation="attach" blocks=9 bytes=589824 kept=0 writtenMeanwhile=0 duration="1.5s"
+I1202 03:45:53.3 189 warm.go:252] "Filled the cache from the hot set" volumeID="pvc-bench" operation="attach" blocks=1033 bytes=67698688 kept=0 writtenMeanwhile=0 duration="2.33672074s"
+I1202 03:46:53.3 189 warm.go:252] "Filled the cache from the hot set" volumeID="pvc-other" operation="attach" blocks=1 bytes=65536 kept=0 writtenMeanwhile=0 duration="9s"
+`
+	if err := os.WriteFile(log, []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := lastWarmUp(log, "pvc-bench"); err != nil || got != 2.33672074 {
+		t.Fatalf("lastWarmUp = %v, %v; want 2.33672074 s, the volume's latest", got, err)
+	}
+	if _, err := lastWarmUp(log, "pvc-none"); err == nil {
+		t.Fatal("a volume never warmed gave no error")
 	}
 }

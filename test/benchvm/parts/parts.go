@@ -24,6 +24,10 @@ type Restage struct {
 	// WarmBytes is the hot set the new cache was filled from; 0 for caches
 	// that keep their contents instead (lvmcache, bcache).
 	WarmBytes int64 `json:"warmBytes,omitempty"`
+	// WarmUpSeconds is the plugin's own account of the warm-up (copying the
+	// hot set and mapping it, without creating the cache's LVs): the
+	// duration of its "Filled the cache from the hot set" log line.
+	WarmUpSeconds float64 `json:"warmUpSeconds,omitempty"`
 }
 
 // WriteRestage writes a part's restage figures into dir.

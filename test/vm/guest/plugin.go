@@ -83,6 +83,9 @@ func (p *Plugin) waitReady(ctx context.Context) error {
 	}
 }
 
+// LogPath is the file the plugin logs to.
+func (p *Plugin) LogPath() string { return p.cfg.LogPath }
+
 // Stop ends the plugin with SIGTERM, as a pod deletion would.
 func (p *Plugin) Stop() {
 	if p.csi != nil {
