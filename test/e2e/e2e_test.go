@@ -39,6 +39,9 @@ type suite struct {
 	// pluginInstalled: the chart is installed, so the node plugin's pod must
 	// be there with no container restarted (expectPluginHealthy).
 	pluginInstalled bool
+	// previousRuns keeps when restarted containers' previous runs began
+	// (runBegan), by namespace/pod/container/restart count.
+	previousRuns map[string]time.Time
 }
 
 type timing struct {
@@ -53,7 +56,7 @@ func TestEndToEnd(t *testing.T) {
 	// Every wait of the steps ends at this deadline at the latest (see stepsDeadline).
 	ctx, cancel := context.WithDeadline(context.Background(), stepsDeadline(t))
 	defer cancel()
-	s := &suite{workDir: workDir(t), repo: repoRoot(t)}
+	s := &suite{workDir: workDir(t), repo: repoRoot(t), previousRuns: map[string]time.Time{}}
 	steps := []struct {
 		name string
 		run  func(context.Context, *testing.T)

@@ -30,10 +30,10 @@ func pluginPod(registrarRestarts int32) corev1.Pod {
 // The health check looks at every container of the plugin's pod, sidecars
 // included, and names the restarted one with how it last ended.
 func TestRestartSummaryNamesEachRestartedContainer(t *testing.T) {
-	if got := restartSummary([]corev1.Pod{pluginPod(0)}); got != "" {
+	if got := restartSummary([]corev1.Pod{pluginPod(0)}, unknownRuns); got != "" {
 		t.Errorf("no restart, yet: %q", got)
 	}
-	got := restartSummary([]corev1.Pod{pluginPod(3)})
+	got := restartSummary([]corev1.Pod{pluginPod(3)}, unknownRuns)
 	for _, want := range []string{"ssdcache-node-x1", "node-driver-registrar: 3 restarts", "Error, exit code 2", "no kubelet registration dir"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("summary lacks %q:\n%s", want, got)
@@ -78,15 +78,27 @@ func TestRestartSummaryLetsOneStartupReconnectPass(t *testing.T) {
 				LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Error", ExitCode: 1,
 					StartedAt: started, FinishedAt: metav1.NewTime(started.Add(ranFor)), Message: "Lost connection to CSI driver, exiting"}}}}}}
 	}
-	if got := restartSummary([]corev1.Pod{provisioner(1, 4*time.Second)}); got != "" {
+	if got := restartSummary([]corev1.Pod{provisioner(1, 4*time.Second)}, unknownRuns); got != "" {
 		t.Errorf("a reconnect 4 s after start: %q, want it let pass", got)
 	}
 	for _, p := range []corev1.Pod{provisioner(1, 5*time.Minute), provisioner(2, 4*time.Second)} {
-		if got := restartSummary([]corev1.Pod{p}); !strings.Contains(got, "csi-provisioner") {
+		if got := restartSummary([]corev1.Pod{p}, unknownRuns); !strings.Contains(got, "csi-provisioner") {
 			t.Errorf("restart %+v not reported", p.Status.ContainerStatuses[0])
 		}
 	}
+	// A starved node: the process logged first 32 s after the container's start.
+	loggedAt := func(d time.Duration) func(*corev1.Pod, corev1.ContainerStatus) time.Time {
+		return func(*corev1.Pod, corev1.ContainerStatus) time.Time { return started.Add(d) }
+	}
+	if got := restartSummary([]corev1.Pod{provisioner(1, 40*time.Second)}, loggedAt(32*time.Second)); got != "" {
+		t.Errorf("a reconnect 8 s after the process's first line: %q, want it let pass", got)
+	}
+	if got := restartSummary([]corev1.Pod{provisioner(1, 5*time.Minute)}, loggedAt(32*time.Second)); got == "" {
+		t.Error("a reconnect minutes after the process's first line was let pass")
+	}
 }
+
+func unknownRuns(*corev1.Pod, corev1.ContainerStatus) time.Time { return time.Time{} }
 
 func TestAGuestSoftLockupEndsTheClusterStart(t *testing.T) {
 	console := filepath.Join(t.TempDir(), "console.log")
