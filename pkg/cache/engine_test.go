@@ -504,3 +504,33 @@ func TestDropCacheOfAChangedTableDropsNothing(t *testing.T) {
 		t.Fatalf("drop after an unstage: %v, want ErrCacheChanged", err)
 	}
 }
+
+// swappedOnce answers the first status read as the linear table a
+// concurrent detach loaded between Inspect's reading of the table and of
+// its status.
+type swappedOnce struct {
+	*dmfake.DM
+	swapped bool
+}
+
+func (d *swappedOnce) Status(ctx context.Context, name string) (string, error) {
+	if !d.swapped {
+		d.swapped = true
+		return "0 20971520 linear", nil
+	}
+	return d.DM.Status(ctx, name)
+}
+
+// Found in the e2e: kubelet's NodeGetVolumeStats failed with Internal,
+// "cache status \"0 262144 linear\": want <start> <length> cache <fields>",
+// when a detach ran beside it.
+func TestInspectLooksAgainWhenTheTableChangesUnderIt(t *testing.T) {
+	w := newWorld(t)
+	w.stage(t, readCache(gib))
+	racy := &swappedOnce{DM: w.dm}
+	e := NewEngine(Layers{DM: racy, LVM: w.lvm, Dev: w.dev, Metadata: w.meta, HotSets: w.hotSets}, testPools, nil)
+	st, err := e.Inspect(context.Background(), vol)
+	if err != nil || !racy.swapped || !st.Cached || st.Status == nil {
+		t.Fatalf("Inspect = %+v, %v (status swapped: %v); want the cache's state from a second look", st, err, racy.swapped)
+	}
+}

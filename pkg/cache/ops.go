@@ -260,8 +260,26 @@ type State struct {
 }
 
 // Inspect reports a volume's state, reading dm-cache status without
-// committing metadata.
+// committing metadata. Reads take no volume lock, so an operation may swap
+// the table between reading it and reading its status (a detach, a
+// promotion); the volume is then looked at again.
 func (e *Engine) Inspect(ctx context.Context, volumeID string) (State, error) {
+	for attempt := 1; ; attempt++ {
+		st, err := e.inspect(ctx, volumeID)
+		if !errors.Is(err, errTableSwapped) || attempt == inspectAttempts {
+			return st, err
+		}
+	}
+}
+
+// inspectAttempts bounds Inspect's looks at a volume whose table keeps
+// changing under it.
+const inspectAttempts = 3
+
+// errTableSwapped: the status read is not of the cache table read before it.
+var errTableSwapped = errors.New("the table changed while it was read")
+
+func (e *Engine) inspect(ctx context.Context, volumeID string) (State, error) {
 	st := State{VolumeID: volumeID}
 	obs, err := e.observe(ctx, volumeID)
 	if err != nil || !obs.staged {
@@ -285,6 +303,9 @@ func (e *Engine) cacheStatus(ctx context.Context, volumeID string) (*dm.CacheSta
 	line, err := e.dm.Status(ctx, DeviceName(volumeID))
 	if err != nil {
 		return nil, err
+	}
+	if fields := strings.Fields(line); len(fields) > 2 && fields[2] != "cache" {
+		return nil, fmt.Errorf("%w: status %q", errTableSwapped, line)
 	}
 	status, err := dm.ParseCacheStatus(line)
 	if err != nil {
