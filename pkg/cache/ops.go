@@ -304,10 +304,10 @@ func (e *Engine) cacheStatus(ctx context.Context, volumeID string) (*dm.CacheSta
 	if err != nil {
 		return nil, err
 	}
-	if fields := strings.Fields(line); len(fields) > 2 && fields[2] != "cache" {
-		return nil, fmt.Errorf("%w: status %q", errTableSwapped, line)
-	}
 	status, err := dm.ParseCacheStatus(line)
+	if errors.Is(err, dm.ErrNotCacheTarget) {
+		return nil, fmt.Errorf("%w: %w", errTableSwapped, err)
+	}
 	if err != nil {
 		return nil, err
 	}

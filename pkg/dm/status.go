@@ -1,9 +1,14 @@
 package dm
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 )
+
+// ErrNotCacheTarget is ParseCacheStatus's error for the status line of
+// another target: the device's table is not (or no longer) a cache.
+var ErrNotCacheTarget = errors.New("not a cache target")
 
 // CacheHealth summarises whether a dm-cache device can still be trusted.
 type CacheHealth string
@@ -57,7 +62,10 @@ type CacheStatus struct {
 // "<start> <length> cache <fields...>".
 func ParseCacheStatus(line string) (CacheStatus, error) {
 	fields := strings.Fields(line)
-	if len(fields) < 4 || fields[2] != "cache" {
+	if len(fields) > 2 && fields[2] != "cache" {
+		return CacheStatus{}, fmt.Errorf("cache status %q: want <start> <length> cache <fields>: %w", line, ErrNotCacheTarget)
+	}
+	if len(fields) < 4 {
 		return CacheStatus{}, fmt.Errorf("cache status %q: want <start> <length> cache <fields>", line)
 	}
 	prefix := scanner{fields: fields[:2], what: "cache status"}

@@ -1,6 +1,7 @@
 package dm
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -59,8 +60,12 @@ func TestParseCacheStatusErrors(t *testing.T) {
 		"trailing":      strings.Join(good, " ") + " x",
 	}
 	for name, line := range cases {
-		if _, err := ParseCacheStatus(line); err == nil {
+		_, err := ParseCacheStatus(line)
+		if err == nil {
 			t.Errorf("%s: ParseCacheStatus(%q) succeeded", name, line)
+		}
+		if got, want := errors.Is(err, ErrNotCacheTarget), name == "linear"; got != want {
+			t.Errorf("%s: errors.Is(%v, ErrNotCacheTarget) = %v, want %v", name, err, got, want)
 		}
 	}
 }
