@@ -76,7 +76,7 @@ func restartSummary(pods []corev1.Pod, began func(*corev1.Pod, corev1.ContainerS
 	var b strings.Builder
 	for i, p := range pods {
 		for _, c := range containerStatuses(&p) {
-			if c.RestartCount > 0 && !startupReconnect(c, began(&pods[i], c)) {
+			if c.RestartCount > 0 && !startupReconnect(c, func() time.Time { return began(&pods[i], c) }) {
 				fmt.Fprintf(&b, "  pod %s, container %s: %d restarts, last %s\n", p.Name, c.Name, c.RestartCount, stateText(c.LastTerminationState))
 			}
 		}
@@ -90,16 +90,18 @@ func restartSummary(pods []corev1.Pod, began func(*corev1.Pod, corev1.ContainerS
 // misses; csi-provisioner then exits and kubelet restarts it
 // (TestSidecarsCountASlowFirstHandshakeAsALostConnection shows the cause).
 // It must have happened within 30 s of the run's beginning: began, when its
-// process first logged, or the container's start if that is not known.
-func startupReconnect(c corev1.ContainerStatus, began time.Time) bool {
+// process first logged (asked only of such a restart: it reads a log), or
+// the container's start if that is not known.
+func startupReconnect(c corev1.ContainerStatus, began func() time.Time) bool {
 	last := c.LastTerminationState.Terminated
 	if c.Name != "csi-provisioner" || c.RestartCount != 1 || last == nil || last.Message != "Lost connection to CSI driver, exiting" {
 		return false
 	}
-	if began.Before(last.StartedAt.Time) {
-		began = last.StartedAt.Time
+	start := last.StartedAt.Time
+	if b := began(); b.After(start) {
+		start = b
 	}
-	return last.FinishedAt.Sub(began) < 30*time.Second
+	return last.FinishedAt.Sub(start) < 30*time.Second
 }
 
 // runBegan returns when a restarted container's previous run first logged.
