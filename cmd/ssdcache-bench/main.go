@@ -69,6 +69,7 @@ func run(ctx context.Context, args []string, sys system) int {
 		Fio:       bench.CommandFioRunner{Runner: runner, Binary: opts.fioBinary},
 		Counters:  dmCacheCounters{dm: dm.NewDmsetup(runner)},
 		Inspector: bench.OSInspector{},
+		Tree:      bench.OSTreeFS{},
 		Disks:     bench.SysfsDisks{Root: "/sys"},
 		Clock:     clock.RealClock{},
 		Progress:  sys.stderr,
@@ -78,6 +79,13 @@ func run(ctx context.Context, args []string, sys system) int {
 	if err != nil {
 		fmt.Fprintln(sys.stderr, "ssdcache-bench:", err)
 		return 2
+	}
+	if opts.prepareOnly {
+		if err := b.Prepare(ctx); err != nil {
+			klog.ErrorS(err, "Preparing the targets failed")
+			return 1
+		}
+		return 0
 	}
 	publisher, err := reportPublisher(ctx, opts.report, sys.pod)
 	if err != nil {
@@ -139,6 +147,9 @@ type options struct {
 	fioBinary string
 	report    reportFlags
 	timeLimit time.Duration
+	// prepareOnly lays out files and trees and stops, so their writes can
+	// be evicted from a cache before run 1.
+	prepareOnly bool
 	// printVersion skips everything else: --version needs no targets.
 	printVersion bool
 	logging      *logging.Options
@@ -171,16 +182,18 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var opts options
 	opts.logging = logging.AddFlags(fs)
 	c := &opts.config
-	fs.Var(&raw.targets, "target", "name=path of a block device or a file in a mounted volume; repeat for side-by-side targets (e.g. raw-ssd=/dev/vdb)")
+	fs.Var(&raw.targets, "target", "name=path of a block device or a file in a mounted volume, or a directory of a mounted volume for -tests tree-read; repeat for side-by-side targets (e.g. raw-ssd=/dev/vdb)")
 	fs.Var(&raw.dmDevices, "dm-cache", "name=dm-device: the target's dm-cache device (dm name or /dev/mapper path) whose counters are sampled around each test; repeatable")
 	fs.IntVar(&c.Runs, "runs", 6, "runs of the test matrix per working set")
 	fs.DurationVar(&c.Interval, "interval", 0, "pause between runs (e.g. 2m)")
 	fs.Var(&raw.workingSets, "working-sets", "working-set sizes: bytes, quantities (256Mi) or percentages of -cache-size (25%); comma-separated or repeated")
 	fs.StringVar(&raw.cacheSize, "cache-size", "", "cache size that percentage working sets refer to (e.g. 1Gi)")
 	fs.BoolVar(&raw.disjoint, "disjoint-working-sets", true, "place each working set after the previous one, so a set never starts on blocks a smaller set warmed")
-	fs.Var(&raw.tests, "tests", "tests to run: all, read, write or test IDs ("+strings.Join(bench.TestIDs(), ", ")+"); default all (read with -read-only)")
+	fs.Var(&raw.tests, "tests", "tests to run: all, read, write (CrystalDiskMark's matrix) or test IDs ("+strings.Join(bench.TestIDs(), ", ")+
+		"); default all (read with -read-only). tree-read, the application-load profile, runs alone: it lays out a tree of a few thousand files of mixed sizes per working set in each directory target and times reading all of it")
 	fs.BoolVar(&c.ReadOnly, "read-only", false, "only read (fio --readonly); files are never laid out")
-	fs.DurationVar(&c.RuntimeLimit, "runtime", 0, "time limit per test; 0: one full pass over the working set")
+	fs.DurationVar(&c.RuntimeLimit, "runtime", 0, "time limit per test; 0: one full pass over the working set (tree-read always reads the whole tree)")
+	fs.BoolVar(&opts.prepareOnly, "prepare-only", false, "check the targets, lay out missing files and trees, and exit without running tests")
 	fs.StringVar(&raw.ioLimit, "io-limit", "0", "bytes per test (fio io_size); 0: the working set")
 	fs.Uint64Var(&c.RandSeed, "seed", 20250101, "fio random seed, so every run touches the same blocks in the same order")
 	fs.StringVar(&c.SSDReference, "ssd-ref", "", "target name of the raw SSD (fractions and convergence are relative to it)")

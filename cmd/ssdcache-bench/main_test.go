@@ -6,6 +6,8 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -161,4 +163,22 @@ func FuzzCountersFromStatus(f *testing.F) {
 		}
 		t.Fatalf("accepted %q without a parseable cache line", status)
 	})
+}
+
+// -prepare-only lays out the tree in a real directory, runs nothing else and
+// writes no report.
+func TestRunPrepareOnlyLaysOutTheTree(t *testing.T) {
+	dir, out := t.TempDir(), filepath.Join(t.TempDir(), "report")
+	fe := &testingexec.FakeExec{} // no CommandScript: any command (fio) fails the test
+	args := []string{"-target", "vol=" + dir, "-working-sets", "2Mi", "-tests", "tree-read", "-prepare-only", "-output-dir", out}
+	if code := run(context.Background(), args, system{exec: fe, pod: noPod(), stderr: io.Discard}); code != 0 {
+		t.Fatalf("exit %d, want 0", code)
+	}
+	trees, _ := filepath.Glob(filepath.Join(dir, "ssdcache-bench-tree-*", "d00", "d00", "f00000.bin"))
+	if len(trees) != 1 || fe.CommandCalls != 0 {
+		t.Errorf("tree files %v, %d commands; want the tree's first file, no command", trees, fe.CommandCalls)
+	}
+	if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("report dir %s: %v; want none", out, err)
+	}
 }

@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -10,7 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
-// Target is a block device or a file in a mounted volume to measure.
+// Target is a block device or a file in a mounted volume to measure, or,
+// for the tree test, a directory of a mounted filesystem.
 type Target struct {
 	Name string `json:"name"`
 	Path string `json:"path"`
@@ -142,6 +144,9 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
+	if c.tree() && len(c.Tests) > 1 {
+		return fmt.Errorf("tests: %s reads files in directory targets and runs alone; allowed beside it: no other test (run the block tests in another invocation)", TreeTest.ID)
+	}
 	if c.ConvergeFraction <= 0 || c.ConvergeFraction > 1 {
 		return fmt.Errorf("converge-fraction: %v; allowed: (0, 1]", c.ConvergeFraction)
 	}
@@ -171,6 +176,11 @@ func (c *Config) validateTargets() error {
 		return fmt.Errorf("ssd-ref and hdd-ref: both name %q; they must differ", c.SSDReference)
 	}
 	return nil
+}
+
+// tree says whether the plan runs the application-load profile.
+func (c *Config) tree() bool {
+	return slices.ContainsFunc(c.Tests, func(t Test) bool { return t.Tree })
 }
 
 func (c *Config) test(id string) (Test, bool) {

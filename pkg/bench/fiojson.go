@@ -17,6 +17,8 @@ type Measurement struct {
 	LatP99us  float64 `json:"latP99us"`
 	IOBytes   int64   `json:"ioBytes"`
 	RuntimeMs int64   `json:"runtimeMs"`
+	// Files is how many files a tree test read (TreeTest only).
+	Files int `json:"files,omitempty"`
 }
 
 // fioOutput mirrors the parts of fio's --output-format=json (fio >= 3.0) we use.

@@ -11,6 +11,7 @@ func WriteMarkdown(w io.Writer, r *Report) error {
 	var b strings.Builder
 	writeHeader(&b, r)
 	writeSummary(&b, r)
+	writeLoadTimes(&b, r)
 	writeWarmth(&b, r)
 	writeReferences(&b, r)
 	writeOverhead(&b, r)
@@ -100,6 +101,73 @@ func writeSummary(b *strings.Builder, r *Report) {
 		}
 	}
 	b.WriteString("\n")
+}
+
+// writeLoadTimes shows the tree test as the application's user sees it: the
+// seconds each run took to read the whole tree, and the times against the
+// raw disks' (their median run).
+func writeLoadTimes(b *strings.Builder, r *Report) {
+	if !r.Config.tree() {
+		return
+	}
+	c := r.Config
+	b.WriteString("## Application load: seconds to read the tree\n\n")
+	b.WriteString("Every file of the tree read once per run, in path order, with O_DIRECT.\n\n| working set | target | files |")
+	for run := 1; run <= c.Runs; run++ {
+		fmt.Fprintf(b, " run %d |", run)
+	}
+	b.WriteString(" last run ÷ raw SSD | run 1 ÷ raw HDD |\n|---|---|---|" + strings.Repeat("---|", c.Runs+2) + "\n")
+	for _, ws := range c.WorkingSets {
+		ssd, hdd := loadSeconds(r, ws.Label, c.SSDReference), loadSeconds(r, ws.Label, c.HDDReference)
+		for _, t := range c.Targets {
+			secs := loadSeconds(r, ws.Label, t.Name)
+			if len(secs) == 0 {
+				continue
+			}
+			fmt.Fprintf(b, "| %s | %s | %d |", ws.Label, t.Name, loadFiles(r, ws.Label, t.Name))
+			for run := 0; run < c.Runs; run++ {
+				cell := "-"
+				if run < len(secs) {
+					cell = fmt.Sprintf("%.2f s", secs[run])
+				}
+				b.WriteString(" " + cell + " |")
+			}
+			fmt.Fprintf(b, " %s | %s |\n", timeRatio(secs[len(secs)-1], ssd), timeRatio(secs[0], hdd))
+		}
+	}
+	b.WriteString("\n")
+}
+
+// loadSeconds are a target's tree-read times in run order.
+func loadSeconds(r *Report, ws, target string) []float64 {
+	var secs []float64
+	for _, res := range r.Results {
+		if res.WorkingSet == ws && res.Target == target && res.Test == TreeTest.ID {
+			secs = append(secs, float64(res.RuntimeMs)/1000)
+		}
+	}
+	return secs
+}
+
+func loadFiles(r *Report, ws, target string) int {
+	for _, res := range r.Results {
+		if res.WorkingSet == ws && res.Target == target && res.Test == TreeTest.ID {
+			return res.Files
+		}
+	}
+	return 0
+}
+
+// timeRatio is secs over the reference's median time, "-" without one.
+func timeRatio(secs float64, ref []float64) string {
+	if len(ref) == 0 {
+		return "-"
+	}
+	m := median(ref)
+	if m <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", secs/m)
 }
 
 func convergenceCell(r *Report, ws, target, test string) string {

@@ -27,6 +27,8 @@ type Test struct {
 	BlockSize  int64     `json:"blockSizeBytes"`
 	QueueDepth int       `json:"queueDepth"`
 	Direction  Direction `json:"direction"`
+	// Tree tests read the files of a tree in a directory target (TreeTest).
+	Tree bool `json:"tree,omitempty"`
 }
 
 // FioRW is the value of fio's rw= option for this test.
@@ -68,24 +70,28 @@ func Matrix() []Test {
 	return tests
 }
 
-// TestIDs lists the IDs of the full matrix, for help texts and error messages.
+// selectable are the tests -tests accepts: the matrix, then the tree test,
+// which only an explicit ID selects.
+func selectable() []Test { return append(Matrix(), TreeTest) }
+
+// TestIDs lists the IDs of every test, for help texts and error messages.
 func TestIDs() []string {
 	var ids []string
-	for _, t := range Matrix() {
+	for _, t := range selectable() {
 		ids = append(ids, t.ID)
 	}
 	return ids
 }
 
-// SelectTests resolves test IDs (or the shorthands "all", "read", "write") to
-// tests in matrix order, without duplicates.
+// SelectTests resolves test IDs (or the shorthands "all", "read", "write",
+// which mean the matrix's) to tests in matrix order, without duplicates.
 func SelectTests(ids []string) ([]Test, error) {
 	want := map[string]bool{}
 	for _, id := range ids {
 		id = strings.ToLower(strings.TrimSpace(id))
 		matched := false
-		for _, t := range Matrix() {
-			if id == "all" || id == t.ID || id == string(t.Direction) {
+		for _, t := range selectable() {
+			if id == t.ID || !t.Tree && (id == "all" || id == string(t.Direction)) {
 				want[t.ID] = true
 				matched = true
 			}
@@ -97,7 +103,7 @@ func SelectTests(ids []string) ([]Test, error) {
 		}
 	}
 	var out []Test
-	for _, t := range Matrix() {
+	for _, t := range selectable() {
 		if want[t.ID] {
 			out = append(out, t)
 		}

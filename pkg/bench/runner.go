@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -17,6 +18,7 @@ import (
 type Deps struct {
 	Fio       FioRunner
 	Counters  CacheCounters // needed only when a target names a dm-cache device
+	Tree      TreeFS        // needed only for the tree test
 	Inspector TargetInspector
 	// Disks, when set, records iostat's figures of each target's device and
 	// of the disks beneath it around every test.
@@ -36,6 +38,8 @@ type Bench struct {
 	// noDisks remembers the targets whose disks could not be found, so the
 	// progress says why once.
 	noDisks map[string]bool
+	// trees are the files of each working set's tree (tree test only).
+	trees [][]TreeFile
 }
 
 // New validates cfg and deps.
@@ -51,7 +55,22 @@ func New(cfg Config, deps Deps) (*Bench, error) {
 			return nil, fmt.Errorf("target %s: dm-cache device %q given but no counter sampler", t.Name, t.DMDevice)
 		}
 	}
-	return &Bench{cfg: cfg, deps: deps, noDisks: map[string]bool{}}, nil
+	b := &Bench{cfg: cfg, deps: deps, noDisks: map[string]bool{}}
+	if cfg.tree() {
+		if deps.Tree == nil {
+			return nil, fmt.Errorf("test %s: no tree filesystem given", TreeTest.ID)
+		}
+		for _, ws := range cfg.WorkingSets {
+			b.trees = append(b.trees, PlanTree(ws.Bytes, cfg.RandSeed))
+		}
+	}
+	return b, nil
+}
+
+// Prepare checks the targets and lays out what they lack, as Run does first,
+// so a caller can empty its caches between the layout and run 1.
+func (b *Bench) Prepare(ctx context.Context) error {
+	return b.prepare(ctx, &Report{})
 }
 
 // Run prepares the targets, runs every working set's runs and analyses them.
@@ -74,6 +93,9 @@ func (b *Bench) Run(ctx context.Context) (*Report, error) {
 // prepare checks every target before any I/O, then lays out files that are
 // too small, so run 1 reads written blocks and no layout I/O lands in a test.
 func (b *Bench) prepare(ctx context.Context, r *Report) error {
+	if b.cfg.tree() {
+		return b.prepareTrees(ctx, r)
+	}
 	span := b.cfg.span()
 	var fill []Target
 	for _, t := range b.cfg.Targets {
@@ -95,6 +117,47 @@ func (b *Bench) prepare(ctx context.Context, r *Report) error {
 		if _, err := b.fio(ctx, job); err != nil {
 			return fmt.Errorf("target %s: prefill: %w", t.Name, err)
 		}
+		r.Prefilled = append(r.Prefilled, t.Name)
+	}
+	return nil
+}
+
+// prepareTrees checks that every target is a directory and lays out each
+// working set's tree where files are missing or of another size.
+func (b *Bench) prepareTrees(ctx context.Context, r *Report) error {
+	for _, t := range b.cfg.Targets {
+		info, err := b.deps.Inspector.Inspect(t.Path)
+		if err != nil {
+			return fmt.Errorf("target %s: inspecting %s: %w", t.Name, t.Path, err)
+		}
+		if info.Kind != KindDir {
+			return fmt.Errorf("target %s: %s is %s; the test %s needs a directory of a mounted filesystem", t.Name, t.Path, info.Kind, TreeTest.ID)
+		}
+	}
+	for _, t := range b.cfg.Targets {
+		for i, ws := range b.cfg.WorkingSets {
+			if err := b.layOutTree(ctx, t, ws, b.trees[i], r); err != nil {
+				return fmt.Errorf("target %s: %w", t.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+func (b *Bench) layOutTree(ctx context.Context, t Target, ws WorkingSet, plan []TreeFile, r *Report) error {
+	root := treeRoot(t, ws, b.cfg.RandSeed)
+	missing, err := b.deps.Tree.Missing(root, plan)
+	if err != nil || len(missing) == 0 {
+		return err
+	}
+	if b.cfg.ReadOnly {
+		return fmt.Errorf("%d of the %d files of the tree %s are missing or of another size; read-only mode needs the tree laid out by a run without -read-only", len(missing), len(plan), root)
+	}
+	fmt.Fprintf(b.deps.Progress, "layout %s: writing %d files to %s\n", t.Name, len(missing), root)
+	if err := b.deps.Tree.Write(ctx, root, missing); err != nil {
+		return fmt.Errorf("laying out the tree %s: %w", root, err)
+	}
+	if !slices.Contains(r.Prefilled, t.Name) {
 		r.Prefilled = append(r.Prefilled, t.Name)
 	}
 	return nil
@@ -155,11 +218,7 @@ func (b *Bench) runTest(ctx context.Context, pos position, test Test, r *Report)
 	if err != nil {
 		return res, err
 	}
-	job := fioJobSpec{
-		Path: pos.target.Path, Offset: pos.ws.OffsetBytes, Size: pos.ws.Bytes, Test: test,
-		ReadOnly: b.cfg.ReadOnly, Runtime: b.cfg.RuntimeLimit, IOLimit: b.cfg.IOLimit, RandSeed: b.cfg.RandSeed,
-	}
-	m, err := b.fio(ctx, job)
+	m, err := b.measure(ctx, pos, test)
 	if err != nil {
 		return res, err
 	}
@@ -178,6 +237,19 @@ func (b *Bench) runTest(ctx context.Context, pos position, test Test, r *Report)
 		res.HitRatio = notFromHDD(disks, res.Disks)
 	}
 	return res, nil
+}
+
+// measure runs the test itself: the tree test reads the whole tree (the
+// runtime and I/O limits do not apply: its figure is the time to read all
+// of it), every other test is one fio job.
+func (b *Bench) measure(ctx context.Context, pos position, test Test) (Measurement, error) {
+	if test.Tree {
+		return b.deps.Tree.Read(ctx, treeRoot(pos.target, pos.ws, b.cfg.RandSeed), b.trees[pos.wsIndex], test.BlockSize)
+	}
+	return b.fio(ctx, fioJobSpec{
+		Path: pos.target.Path, Offset: pos.ws.OffsetBytes, Size: pos.ws.Bytes, Test: test,
+		ReadOnly: b.cfg.ReadOnly, Runtime: b.cfg.RuntimeLimit, IOLimit: b.cfg.IOLimit, RandSeed: b.cfg.RandSeed,
+	})
 }
 
 // sampleCounters reads the target's dm-cache counters; ok is false for a

@@ -14,6 +14,7 @@ type TargetKind string
 const (
 	KindBlock   TargetKind = "block"
 	KindFile    TargetKind = "file"
+	KindDir     TargetKind = "directory"
 	KindMissing TargetKind = "missing"
 	KindOther   TargetKind = "other"
 )
@@ -45,6 +46,8 @@ func (OSInspector) Inspect(path string) (TargetInfo, error) {
 	switch {
 	case st.Mode().IsRegular():
 		return TargetInfo{Kind: KindFile, Size: st.Size()}, nil
+	case st.IsDir():
+		return TargetInfo{Kind: KindDir}, nil
 	case st.Mode()&fs.ModeDevice != 0 && st.Mode()&fs.ModeCharDevice == 0:
 		size, err := blockDeviceSize(path)
 		return TargetInfo{Kind: KindBlock, Size: size}, err
@@ -84,6 +87,8 @@ func prefillNeeded(t Target, info TargetInfo, span int64, readOnly bool) (bool, 
 			return false, fmt.Errorf("target %s: file %s has %d bytes; read-only mode needs an existing file of at least %d bytes", t.Name, t.Path, info.Size, span)
 		}
 		return true, nil
+	case KindDir:
+		return false, fmt.Errorf("target %s: %s is a directory; directories are read by the test %s alone (-tests %s)", t.Name, t.Path, TreeTest.ID, TreeTest.ID)
 	default:
 		return false, fmt.Errorf("target %s: %s is neither a block device nor a regular file", t.Name, t.Path)
 	}

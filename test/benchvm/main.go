@@ -27,6 +27,7 @@ type options struct {
 	cacheMiB           int64
 	workingSets        []string
 	runs, restageRuns  int
+	treeWorkingSet     string
 	runtime            time.Duration
 	timeout            time.Duration
 }
@@ -40,6 +41,7 @@ func main() {
 	flag.StringVar(&workingSets, "working-sets", "25%,50%,75%", "working sets as percentages of the cache, each measured on cold caches")
 	flag.IntVar(&o.runs, "runs", 6, "runs per working set")
 	flag.IntVar(&o.restageRuns, "restage-runs", 1, "runs per working set after every cache is restaged (ssdcache: NodeUnstage, NodeStage); 0: none")
+	flag.StringVar(&o.treeWorkingSet, "tree-working-set", "50%", "size of the application-load part's tree of files, percent of the cache; empty: no such part")
 	flag.DurationVar(&o.runtime, "runtime", 4*time.Second, "time limit per test: a random 4 KiB pass over the simulated HDD would take minutes")
 	flag.DurationVar(&o.timeout, "timeout", 60*time.Minute, "limit for the VM's whole run")
 	flag.Parse()
@@ -52,7 +54,7 @@ func run(ctx context.Context, o options) error {
 		Name:         "bench",
 		GuestPackage: "github.com/ssdcache/ssdcache/test/benchvm/guest",
 		GuestArgs: []string{"-working-sets", strings.Join(o.workingSets, ","),
-			"-runs", fmt.Sprint(o.runs), "-restage-runs", fmt.Sprint(o.restageRuns), "-runtime", o.runtime.String()},
+			"-runs", fmt.Sprint(o.runs), "-restage-runs", fmt.Sprint(o.restageRuns), "-runtime", o.runtime.String(), "-tree-working-set", o.treeWorkingSet},
 		CacheMiB: o.cacheMiB,
 		// The SSD holds the node's cache pool plus raw SSD, lvmcache and
 		// bcache regions; the HDD the node's origin pool plus three origins.
@@ -76,8 +78,16 @@ func partNames(o options) []string {
 			names = append(names, name+restagedSuffix)
 		}
 	}
-	return append(names, "writes")
+	names = append(names, "writes")
+	if o.treeWorkingSet != "" {
+		names = append(names, treePart)
+	}
+	return names
 }
+
+// treePart is the application-load part: ssdcache-bench's tree test on a
+// filesystem on every target.
+const treePart = "tree"
 
 // restagedSuffix names the part of a working set measured after its caches
 // were restaged; its working set is labelled "<set> restaged" in the report.
@@ -112,6 +122,8 @@ func writeMerged(o options) error {
 		switch {
 		case name == "writes":
 			p.relabel = "cold writes (" + o.workingSets[0] + ")"
+		case name == treePart:
+			p.relabel = "tree " + o.treeWorkingSet
 		case strings.HasSuffix(name, restagedSuffix):
 			p.relabel = strings.TrimSuffix(strings.TrimPrefix(name, "ws-"), restagedSuffix) + "%" + restagedLabel
 			figures, err := parts.ReadRestage(p.dir)

@@ -100,14 +100,15 @@ func sameTargets(a, b []bench.Target) error {
 	return nil
 }
 
-// unionTests keeps the matrix order, so reads come before writes.
+// unionTests keeps the matrix order, so reads come before writes, then the
+// tree test.
 func unionTests(a, b []bench.Test) []bench.Test {
 	have := map[string]bool{}
 	for _, t := range append(append([]bench.Test{}, a...), b...) {
 		have[t.ID] = true
 	}
 	var out []bench.Test
-	for _, t := range bench.Matrix() {
+	for _, t := range append(bench.Matrix(), bench.TreeTest) {
 		if have[t.ID] {
 			out = append(out, t)
 		}

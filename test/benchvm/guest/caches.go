@@ -218,6 +218,15 @@ func (b *bcacheLayer) Create(ctx context.Context) (string, string, error) {
 	return b.link, "", nil
 }
 
+// setCacheMode switches between writethrough (the bench's) and writearound
+// (writes bypass the cache, reads still fill it).
+func (b *bcacheLayer) setCacheMode(mode string) error {
+	if err := os.WriteFile("/sys/block/"+b.dev+"/bcache/cache_mode", []byte(mode), 0o644); err != nil {
+		return fmt.Errorf("bcache cache_mode %s: %w", mode, err)
+	}
+	return nil
+}
+
 // tuneAndLink tunes the attached device and points the stable link at it.
 func (b *bcacheLayer) tuneAndLink() error {
 	if err := b.tune(); err != nil {

@@ -30,6 +30,8 @@ type options struct {
 	readTests   string
 	writeTests  string
 	restageRuns int
+	// treeWorkingSet is the application-load part's tree size ("": none).
+	treeWorkingSet string
 }
 
 func main() {
@@ -38,6 +40,7 @@ func main() {
 	flag.StringVar(&o.workingSets, "working-sets", "25%,50%,75%", "working sets (percent of the cache), each on cold caches")
 	flag.StringVar(&o.readTests, "read-tests", "seq1m-q8t1-read,seq1m-q1t1-read,rnd4k-q1t1-read", "tests of the convergence runs")
 	flag.IntVar(&o.restageRuns, "restage-runs", 1, "runs after every cache is restaged (ssdcache: NodeUnstage and NodeStage), per working set; 0: no restage step")
+	flag.StringVar(&o.treeWorkingSet, "tree-working-set", "50%", "size of the application-load part's tree of files (percent of the cache); empty: no such part")
 	flag.StringVar(&o.writeTests, "write-tests", "seq1m-q1t1-write,rnd4k-q1t1-write", "tests of the cold-write pass (empty: none)")
 	flag.Parse()
 	guest.Main(&o.Options, func(ctx context.Context) error { return run(ctx, o) })
@@ -70,11 +73,16 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 	}
-	if o.writeTests == "" {
+	if o.writeTests != "" {
+		first := strings.Split(o.workingSets, ",")[0]
+		if err := pass(ctx, o, l, "writes", 1, []string{"-working-sets", first, "-tests", o.writeTests}, 0); err != nil {
+			return err
+		}
+	}
+	if o.treeWorkingSet == "" {
 		return nil
 	}
-	first := strings.Split(o.workingSets, ",")[0]
-	return pass(ctx, o, l, "writes", 1, []string{"-working-sets", first, "-tests", o.writeTests}, 0)
+	return treePass(ctx, o, l, "tree")
 }
 
 // benchLayout makes the bench VG on the second partitions and the raw
@@ -109,34 +117,58 @@ func benchLayout(ctx context.Context, o options, p *guest.Plugin, hddPV, ssdPV s
 // every cache and runs it again into part-restage, and tears the caches
 // down again.
 func pass(ctx context.Context, o options, l layout, part string, runs int, extra []string, restageRuns int) error {
+	targets, err := createCaches(ctx, o, l, part)
+	if err == nil {
+		err = o.RunBench(ctx, benchArgs(o, targetArgs(targets), part, runs, extra))
+	}
+	if err == nil && restageRuns > 0 {
+		err = restage(ctx, o, l, part)
+		if err == nil {
+			err = o.RunBench(ctx, benchArgs(o, targetArgs(targets), part+"-restage", restageRuns, extra))
+		}
+	}
+	return errors.Join(err, destroyCaches(ctx, l, part))
+}
+
+// benchTarget is one ssdcache-bench -target, with its dm-cache device if any.
+type benchTarget struct{ name, path, dmName string }
+
+// createCaches builds every cache cold and returns all targets, the raw
+// references first.
+func createCaches(ctx context.Context, o options, l layout, part string) ([]benchTarget, error) {
 	o.Step("%s: creating cold caches", part)
-	targets := []string{"-target", "raw-hdd=" + l.rawHDD, "-target", "raw-ssd=" + l.rawSSD}
+	targets := []benchTarget{{name: "raw-hdd", path: l.rawHDD}, {name: "raw-ssd", path: l.rawSSD}}
 	for _, c := range l.caches {
 		dev, dmName, err := c.Create(ctx)
 		if err != nil {
-			return fmt.Errorf("%s: creating %s: %w", part, c.Name(), err)
+			return targets, fmt.Errorf("%s: creating %s: %w", part, c.Name(), err)
 		}
-		targets = append(targets, "-target", c.Name()+"="+dev)
-		if dmName != "" {
-			targets = append(targets, "-dm-cache", c.Name()+"="+dmName)
-		}
+		targets = append(targets, benchTarget{name: c.Name(), path: dev, dmName: dmName})
 		o.Step("%s: %s at %s", part, c.Name(), dev)
 	}
 	describe(ctx, o, part)
-	benchErr := o.RunBench(ctx, benchArgs(o, targets, part, runs, extra))
-	if benchErr == nil && restageRuns > 0 {
-		benchErr = restage(ctx, o, l, part)
-		if benchErr == nil {
-			benchErr = o.RunBench(ctx, benchArgs(o, targets, part+"-restage", restageRuns, extra))
-		}
-	}
-	errs := []error{benchErr}
+	return targets, nil
+}
+
+func destroyCaches(ctx context.Context, l layout, part string) error {
+	var errs []error
 	for _, c := range l.caches {
 		if err := c.Destroy(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("%s: removing %s: %w", part, c.Name(), err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+func targetArgs(targets []benchTarget) []string {
+	var args []string
+	for _, t := range targets {
+		args = append(args, "-target", t.name+"="+t.path)
+		if t.dmName != "" {
+			args = append(args, "-dm-cache", t.name+"="+t.dmName)
+		}
+	}
+	return args
 }
 
 func benchArgs(o options, targets []string, part string, runs int, extra []string) []string {
