@@ -27,6 +27,7 @@ type options struct {
 	cacheMiB           int64
 	workingSets        []string
 	runs, restageRuns  int
+	restartRuns        int
 	treeWorkingSet     string
 	runtime            time.Duration
 	timeout            time.Duration
@@ -41,6 +42,7 @@ func main() {
 	flag.StringVar(&workingSets, "working-sets", "25%,50%,75%", "working sets as percentages of the cache, each measured on cold caches")
 	flag.IntVar(&o.runs, "runs", 6, "runs per working set")
 	flag.IntVar(&o.restageRuns, "restage-runs", 1, "runs per working set after every cache is restaged (ssdcache: NodeUnstage, NodeStage); 0: none")
+	flag.IntVar(&o.restartRuns, "restart-runs", 1, "runs per working set after ssdcache-node is restarted with its volume staged; 0: none")
 	flag.StringVar(&o.treeWorkingSet, "tree-working-set", "50%", "size of the application-load part's tree of files, percent of the cache; empty: no such part")
 	flag.DurationVar(&o.runtime, "runtime", 4*time.Second, "time limit per test: a random 4 KiB pass over the simulated HDD would take minutes")
 	flag.DurationVar(&o.timeout, "timeout", 60*time.Minute, "limit for the VM's whole run")
@@ -54,7 +56,7 @@ func run(ctx context.Context, o options) error {
 		Name:         "bench",
 		GuestPackage: "github.com/ssdcache/ssdcache/test/benchvm/guest",
 		GuestArgs: []string{"-working-sets", strings.Join(o.workingSets, ","),
-			"-runs", fmt.Sprint(o.runs), "-restage-runs", fmt.Sprint(o.restageRuns), "-runtime", o.runtime.String(), "-tree-working-set", o.treeWorkingSet},
+			"-runs", fmt.Sprint(o.runs), "-restage-runs", fmt.Sprint(o.restageRuns), "-restart-runs", fmt.Sprint(o.restartRuns), "-runtime", o.runtime.String(), "-tree-working-set", o.treeWorkingSet},
 		CacheMiB: o.cacheMiB,
 		// The SSD holds the node's cache pool plus raw SSD, lvmcache and
 		// bcache regions; the HDD the node's origin pool plus three origins.
@@ -77,6 +79,9 @@ func partNames(o options) []string {
 		if o.restageRuns > 0 {
 			names = append(names, name+restagedSuffix)
 		}
+		if o.restartRuns > 0 {
+			names = append(names, name+restartedSuffix)
+		}
 	}
 	names = append(names, "writes")
 	if o.treeWorkingSet != "" {
@@ -89,9 +94,14 @@ func partNames(o options) []string {
 // filesystem on every target.
 const treePart = "tree"
 
-// restagedSuffix names the part of a working set measured after its caches
-// were restaged; its working set is labelled "<set> restaged" in the report.
-const restagedSuffix = "-restage"
+// restagedSuffix and restartedSuffix name the parts of a working set
+// measured after its caches were restaged and after ssdcache-node was
+// restarted; their working sets are labelled "<set> restaged" and "<set>
+// plugin restarted" in the report.
+const (
+	restagedSuffix  = "-restage"
+	restartedSuffix = "-restart"
+)
 
 // saveParts copies each invocation's report and the node's log out of the
 // share dir, whatever happened, so a failed run can be looked at.
@@ -104,7 +114,7 @@ func saveParts(out string, o options) error {
 		if err != nil {
 			errs = append(errs, err.Error())
 		}
-		if strings.HasSuffix(name, restagedSuffix) {
+		if strings.HasSuffix(name, restagedSuffix) || strings.HasSuffix(name, restartedSuffix) {
 			_ = job.CopyFiles(src, dst, parts.RestageFile) // its absence shows in the report
 		}
 	}
@@ -124,8 +134,12 @@ func writeMerged(o options) error {
 			p.relabel = "cold writes (" + o.workingSets[0] + ")"
 		case name == treePart:
 			p.relabel = "tree " + o.treeWorkingSet
-		case strings.HasSuffix(name, restagedSuffix):
-			p.relabel = strings.TrimSuffix(strings.TrimPrefix(name, "ws-"), restagedSuffix) + "%" + restagedLabel
+		case strings.HasSuffix(name, restagedSuffix) || strings.HasSuffix(name, restartedSuffix):
+			cold, restaged := strings.CutSuffix(strings.TrimPrefix(name, "ws-"), restagedSuffix)
+			p.relabel = cold + "%" + restagedLabel
+			if !restaged {
+				p.relabel = strings.TrimSuffix(cold, restartedSuffix) + "%" + restartedLabel
+			}
 			figures, err := parts.ReadRestage(p.dir)
 			if err != nil {
 				return err
@@ -138,9 +152,9 @@ func writeMerged(o options) error {
 	if err != nil {
 		return err
 	}
-	// A restaged set's run 1 is warm, not a cold miss: its own section
-	// (restagedSection) compares it.
-	r.Overhead = slices.DeleteFunc(r.Overhead, func(o bench.Overhead) bool { return strings.HasSuffix(o.WorkingSet, restagedLabel) })
+	// A restaged or restarted set's run 1 is warm, not a cold miss: its own
+	// section (restagedSection) compares it.
+	r.Overhead = slices.DeleteFunc(r.Overhead, func(o bench.Overhead) bool { _, after := afterDisruption(o.WorkingSet); return after })
 	if err := bench.WriteFiles(o.outputDir, r); err != nil {
 		return err
 	}

@@ -31,7 +31,10 @@ func appendMethod(path string, r *bench.Report, restages map[string][]parts.Rest
 	fmt.Fprintf(&b, "- Every working set ran on caches created cold for it (one ssdcache-bench invocation each, merged here); %d runs, read-only. ", o.runs)
 	fmt.Fprintf(&b, "Each test stops after %v, so random 4 KiB tests cover the first part of the same fixed-seed sequence each run rather than the whole working set.\n", o.runtime)
 	if o.restageRuns > 0 {
-		fmt.Fprintf(&b, "- After each working set's cold runs every cache was restaged and every target ran %d more run(s): *Run 1 after restage* above; the working set `<set>%s`.\n", o.restageRuns, restagedLabel)
+		fmt.Fprintf(&b, "- After each working set's cold runs every cache was restaged and every target ran %d more run(s): *Run 1 after restage and after a plugin restart* above; the working set `<set>%s`.\n", o.restageRuns, restagedLabel)
+	}
+	if o.restartRuns > 0 {
+		fmt.Fprintf(&b, "- Then ssdcache-node was restarted (SIGTERM, started again) with its volume staged and published, and every target ran %d more run(s): the working set `<set>%s`.\n", o.restartRuns, restartedLabel)
 	}
 	b.WriteString("- The cold-write working set is one run of write tests on fresh caches, for the cold-miss write overhead rows.\n")
 	if o.treeWorkingSet != "" {

@@ -8,9 +8,22 @@ import (
 	"github.com/ssdcache/ssdcache/test/benchvm/parts"
 )
 
-// restagedLabel ends the label of a working set measured after its caches
-// were restaged; the rest of the label names its cold working set.
-const restagedLabel = " restaged"
+// restagedLabel and restartedLabel end the label of a working set measured
+// after its caches were restaged or after ssdcache-node was restarted; the
+// rest of the label names its cold working set.
+const (
+	restagedLabel  = " restaged"
+	restartedLabel = " plugin restarted"
+)
+
+// afterDisruption returns the cold working set of a restaged or restarted
+// one's label.
+func afterDisruption(label string) (cold string, ok bool) {
+	if cold, ok = strings.CutSuffix(label, restagedLabel); ok {
+		return cold, true
+	}
+	return strings.CutSuffix(label, restartedLabel)
+}
 
 // restagedRow is a cached target's first read of a test after its cache was
 // restaged, against the same working set's cold runs.
@@ -38,9 +51,9 @@ func restagedRows(r *bench.Report) []restagedRow {
 	}
 	var rows []restagedRow
 	for _, res := range r.Results {
-		cold, restaged := strings.CutSuffix(res.WorkingSet, restagedLabel)
+		cold, after := afterDisruption(res.WorkingSet)
 		isReference := res.Target == r.Config.SSDReference || res.Target == r.Config.HDDReference
-		if !restaged || isReference || res.Run != 1 || res.Pass == 0 {
+		if !after || isReference || res.Run != 1 || res.Pass == 0 {
 			continue
 		}
 		k := resultKey{cold, res.Target, res.Test}
@@ -63,10 +76,11 @@ func restagedSection(r *bench.Report, restages map[string][]parts.Restage) strin
 		return ""
 	}
 	var b strings.Builder
-	b.WriteString("## Run 1 after restage\n\n")
+	b.WriteString("## Run 1 after restage and after a plugin restart\n\n")
 	b.WriteString("After each working set's cold runs every cache was taken down and brought up again, as a node does when a volume's pod is replaced: " +
 		"ssdcache through CSI (NodeUnpublishVolume, NodeUnstageVolume, NodeStageVolume, NodePublishVolume: the hot set saved at unstage, the new cache filled from it at stage), " +
-		"lvmcache with `lvchange -an` and `-ay`, bcache by stopping its device and registering the backing device again. Then every target ran once more. " +
+		"lvmcache with `lvchange -an` and `-ay`, bcache by stopping its device and registering the backing device again. Then every target ran once more (working set `<set> restaged`). " +
+		"Then ssdcache-node was stopped with SIGTERM and started again with its volume staged and published, as a DaemonSet rollout does, and every target ran once more (`<set> plugin restarted`; lvmcache and bcache have no plugin and stay as they were). " +
 		"Warm ceiling: the cold runs' median MB/s at a read hit ratio of 0.95 or more (`-` where none was that warm, or no dm-cache counters).\n\n")
 	b.WriteString("| working set | target | test | hit ratio | MB/s | of warm ceiling | of raw SSD | x cold run 1 |\n|---|---|---|---|---|---|---|---|\n")
 	for _, row := range rows {
@@ -87,12 +101,12 @@ func writeRestageTimes(b *strings.Builder, r *bench.Report, restages map[string]
 	if len(restages) == 0 {
 		return
 	}
-	b.WriteString("\nHow long each restage took (down: taken down; up: brought up, for ssdcache the new cache created and filled from the hot set; " +
+	b.WriteString("\nHow long each restage and restart took (down: taken down, or the plugin stopped; up: brought up, for ssdcache the new cache created and filled from the hot set, or the restarted plugin answering Probe; " +
 		"warm-up: ssdcache's own account of copying the hot set and mapping it, without creating the cache's LVs). " +
 		"*x HDD read* is that time over the raw HDD reading the warmed bytes at its " + warmReadTest + " rate in this run.\n\n")
 	b.WriteString("| working set | target | down s | up s | warm-up s | warmed MiB | up x HDD read | warm-up x HDD read |\n|---|---|---|---|---|---|---|---|\n")
 	for _, ws := range r.Config.WorkingSets {
-		cold, _ := strings.CutSuffix(ws.Label, restagedLabel)
+		cold, _ := afterDisruption(ws.Label)
 		hddMBps := hddRate(r, cold)
 		for _, f := range restages[ws.Label] {
 			var hddSeconds *float64

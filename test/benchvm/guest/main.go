@@ -30,6 +30,7 @@ type options struct {
 	readTests   string
 	writeTests  string
 	restageRuns int
+	restartRuns int
 	// treeWorkingSet is the application-load part's tree size ("": none).
 	treeWorkingSet string
 }
@@ -41,6 +42,7 @@ func main() {
 	flag.StringVar(&o.readTests, "read-tests", "seq1m-q8t1-read,seq1m-q1t1-read,rnd4k-q1t1-read", "tests of the convergence runs")
 	flag.IntVar(&o.restageRuns, "restage-runs", 1, "runs after every cache is restaged (ssdcache: NodeUnstage and NodeStage), per working set; 0: no restage step")
 	flag.StringVar(&o.treeWorkingSet, "tree-working-set", "50%", "size of the application-load part's tree of files (percent of the cache); empty: no such part")
+	flag.IntVar(&o.restartRuns, "restart-runs", 1, "runs after ssdcache-node is restarted with every volume staged, per working set; 0: no restart step")
 	flag.StringVar(&o.writeTests, "write-tests", "seq1m-q1t1-write,rnd4k-q1t1-write", "tests of the cold-write pass (empty: none)")
 	flag.Parse()
 	guest.Main(&o.Options, func(ctx context.Context) error { return run(ctx, o) })
@@ -69,13 +71,13 @@ func run(ctx context.Context, o options) error {
 	for _, ws := range strings.Split(o.workingSets, ",") {
 		part := "ws-" + strings.TrimSuffix(ws, "%")
 		reads := []string{"-working-sets", ws, "-read-only", "-tests", o.readTests}
-		if err := pass(ctx, o, l, part, o.Runs, reads, o.restageRuns); err != nil {
+		if err := pass(ctx, o, l, part, o.Runs, reads, true); err != nil {
 			return err
 		}
 	}
 	if o.writeTests != "" {
 		first := strings.Split(o.workingSets, ",")[0]
-		if err := pass(ctx, o, l, "writes", 1, []string{"-working-sets", first, "-tests", o.writeTests}, 0); err != nil {
+		if err := pass(ctx, o, l, "writes", 1, []string{"-working-sets", first, "-tests", o.writeTests}, false); err != nil {
 			return err
 		}
 	}
@@ -113,18 +115,25 @@ func benchLayout(ctx context.Context, o options, p *guest.Plugin, hddPV, ssdPV s
 }
 
 // pass builds every cache cold, runs ssdcache-bench once over all targets
-// (runs runs; extra names the rest), then, with restageRuns, restages
-// every cache and runs it again into part-restage, and tears the caches
-// down again.
-func pass(ctx context.Context, o options, l layout, part string, runs int, extra []string, restageRuns int) error {
+// (runs runs; extra names the rest), then, with disrupt, restages every
+// cache and runs again into part-restage, restarts ssdcache-node and runs
+// again into part-restart (each only if its runs are not 0), and tears
+// the caches down again.
+func pass(ctx context.Context, o options, l layout, part string, runs int, extra []string, disrupt bool) error {
 	targets, err := createCaches(ctx, o, l, part)
 	if err == nil {
 		err = o.RunBench(ctx, benchArgs(o, targetArgs(targets), part, runs, extra))
 	}
-	if err == nil && restageRuns > 0 {
-		err = restage(ctx, o, l, part)
-		if err == nil {
-			err = o.RunBench(ctx, benchArgs(o, targetArgs(targets), part+"-restage", restageRuns, extra))
+	for _, d := range []struct {
+		suffix string
+		runs   int
+		do     func(context.Context, options, layout, string) error
+	}{{"-restage", o.restageRuns, restage}, {"-restart", o.restartRuns, restartPlugin}} {
+		if err != nil || !disrupt || d.runs == 0 {
+			continue
+		}
+		if err = d.do(ctx, o, l, part+d.suffix); err == nil {
+			err = o.RunBench(ctx, benchArgs(o, targetArgs(targets), part+d.suffix, d.runs, extra))
 		}
 	}
 	return errors.Join(err, destroyCaches(ctx, l, part))
@@ -179,7 +188,7 @@ func benchArgs(o options, targets []string, part string, runs int, extra []strin
 }
 
 // restage takes every cache down and up again and records how long each
-// took beside the part's report.
+// took beside the report of part (the restaged part).
 func restage(ctx context.Context, o options, l layout, part string) error {
 	var figures []parts.Restage
 	for _, c := range l.caches {
@@ -190,7 +199,27 @@ func restage(ctx context.Context, o options, l layout, part string) error {
 		o.Step("%s: %s restaged: down %.1fs, up %.1fs, %d bytes warmed", part, c.Name(), f.DownSeconds, f.UpSeconds, f.WarmBytes)
 		figures = append(figures, f)
 	}
-	return parts.WriteRestage(filepath.Join(o.OutputDir, part+"-restage"), figures)
+	return parts.WriteRestage(filepath.Join(o.OutputDir, part), figures)
+}
+
+// restartPlugin restarts ssdcache-node with its volume staged and published,
+// as a DaemonSet rollout does, and records how long it took beside the
+// report of part. lvmcache and bcache have no plugin: they stay as they are.
+func restartPlugin(ctx context.Context, o options, l layout, part string) error {
+	for _, c := range l.caches {
+		s, ok := c.(*ssdcacheLayer)
+		if !ok {
+			continue
+		}
+		down, up, err := s.plugin.Restart(ctx)
+		if err != nil {
+			return fmt.Errorf("%s: restarting ssdcache-node: %w", part, err)
+		}
+		o.Step("%s: ssdcache-node restarted: stopped in %.1fs, answered in %.1fs", part, down.Seconds(), up.Seconds())
+		f := parts.Restage{Target: s.Name(), DownSeconds: down.Seconds(), UpSeconds: up.Seconds()}
+		return parts.WriteRestage(filepath.Join(o.OutputDir, part), []parts.Restage{f})
+	}
+	return nil
 }
 
 // describe logs the device-mapper tables and bcache settings, so the report
