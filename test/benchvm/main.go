@@ -29,6 +29,7 @@ type options struct {
 	runs, restageRuns  int
 	restartRuns        int
 	treeWorkingSet     string
+	rebootWorkingSet   string
 	runtime            time.Duration
 	timeout            time.Duration
 }
@@ -44,10 +45,15 @@ func main() {
 	flag.IntVar(&o.restageRuns, "restage-runs", 1, "runs per working set after every cache is restaged (ssdcache: NodeUnstage, NodeStage); 0: none")
 	flag.IntVar(&o.restartRuns, "restart-runs", 1, "runs per working set after ssdcache-node is restarted with its volume staged; 0: none")
 	flag.StringVar(&o.treeWorkingSet, "tree-working-set", "50%", "size of the application-load part's tree of files, percent of the cache; empty: no such part")
+	flag.StringVar(&o.rebootWorkingSet, "reboot-working-set", "50%", "working set whose caches are left up while the VM powers off without a clean shutdown and boots again, for one more run after the reboot; empty: no reboot step")
 	flag.DurationVar(&o.runtime, "runtime", 4*time.Second, "time limit per test: a random 4 KiB pass over the simulated HDD would take minutes")
 	flag.DurationVar(&o.timeout, "timeout", 60*time.Minute, "limit for the VM's whole run")
 	flag.Parse()
 	o.workingSets = strings.Split(workingSets, ",")
+	if o.rebootWorkingSet != "" && !slices.Contains(o.workingSets, o.rebootWorkingSet) {
+		fmt.Fprintf(os.Stderr, "reboot-working-set: %q is not among -working-sets %q; allowed: one of them, or empty for no reboot step\n", o.rebootWorkingSet, workingSets)
+		os.Exit(2)
+	}
 	job.Main("bench", "report in "+o.outputDir, func(ctx context.Context) error { return run(ctx, o) })
 }
 
@@ -56,7 +62,7 @@ func run(ctx context.Context, o options) error {
 		Name:         "bench",
 		GuestPackage: "github.com/ssdcache/ssdcache/test/benchvm/guest",
 		GuestArgs: []string{"-working-sets", strings.Join(o.workingSets, ","),
-			"-runs", fmt.Sprint(o.runs), "-restage-runs", fmt.Sprint(o.restageRuns), "-restart-runs", fmt.Sprint(o.restartRuns), "-runtime", o.runtime.String(), "-tree-working-set", o.treeWorkingSet},
+			"-runs", fmt.Sprint(o.runs), "-restage-runs", fmt.Sprint(o.restageRuns), "-restart-runs", fmt.Sprint(o.restartRuns), "-runtime", o.runtime.String(), "-tree-working-set", o.treeWorkingSet, "-reboot-working-set", o.rebootWorkingSet},
 		CacheMiB: o.cacheMiB,
 		// The SSD holds the node's cache pool plus raw SSD, lvmcache and
 		// bcache regions; the HDD the node's origin pool plus three origins.
@@ -64,6 +70,9 @@ func run(ctx context.Context, o options) error {
 			HDDSize: max(4<<30, (8*o.cacheMiB+256)<<20)},
 		OutputDir: o.outputDir,
 		Collect:   func(guestOut string) error { return saveParts(guestOut, o) },
+	}
+	if o.rebootWorkingSet != "" {
+		job.RebootArgs = []string{"-after-reboot"}
 	}
 	if err := job.Run(ctx); err != nil {
 		return err
@@ -82,12 +91,26 @@ func partNames(o options) []string {
 		if o.restartRuns > 0 {
 			names = append(names, name+restartedSuffix)
 		}
+		if ws == o.rebootWorkingSet {
+			names = append(names, name+rebootedSuffix)
+		}
 	}
 	names = append(names, "writes")
 	if o.treeWorkingSet != "" {
 		names = append(names, treePart)
 	}
 	return names
+}
+
+// disruption returns the working-set label of a part measured after a
+// restage, a plugin restart or a reboot: "ws-50-restage" is "50% restaged".
+func disruption(part string) (label string, ok bool) {
+	for suffix, label := range map[string]string{restagedSuffix: restagedLabel, restartedSuffix: restartedLabel, rebootedSuffix: rebootedLabel} {
+		if cold, ok := strings.CutSuffix(part, suffix); ok {
+			return strings.TrimPrefix(cold, "ws-") + "%" + label, true
+		}
+	}
+	return "", false
 }
 
 // treePart is the application-load part: ssdcache-bench's tree test on a
@@ -101,6 +124,7 @@ const treePart = "tree"
 const (
 	restagedSuffix  = "-restage"
 	restartedSuffix = "-restart"
+	rebootedSuffix  = "-reboot"
 )
 
 // saveParts copies each invocation's report and the node's log out of the
@@ -114,7 +138,7 @@ func saveParts(out string, o options) error {
 		if err != nil {
 			errs = append(errs, err.Error())
 		}
-		if strings.HasSuffix(name, restagedSuffix) || strings.HasSuffix(name, restartedSuffix) {
+		if _, disrupted := disruption(name); disrupted {
 			_ = job.CopyFiles(src, dst, parts.RestageFile) // its absence shows in the report
 		}
 	}
@@ -134,17 +158,14 @@ func writeMerged(o options) error {
 			p.relabel = "cold writes (" + o.workingSets[0] + ")"
 		case name == treePart:
 			p.relabel = "tree " + o.treeWorkingSet
-		case strings.HasSuffix(name, restagedSuffix) || strings.HasSuffix(name, restartedSuffix):
-			cold, restaged := strings.CutSuffix(strings.TrimPrefix(name, "ws-"), restagedSuffix)
-			p.relabel = cold + "%" + restagedLabel
-			if !restaged {
-				p.relabel = strings.TrimSuffix(cold, restartedSuffix) + "%" + restartedLabel
+		default:
+			if label, disrupted := disruption(name); disrupted {
+				figures, err := parts.ReadRestage(p.dir)
+				if err != nil {
+					return err
+				}
+				p.relabel, restages[label] = label, figures
 			}
-			figures, err := parts.ReadRestage(p.dir)
-			if err != nil {
-				return err
-			}
-			restages[p.relabel] = figures
 		}
 		invocations = append(invocations, p)
 	}
@@ -152,7 +173,7 @@ func writeMerged(o options) error {
 	if err != nil {
 		return err
 	}
-	// A restaged or restarted set's run 1 is warm, not a cold miss: its own
+	// A restaged, restarted or rebooted set's run 1 is warm, not a cold miss: its own
 	// section (restagedSection) compares it.
 	r.Overhead = slices.DeleteFunc(r.Overhead, func(o bench.Overhead) bool { _, after := afterDisruption(o.WorkingSet); return after })
 	if err := bench.WriteFiles(o.outputDir, r); err != nil {

@@ -31,10 +31,13 @@ func appendMethod(path string, r *bench.Report, restages map[string][]parts.Rest
 	fmt.Fprintf(&b, "- Every working set ran on caches created cold for it (one ssdcache-bench invocation each, merged here); %d runs, read-only. ", o.runs)
 	fmt.Fprintf(&b, "Each test stops after %v, so random 4 KiB tests cover the first part of the same fixed-seed sequence each run rather than the whole working set.\n", o.runtime)
 	if o.restageRuns > 0 {
-		fmt.Fprintf(&b, "- After each working set's cold runs every cache was restaged and every target ran %d more run(s): *Run 1 after restage and after a plugin restart* above; the working set `<set>%s`.\n", o.restageRuns, restagedLabel)
+		fmt.Fprintf(&b, "- After each working set's cold runs every cache was restaged and every target ran %d more run(s): *Run 1 after restage, plugin restart and reboot* above; the working set `<set>%s`.\n", o.restageRuns, restagedLabel)
 	}
 	if o.restartRuns > 0 {
 		fmt.Fprintf(&b, "- Then ssdcache-node was restarted (SIGTERM, started again) with its volume staged and published, and every target ran %d more run(s): the working set `<set>%s`.\n", o.restartRuns, restartedLabel)
+	}
+	if o.rebootWorkingSet != "" {
+		fmt.Fprintf(&b, "- The working set %s ran last, and its caches were left up while the VM powered off without a clean shutdown and booted again on the same disks (ssdcache-node's `--state-dir` on the VM's share, as a node's on its root disk); every target ran once more: the working set `%s%s`.\n", o.rebootWorkingSet, o.rebootWorkingSet, rebootedLabel)
 	}
 	b.WriteString("- The cold-write working set is one run of write tests on fresh caches, for the cold-miss write overhead rows.\n")
 	if o.treeWorkingSet != "" {

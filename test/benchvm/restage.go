@@ -14,15 +14,18 @@ import (
 const (
 	restagedLabel  = " restaged"
 	restartedLabel = " plugin restarted"
+	rebootedLabel  = " rebooted"
 )
 
-// afterDisruption returns the cold working set of a restaged or restarted
-// one's label.
+// afterDisruption returns the cold working set of a restaged, restarted or
+// rebooted one's label.
 func afterDisruption(label string) (cold string, ok bool) {
-	if cold, ok = strings.CutSuffix(label, restagedLabel); ok {
-		return cold, true
+	for _, suffix := range []string{restagedLabel, restartedLabel, rebootedLabel} {
+		if cold, ok = strings.CutSuffix(label, suffix); ok {
+			return cold, true
+		}
 	}
-	return strings.CutSuffix(label, restartedLabel)
+	return label, false
 }
 
 // restagedRow is a cached target's first read of a test after its cache was
@@ -76,11 +79,13 @@ func restagedSection(r *bench.Report, restages map[string][]parts.Restage) strin
 		return ""
 	}
 	var b strings.Builder
-	b.WriteString("## Run 1 after restage and after a plugin restart\n\n")
+	b.WriteString("## Run 1 after restage, plugin restart and reboot\n\n")
 	b.WriteString("After each working set's cold runs every cache was taken down and brought up again, as a node does when a volume's pod is replaced: " +
 		"ssdcache through CSI (NodeUnpublishVolume, NodeUnstageVolume, NodeStageVolume, NodePublishVolume: the hot set saved at unstage, the new cache filled from it at stage), " +
 		"lvmcache with `lvchange -an` and `-ay`, bcache by stopping its device and registering the backing device again. Then every target ran once more (working set `<set> restaged`). " +
 		"Then ssdcache-node was stopped with SIGTERM and started again with its volume staged and published, as a DaemonSet rollout does, and every target ran once more (`<set> plugin restarted`; lvmcache and bcache have no plugin and stay as they were). " +
+		"For one working set the caches were then left up while the VM powered off without a clean shutdown (no device-mapper table taken down, as a crash or a power cut leaves a node) and booted again on the same disks; " +
+		"ssdcache came up through NodeStageVolume and NodePublishVolume, filled from the hot set it had saved last, lvmcache through `lvchange -ay`, bcache by registering its devices; every target ran once more (`<set> rebooted`). " +
 		"Warm ceiling: the cold runs' median MB/s at a read hit ratio of 0.95 or more (`-` where none was that warm, or no dm-cache counters).\n\n")
 	b.WriteString("| working set | target | test | hit ratio | MB/s | of warm ceiling | of raw SSD | x cold run 1 |\n|---|---|---|---|---|---|---|---|\n")
 	for _, row := range rows {
@@ -101,7 +106,7 @@ func writeRestageTimes(b *strings.Builder, r *bench.Report, restages map[string]
 	if len(restages) == 0 {
 		return
 	}
-	b.WriteString("\nHow long each restage and restart took (down: taken down, or the plugin stopped; up: brought up, for ssdcache the new cache created and filled from the hot set, or the restarted plugin answering Probe; " +
+	b.WriteString("\nHow long each restage, restart and reboot took (down: taken down, or the plugin stopped; up: brought up, for ssdcache the new cache created and filled from the hot set, or the restarted plugin answering Probe; " +
 		"warm-up: ssdcache's own account of copying the hot set and mapping it, without creating the cache's LVs). " +
 		"*x HDD read* is that time over the raw HDD reading the warmed bytes at its " + warmReadTest + " rate in this run.\n\n")
 	b.WriteString("| working set | target | down s | up s | warm-up s | warmed MiB | up x HDD read | warm-up x HDD read |\n|---|---|---|---|---|---|---|---|\n")

@@ -62,3 +62,18 @@ func TestRestagedRunIsJudgedAgainstItsColdWorkingSet(t *testing.T) {
 		}
 	}
 }
+
+func TestDisruptedPartsAreLabelledByTheirColdSet(t *testing.T) {
+	for part, want := range map[string]struct{ label, cold string }{
+		"ws-50-restage": {"50%" + restagedLabel, "50%"}, "ws-25-restart": {"25%" + restartedLabel, "25%"},
+		"ws-75-reboot": {"75%" + rebootedLabel, "75%"}, "ws-50": {}, "writes": {},
+	} {
+		label, ok := disruption(part)
+		if label != want.label || ok != (want.label != "") {
+			t.Errorf("disruption(%q) = %q, %v; want %q", part, label, ok, want.label)
+		}
+		if cold, after := afterDisruption(label); ok && (!after || cold != want.cold) {
+			t.Errorf("afterDisruption(%q) = %q, %v; want %q", label, cold, after, want.cold)
+		}
+	}
+}

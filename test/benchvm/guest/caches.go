@@ -50,6 +50,7 @@ type ssdcacheLayer struct {
 	plugin      *guest.Plugin
 	volumeBytes int64
 	cacheSize   string
+	stateDir    string // the plugin's, where it keeps hot sets
 	vol         *guest.Volume
 }
 
@@ -76,13 +77,19 @@ func (s *ssdcacheLayer) Restage(ctx context.Context) (parts.Restage, error) {
 	if err != nil {
 		return r, err
 	}
-	set, ok, err := hotset.InStateDir(pluginStateDir).Load(s.vol.ID)
+	return r, s.addWarmUp(&r)
+}
+
+// addWarmUp adds the hot set the volume's cache was filled from and the
+// plugin's account of the fill.
+func (s *ssdcacheLayer) addWarmUp(r *parts.Restage) error {
+	set, ok, err := hotset.InStateDir(s.stateDir).Load(s.vol.ID)
 	if err != nil || !ok {
-		return r, fmt.Errorf("the hot set of %s after restage: found %v, %v", s.vol.ID, ok, err)
+		return fmt.Errorf("the hot set of %s: found %v, %v", s.vol.ID, ok, err)
 	}
 	r.WarmBytes = int64(set.Sectors()) * dm.SectorSize
 	r.WarmUpSeconds, err = lastWarmUp(s.plugin.LogPath(), s.vol.ID)
-	return r, err
+	return err
 }
 
 // lastWarmUp is the duration of the plugin's last "Filled the cache from the
@@ -100,9 +107,6 @@ func lastWarmUp(logPath, volumeID string) (float64, error) {
 	d, err := time.ParseDuration(string(lines[len(lines)-1][1]))
 	return d.Seconds(), err
 }
-
-// pluginStateDir is ssdcache-node's default --state-dir, where it keeps hot sets.
-const pluginStateDir = "/var/lib/ssdcache"
 
 func (s *ssdcacheLayer) Destroy(ctx context.Context) error {
 	if s.vol == nil {

@@ -33,6 +33,10 @@ type options struct {
 	restartRuns int
 	// treeWorkingSet is the application-load part's tree size ("": none).
 	treeWorkingSet string
+	// rebootWorkingSet is measured last, its caches left up for the VM's
+	// next boot, which runs rebootRuns more runs after reboot ("": none).
+	rebootWorkingSet string
+	rebootRuns       int
 }
 
 func main() {
@@ -43,6 +47,8 @@ func main() {
 	flag.IntVar(&o.restageRuns, "restage-runs", 1, "runs after every cache is restaged (ssdcache: NodeUnstage and NodeStage), per working set; 0: no restage step")
 	flag.StringVar(&o.treeWorkingSet, "tree-working-set", "50%", "size of the application-load part's tree of files (percent of the cache); empty: no such part")
 	flag.IntVar(&o.restartRuns, "restart-runs", 1, "runs after ssdcache-node is restarted with every volume staged, per working set; 0: no restart step")
+	flag.StringVar(&o.rebootWorkingSet, "reboot-working-set", "50%", "working set measured last, its caches left up for the VM's next boot (-after-reboot); empty: no reboot step")
+	flag.IntVar(&o.rebootRuns, "reboot-runs", 1, "runs after the reboot (-after-reboot)")
 	flag.StringVar(&o.writeTests, "write-tests", "seq1m-q1t1-write,rnd4k-q1t1-write", "tests of the cold-write pass (empty: none)")
 	flag.Parse()
 	guest.Main(&o.Options, func(ctx context.Context) error { return run(ctx, o) })
@@ -68,10 +74,14 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
+	if o.AfterReboot {
+		return afterReboot(ctx, o, l)
+	}
 	for _, ws := range strings.Split(o.workingSets, ",") {
-		part := "ws-" + strings.TrimSuffix(ws, "%")
-		reads := []string{"-working-sets", ws, "-read-only", "-tests", o.readTests}
-		if err := pass(ctx, o, l, part, o.Runs, reads, true); err != nil {
+		if ws == o.rebootWorkingSet {
+			continue // last, below
+		}
+		if err := pass(ctx, o, l, workingSetPart(ws), o.Runs, readArgs(o, ws), true); err != nil {
 			return err
 		}
 	}
@@ -81,33 +91,47 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 	}
-	if o.treeWorkingSet == "" {
+	if o.treeWorkingSet != "" {
+		if err := treePass(ctx, o, l, "tree"); err != nil {
+			return err
+		}
+	}
+	if o.rebootWorkingSet == "" {
 		return nil
 	}
-	return treePass(ctx, o, l, "tree")
+	return beforeReboot(ctx, o, l)
+}
+
+func workingSetPart(ws string) string { return "ws-" + strings.TrimSuffix(ws, "%") }
+
+func readArgs(o options, ws string) []string {
+	return []string{"-working-sets", ws, "-read-only", "-tests", o.readTests}
 }
 
 // benchLayout makes the bench VG on the second partitions and the raw
-// reference LVs, which stay for the whole run.
+// reference LVs, which stay for the whole run (after a reboot, it
+// activates them).
 func benchLayout(ctx context.Context, o options, p *guest.Plugin, hddPV, ssdPV string, originMiB int64) (layout, error) {
-	for _, args := range [][]string{
-		{"modprobe", "bcache"},
-		{"pvcreate", "--yes", hddPV, ssdPV},
-		{"vgcreate", "--yes", benchVG, hddPV, ssdPV},
-	} {
+	setup := [][]string{{"modprobe", "bcache"}, {"pvcreate", "--yes", hddPV, ssdPV}, {"vgcreate", "--yes", benchVG, hddPV, ssdPV}}
+	if o.AfterReboot { // the first boot made them; nothing activates LVs at boot here
+		setup = [][]string{{"modprobe", "bcache"}, {"lvchange", "-ay", benchVG + "/raw_hdd", benchVG + "/raw_ssd"}}
+	}
+	for _, args := range setup {
 		if _, err := guest.Run(ctx, args[0], args[1:]...); err != nil {
 			return layout{}, err
 		}
 	}
-	if err := lvcreate(ctx, benchVG, "raw_hdd", originMiB, hddPV); err != nil {
-		return layout{}, err
-	}
-	if err := lvcreate(ctx, benchVG, "raw_ssd", o.CacheMiB, ssdPV); err != nil {
-		return layout{}, err
+	if !o.AfterReboot {
+		if err := lvcreate(ctx, benchVG, "raw_hdd", originMiB, hddPV); err != nil {
+			return layout{}, err
+		}
+		if err := lvcreate(ctx, benchVG, "raw_ssd", o.CacheMiB, ssdPV); err != nil {
+			return layout{}, err
+		}
 	}
 	l := layout{rawHDD: "/dev/" + benchVG + "/raw_hdd", rawSSD: "/dev/" + benchVG + "/raw_ssd"}
 	l.caches = []cache{
-		&ssdcacheLayer{plugin: p, volumeBytes: originMiB << 20, cacheSize: fmt.Sprintf("%dMi", o.CacheMiB)},
+		&ssdcacheLayer{plugin: p, volumeBytes: originMiB << 20, cacheSize: fmt.Sprintf("%dMi", o.CacheMiB), stateDir: o.StateDir},
 		&lvmcacheLayer{vg: benchVG, hddPV: hddPV, ssdPV: ssdPV, originMiB: originMiB, cacheMiB: o.CacheMiB},
 		&bcacheLayer{vg: benchVG, hddPV: hddPV, ssdPV: ssdPV, originMiB: originMiB, cacheMiB: o.CacheMiB, link: filepath.Join(o.WorkDir, "bcache"), step: o.Step},
 	}
@@ -120,6 +144,12 @@ func benchLayout(ctx context.Context, o options, p *guest.Plugin, hddPV, ssdPV s
 // again into part-restart (each only if its runs are not 0), and tears
 // the caches down again.
 func pass(ctx context.Context, o options, l layout, part string, runs int, extra []string, disrupt bool) error {
+	err := passUp(ctx, o, l, part, runs, extra, disrupt)
+	return errors.Join(err, destroyCaches(ctx, l, part))
+}
+
+// passUp is pass without tearing the caches down.
+func passUp(ctx context.Context, o options, l layout, part string, runs int, extra []string, disrupt bool) error {
 	targets, err := createCaches(ctx, o, l, part)
 	if err == nil {
 		err = o.RunBench(ctx, benchArgs(o, targetArgs(targets), part, runs, extra))
@@ -136,7 +166,7 @@ func pass(ctx context.Context, o options, l layout, part string, runs int, extra
 			err = o.RunBench(ctx, benchArgs(o, targetArgs(targets), part+d.suffix, d.runs, extra))
 		}
 	}
-	return errors.Join(err, destroyCaches(ctx, l, part))
+	return err
 }
 
 // benchTarget is one ssdcache-bench -target, with its dm-cache device if any.

@@ -23,6 +23,11 @@ type Options struct {
 	CacheMiB           int64
 	Runs               int
 	Runtime            time.Duration
+	// StateDir is ssdcache-node's --state-dir.
+	StateDir string
+	// AfterReboot says an earlier boot of the same disks partitioned them
+	// and left its volumes staged, as a node finds them after a reboot.
+	AfterReboot bool
 }
 
 // Register adds the shared flags to fs; the defaults that differ between
@@ -38,6 +43,8 @@ func (o *Options) Register(fs *flag.FlagSet, name string, runtime time.Duration)
 	fs.Int64Var(&o.CacheMiB, "cache-mib", 256, "cache size of every cached target (StorageClass ssdcache.io/cache-size), MiB")
 	fs.IntVar(&o.Runs, "runs", 6, "runs per working set")
 	fs.DurationVar(&o.Runtime, "runtime", runtime, "time limit per test (ssdcache-bench -runtime)")
+	fs.StringVar(&o.StateDir, "state-dir", "/vmwork/state", "ssdcache-node --state-dir; on the share, so hot sets outlive a reboot of the VM as a node's outlive one on its root disk")
+	fs.BoolVar(&o.AfterReboot, "after-reboot", false, "the disks were partitioned and their volumes staged by an earlier boot: keep the partitions")
 }
 
 // Validate names the flags that are missing.
@@ -73,25 +80,30 @@ type Node struct {
 }
 
 // StartNode makes the scratch dirs, partitions the disks (sizes in MiB, the
-// node's pool first) and starts ssdcache-node on the first partitions.
+// node's pool first; after a reboot it finds the partitions made before)
+// and starts ssdcache-node on the first partitions.
 func StartNode(ctx context.Context, o *Options, hddMiB, ssdMiB []int64) (*Node, error) {
 	for _, dir := range []string{o.OutputDir, o.WorkDir} {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, err
 		}
 	}
-	hddParts, err := Partition(ctx, o.HDD, hddMiB)
+	partition := Partition
+	if o.AfterReboot {
+		partition = Partitions
+	}
+	hddParts, err := partition(ctx, o.HDD, hddMiB)
 	if err != nil {
 		return nil, err
 	}
-	ssdParts, err := Partition(ctx, o.SSD, ssdMiB)
+	ssdParts, err := partition(ctx, o.SSD, ssdMiB)
 	if err != nil {
 		return nil, err
 	}
 	n := &Node{HDDParts: hddParts, SSDParts: ssdParts, Socket: filepath.Join(o.WorkDir, "csi.sock")}
 	n.Plugin, err = StartPlugin(ctx, PluginConfig{
 		Binary: o.NodeBin, OriginDevices: hddParts[:1], CacheDevices: ssdParts[:1], Socket: n.Socket,
-		LogPath: filepath.Join(o.OutputDir, "ssdcache-node.log"), NodeName: o.Name + "-node",
+		LogPath: filepath.Join(o.OutputDir, "ssdcache-node.log"), NodeName: o.Name + "-node", StateDir: o.StateDir,
 	})
 	if err != nil {
 		return nil, err

@@ -38,6 +38,12 @@ func Partition(ctx context.Context, disk string, sizesMiB []int64) ([]string, er
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("sfdisk %s: %w: %s", disk, err, out)
 	}
+	return Partitions(ctx, disk, sizesMiB)
+}
+
+// Partitions waits for the by-id links of the partitions Partition made,
+// in this boot or an earlier one.
+func Partitions(ctx context.Context, disk string, sizesMiB []int64) ([]string, error) {
 	if _, err := Run(ctx, "udevadm", "settle"); err != nil {
 		return nil, err
 	}

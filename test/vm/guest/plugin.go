@@ -28,6 +28,8 @@ type PluginConfig struct {
 	LogPath string
 	// NodeName is the CSI node ID.
 	NodeName string
+	// StateDir is --state-dir, where the plugin keeps hot sets; empty: its default.
+	StateDir string
 }
 
 // Plugin is a running ssdcache-node and a CSI client connected to it.
@@ -73,6 +75,9 @@ func startPlugin(ctx context.Context, cfg PluginConfig, logFlag int) (*Plugin, e
 	}
 	for _, d := range cfg.CacheDevices {
 		args = append(args, "--cache-devices="+d)
+	}
+	if cfg.StateDir != "" {
+		args = append(args, "--state-dir="+cfg.StateDir)
 	}
 	p := &Plugin{cfg: cfg, log: log}
 	if p.proc, err = StartProcess(cfg.Binary, args, log); err != nil {

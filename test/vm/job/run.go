@@ -35,6 +35,11 @@ type Job struct {
 	// Collect copies results from the guest's output dir in the share; it is
 	// called whatever happened in the VM, so a failed run can be looked at.
 	Collect func(guestOut string) error
+	// RebootArgs, when set, boot the VM a second time on the same disks
+	// after the first boot's guest program succeeded, with these flags
+	// added: the guest powers off without a clean shutdown, so the second
+	// boot finds what a node finds after a crash or a power cut.
+	RebootArgs []string
 }
 
 // Run runs the job. A VM failure wins over a Collect failure.
@@ -56,18 +61,33 @@ func (j Job) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	fmt.Fprintf(os.Stderr, "%s: booting the VM (qemu TCG; the guest's output follows)\n", j.Name)
-	res, runErr := Run(ctx, v, j.script(), NewPrefixWriter(os.Stderr, "  vm| "))
-	if res != nil {
+	var stdout strings.Builder
+	start := time.Now()
+	runErr := j.boot(ctx, v, "booting the VM", nil, &stdout)
+	if runErr == nil && len(j.RebootArgs) > 0 {
+		runErr = j.boot(ctx, v, "booting the VM again after its power-off", j.RebootArgs, &stdout)
+	}
+	if stdout.Len() > 0 {
 		_ = os.MkdirAll(j.OutputDir, 0o755)
-		_ = os.WriteFile(filepath.Join(j.OutputDir, "guest.log"), []byte(res.Stdout), 0o644)
+		_ = os.WriteFile(filepath.Join(j.OutputDir, "guest.log"), []byte(stdout.String()), 0o644)
 	}
 	collectErr := j.Collect(filepath.Join(v.ShareDir(), "out"))
 	if runErr != nil {
 		return runErr
 	}
-	fmt.Fprintf(os.Stderr, "%s: VM run took %v\n", j.Name, res.Duration.Round(time.Second))
+	fmt.Fprintf(os.Stderr, "%s: VM run took %v\n", j.Name, time.Since(start).Round(time.Second))
 	return collectErr
+}
+
+// boot runs the guest program once, with extra flags, and appends its
+// output to stdout.
+func (j Job) boot(ctx context.Context, v *vm.VM, what string, extra []string, stdout *strings.Builder) error {
+	fmt.Fprintf(os.Stderr, "%s: %s (qemu TCG; the guest's output follows)\n", j.Name, what)
+	res, err := Run(ctx, v, j.script(extra), NewPrefixWriter(os.Stderr, "  vm| "))
+	if res != nil {
+		stdout.WriteString(res.Stdout)
+	}
+	return err
 }
 
 func (j Job) guestBinary() string { return j.Name + "-guest" }
@@ -87,9 +107,10 @@ func (j Job) binaries(share string) []vm.GoBuild {
 
 // script runs the guest program with its output merged, so the host echoes
 // errors in order with the rest.
-func (j Job) script() string {
+func (j Job) script(extra []string) string {
 	args := append([]string{"exec", GuestBin(j.guestBinary()), "-hdd", vm.HDDByID, "-ssd", vm.SSDByID,
 		"-output-dir", vm.GuestWorkDir + "/out", "-cache-mib", fmt.Sprint(j.CacheMiB)}, j.GuestArgs...)
+	args = append(args, extra...)
 	return strings.Join(args, " ") + " 2>&1"
 }
 

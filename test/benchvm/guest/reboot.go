@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/ssdcache/ssdcache/test/benchvm/parts"
+	"github.com/ssdcache/ssdcache/test/vm/guest"
+)
+
+// The reboot step: the working set -reboot-working-set runs last in the
+// VM's first boot and leaves its caches up; the guest program exits and the
+// VM powers off without taking them down, as a crash or a power cut leaves
+// a node. The host boots the same disks again with -after-reboot, where
+// every cache is brought up as a node's boot and kubelet bring it up again,
+// and every target runs once more.
+
+// rebootedSuffix names the part measured after the reboot.
+const rebootedSuffix = "-reboot"
+
+// rebootStateFile, in the share's output dir, is what the first boot
+// leaves the second: the ssdcache volume, as kubelet keeps it in its own
+// state across a reboot.
+const rebootStateFile = "reboot-volume.json"
+
+// rebootable is a cache that can be brought up again after the VM rebooted.
+type rebootable interface {
+	cache
+	AfterReboot(ctx context.Context) (benchTarget, parts.Restage, error)
+}
+
+func beforeReboot(ctx context.Context, o options, l layout) error {
+	part := workingSetPart(o.rebootWorkingSet)
+	if err := passUp(ctx, o, l, part, o.Runs, readArgs(o, o.rebootWorkingSet), true); err != nil {
+		return errors.Join(err, destroyCaches(ctx, l, part))
+	}
+	s := ssdcacheOf(l)
+	data, err := json.Marshal(guest.Volume{ID: s.vol.ID, Context: s.vol.Context, Staging: s.vol.Staging, Target: s.vol.Target})
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(o.OutputDir, rebootStateFile), data, 0o644); err != nil {
+		return err
+	}
+	o.Step("%s: caches left up; the VM powers off without taking them down", part)
+	return nil
+}
+
+func afterReboot(ctx context.Context, o options, l layout) error {
+	part := workingSetPart(o.rebootWorkingSet) + rebootedSuffix
+	data, err := os.ReadFile(filepath.Join(o.OutputDir, rebootStateFile))
+	if err != nil {
+		return fmt.Errorf("%s: the volume the first boot left: %w", part, err)
+	}
+	s := ssdcacheOf(l)
+	s.vol = &guest.Volume{Capability: guest.BlockCapability()}
+	if err := json.Unmarshal(data, s.vol); err != nil {
+		return err
+	}
+	targets := []benchTarget{{name: "raw-hdd", path: l.rawHDD}, {name: "raw-ssd", path: l.rawSSD}}
+	var figures []parts.Restage
+	for _, c := range l.caches {
+		t, f, err := c.(rebootable).AfterReboot(ctx)
+		if err != nil {
+			return errors.Join(fmt.Errorf("%s: bringing %s up: %w", part, c.Name(), err), destroyCaches(ctx, l, part))
+		}
+		o.Step("%s: %s up again in %.1fs, %d bytes warmed", part, c.Name(), f.UpSeconds, f.WarmBytes)
+		targets, figures = append(targets, t), append(figures, f)
+	}
+	describe(ctx, o, part)
+	err = parts.WriteRestage(filepath.Join(o.OutputDir, part), figures)
+	if err == nil {
+		err = o.RunBench(ctx, benchArgs(o, targetArgs(targets), part, o.rebootRuns, readArgs(o, o.rebootWorkingSet)))
+	}
+	return errors.Join(err, destroyCaches(ctx, l, part))
+}
+
+func ssdcacheOf(l layout) *ssdcacheLayer {
+	for _, c := range l.caches {
+		if s, ok := c.(*ssdcacheLayer); ok {
+			return s
+		}
+	}
+	panic("the bench layout has no ssdcache layer")
+}
+
+// upTimed runs up and records how long it took.
+func upTimed(target string, up func() error) (parts.Restage, error) {
+	r := parts.Restage{Target: target}
+	start := time.Now()
+	err := up()
+	r.UpSeconds = time.Since(start).Seconds()
+	return r, err
+}
+
+// AfterReboot is NodeStageVolume and NodePublishVolume, as kubelet calls
+// them for a pod's volume after the node rebooted: the plugin fills the
+// new cache from the hot set it saved last.
+func (s *ssdcacheLayer) AfterReboot(ctx context.Context) (benchTarget, parts.Restage, error) {
+	r, err := upTimed(s.Name(), func() error { return s.plugin.StageAndPublish(ctx, s.vol) })
+	if err == nil {
+		err = s.addWarmUp(&r)
+	}
+	return benchTarget{name: s.Name(), path: s.vol.Target, dmName: guest.DMName(s.vol.ID)}, r, err
+}
+
+// AfterReboot activates the cached LV, as LVM's autoactivation does at boot.
+func (l *lvmcacheLayer) AfterReboot(ctx context.Context) (benchTarget, parts.Restage, error) {
+	r, err := upTimed(l.Name(), func() error {
+		_, err := guest.Run(ctx, "lvchange", "-ay", l.vg+"/lvmcache")
+		return err
+	})
+	return benchTarget{name: l.Name(), path: "/dev/" + l.vg + "/lvmcache", dmName: l.vg + "-lvmcache"}, r, err
+}
+
+// AfterReboot registers the cache and backing LVs, as bcache's udev rules
+// do at boot, and tunes the device again (sysfs settings do not persist).
+func (b *bcacheLayer) AfterReboot(ctx context.Context) (benchTarget, parts.Restage, error) {
+	backing, cacheDev := "/dev/"+b.vg+"/bcache_origin", "/dev/"+b.vg+"/bcache_cache"
+	r, err := upTimed(b.Name(), func() error {
+		for _, lv := range []string{backing, cacheDev} {
+			if _, err := guest.Run(ctx, "lvchange", "-ay", lv); err != nil {
+				return err
+			}
+			if err := register(lv); err != nil {
+				b.step("bcache: registering %s: %v", lv, err) // udev may have done it
+			}
+		}
+		cset, err := csetUUID(ctx, cacheDev)
+		if err == nil {
+			err = b.waitAttached(ctx, backing, cset)
+		}
+		if err == nil {
+			err = b.tuneAndLink()
+		}
+		return err
+	})
+	return benchTarget{name: b.Name(), path: b.link}, r, err
+}
