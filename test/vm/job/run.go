@@ -108,10 +108,22 @@ func (j Job) binaries(share string) []vm.GoBuild {
 // script runs the guest program with its output merged, so the host echoes
 // errors in order with the rest.
 func (j Job) script(extra []string) string {
-	args := append([]string{"exec", GuestBin(j.guestBinary()), "-hdd", vm.HDDByID, "-ssd", vm.SSDByID,
+	args := append([]string{GuestBin(j.guestBinary()), "-hdd", vm.HDDByID, "-ssd", vm.SSDByID,
 		"-output-dir", vm.GuestWorkDir + "/out", "-cache-mib", fmt.Sprint(j.CacheMiB)}, j.GuestArgs...)
 	args = append(args, extra...)
-	return strings.Join(args, " ") + " 2>&1"
+	for i, a := range args {
+		args[i] = shellQuote(a)
+	}
+	return "exec " + strings.Join(args, " ") + " 2>&1"
+}
+
+// shellQuote quotes an argument for bash unless it is plainly safe; an
+// empty one, a flag's empty value, must stay an argument.
+func shellQuote(a string) string {
+	if a != "" && strings.Trim(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./%=:,+") == "" {
+		return a
+	}
+	return "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 }
 
 func (j Job) prepareWorkDir() (string, func(), error) {

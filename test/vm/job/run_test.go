@@ -14,8 +14,8 @@ func TestJobScriptPassesSharedFlagsThenOwn(t *testing.T) {
 	if got := j.script(nil); got != want {
 		t.Fatalf("script:\n got %q\nwant %q", got, want)
 	}
-	if got, want := j.script([]string{"-after-reboot"}), strings.Replace(want, " 2>&1", " -after-reboot 2>&1", 1); got != want {
-		t.Fatalf("script after reboot:\n got %q\nwant %q", got, want)
+	if got, want := j.script([]string{"-tree", "", "-name", "it's"}), strings.Replace(want, " 2>&1", ` -tree '' -name 'it'\''s' 2>&1`, 1); got != want {
+		t.Fatalf("script with an empty and a quoted argument:\n got %q\nwant %q", got, want)
 	}
 	bins := j.binaries("/share")
 	if last := bins[len(bins)-1]; last.Out != "/share/bin/bench-guest" {
