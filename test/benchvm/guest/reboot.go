@@ -58,10 +58,11 @@ func afterReboot(ctx context.Context, o options, l layout) error {
 		return fmt.Errorf("%s: the volume the first boot left: %w", part, err)
 	}
 	s := ssdcacheOf(l)
-	s.vol = &guest.Volume{Capability: guest.BlockCapability()}
+	s.vol = &guest.Volume{}
 	if err := json.Unmarshal(data, s.vol); err != nil {
 		return err
 	}
+	s.vol.Capability = guest.BlockCapability() // as pass created it
 	targets := []benchTarget{{name: "raw-hdd", path: l.rawHDD}, {name: "raw-ssd", path: l.rawSSD}}
 	var figures []parts.Restage
 	for _, c := range l.caches {
