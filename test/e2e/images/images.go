@@ -12,14 +12,15 @@
 package images
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
-	"time"
 
-	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/name"
 	"k8s.io/klog/v2"
 	"k8s.io/mount-utils"
 	"k8s.io/utils/exec"
@@ -29,8 +30,8 @@ import (
 type Options struct {
 	// RepoRoot is the repository root (Dockerfile, cmd/). Required with ProjectRef.
 	RepoRoot string
-	// CacheDir holds the cached Debian layer under CacheDir/e2e/images.
-	// Required with ProjectRef; callers use ${CACHE_DIR:-~/.cache/ssdcache}.
+	// CacheDir holds the cached Debian layer under CacheDir/e2e/images;
+	// defaults to ${CACHE_DIR:-~/.cache/ssdcache}.
 	CacheDir string
 	// OutDir receives one <ref>.tar per image. Required; created if missing.
 	OutDir string
@@ -63,29 +64,22 @@ type Archive struct {
 // Builder builds images through injected OS seams.
 type Builder struct {
 	exec    exec.Interface
-	mounter mount.Interface
-	logger  klog.Logger
+	mounter mount.Interface // mounts /proc in the Debian chroot
 }
 
-// NewBuilder returns a Builder that runs tools through e and mounts /proc
-// for the Debian chroot with a k8s.io/mount-utils mounter.
-func NewBuilder(e exec.Interface) *Builder {
-	return NewBuilderWithMounter(e, mount.New(""))
-}
-
-// NewBuilderWithMounter is NewBuilder with an explicit mounter.
-func NewBuilderWithMounter(e exec.Interface, m mount.Interface) *Builder {
-	return &Builder{exec: e, mounter: m, logger: klog.Background()}
+// NewBuilder returns a Builder that runs tools through e and mounts through m.
+func NewBuilder(e exec.Interface, m mount.Interface) *Builder {
+	return &Builder{exec: e, mounter: m}
 }
 
 // Build writes the archives o asks for and returns them, project image first.
 func Build(ctx context.Context, o Options) ([]Archive, error) {
-	return NewBuilder(exec.New()).Build(ctx, o)
+	return NewBuilder(exec.New(), mount.New("")).Build(ctx, o)
 }
 
 // Build is the package-level Build through b's seams.
 func (b *Builder) Build(ctx context.Context, o Options) ([]Archive, error) {
-	o = o.withDefaults(b.logger)
+	o = o.withDefaults()
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
@@ -101,7 +95,7 @@ func (b *Builder) Build(ctx context.Context, o Options) ([]Archive, error) {
 		archives = append(archives, a)
 	}
 	for _, bi := range o.Binaries {
-		a, err := b.buildBinaryImage(o, bi)
+		a, err := b.buildBinaryImage(ctx, o, bi)
 		if err != nil {
 			return nil, fmt.Errorf("image %s: %w", bi.Ref, err)
 		}
@@ -110,18 +104,16 @@ func (b *Builder) Build(ctx context.Context, o Options) ([]Archive, error) {
 	return archives, nil
 }
 
-func (o Options) withDefaults(logger klog.Logger) Options {
+func (o Options) withDefaults() Options {
 	if o.Logger.GetSink() == nil {
-		o.Logger = logger
+		o.Logger = klog.Background()
 	}
-	if o.DebianMirror == "" {
-		o.DebianMirror = DefaultDebianMirror
-	}
-	if o.DebianSecurityMirror == "" {
-		o.DebianSecurityMirror = DefaultDebianSecurityMirror
-	}
-	if o.Version == "" {
-		o.Version = e2eVersion
+	o.DebianMirror = cmp.Or(o.DebianMirror, DefaultDebianMirror)
+	o.DebianSecurityMirror = cmp.Or(o.DebianSecurityMirror, DefaultDebianSecurityMirror)
+	o.Version = cmp.Or(o.Version, e2eVersion)
+	o.CacheDir = cmp.Or(o.CacheDir, os.Getenv("CACHE_DIR"))
+	if home, err := os.UserHomeDir(); o.CacheDir == "" && err == nil {
+		o.CacheDir = filepath.Join(home, ".cache", "ssdcache")
 	}
 	return o
 }
@@ -138,7 +130,7 @@ func (o Options) validate() error {
 			return err
 		}
 		if o.RepoRoot == "" || o.CacheDir == "" {
-			return fmt.Errorf("Options.RepoRoot %q and Options.CacheDir %q must be set to build the project image", o.RepoRoot, o.CacheDir)
+			return fmt.Errorf("Options.RepoRoot %q and Options.CacheDir %q (or $CACHE_DIR, or a home directory) must be set to build the project image", o.RepoRoot, o.CacheDir)
 		}
 		// The version lands inside -ldflags, which go build splits at spaces
 		// and quotes.
@@ -178,13 +170,8 @@ func (bi BinaryImage) validate(field string) error {
 // under exactly this name and the kubelet looks it up by its normalised
 // form, so a short name like "pause:1" would never be found.
 func validateRef(field, ref string) error {
-	slash := strings.Index(ref, "/")
-	colon := strings.LastIndex(ref, ":")
-	if slash <= 0 || !strings.ContainsAny(ref[:slash], ".:") && ref[:slash] != "localhost" {
-		return fmt.Errorf("%s %q: want a fully qualified name with a registry host, e.g. docker.io/ssdcache/ssdcache:e2e", field, ref)
-	}
-	if colon < slash || colon == len(ref)-1 || strings.Contains(ref, "@") {
-		return fmt.Errorf("%s %q: want a tag (repository:tag) and no digest", field, ref)
+	if _, err := name.NewTag(ref, name.StrictValidation); err != nil {
+		return fmt.Errorf("%s %q: want a fully qualified registry/repository:tag, e.g. docker.io/ssdcache/ssdcache:e2e (%v)", field, ref, err)
 	}
 	return nil
 }
@@ -194,36 +181,26 @@ func archivePath(outDir, ref string) string {
 	return filepath.Join(outDir, strings.NewReplacer("/", "_", ":", "_").Replace(ref)+".tar")
 }
 
-func (b *Builder) buildBinaryImage(o Options, bi BinaryImage) (Archive, error) {
-	layerPath := archivePath(o.OutDir, bi.Ref) + ".layer"
-	files := []layerFile{{src: bi.Binary, dest: bi.Entrypoint[0], mode: 0o755}}
-	if err := writeFilesLayer(layerPath, files, map[string]int64{"/tmp": 0o1777}); err != nil {
-		return Archive{}, err
-	}
-	defer os.Remove(layerPath)
-	layer, err := newFileLayer(layerPath)
+// buildBinaryImage writes an image of bi's binary at its entrypoint (0755)
+// and /tmp (01777).
+func (b *Builder) buildBinaryImage(ctx context.Context, o Options, bi BinaryImage) (Archive, error) {
+	work, err := os.MkdirTemp(o.OutDir, ".image-")
 	if err != nil {
 		return Archive{}, err
 	}
-	spec := imageSpec{ref: bi.Ref, entrypoint: bi.Entrypoint, layers: []v1.Layer{layer},
+	defer os.RemoveAll(work)
+	stage, layer := filepath.Join(work, "stage"), filepath.Join(work, "layer.tar")
+	dest := path.Clean(bi.Entrypoint[0])
+	if err := os.MkdirAll(filepath.Dir(filepath.Join(stage, dest)), 0o755); err != nil {
+		return Archive{}, err
+	}
+	if err := run(ctx, b.exec, command{name: "cp", args: []string{bi.Binary, filepath.Join(stage, dest)}}); err != nil {
+		return Archive{}, err
+	}
+	if err := b.writeFilesLayer(ctx, stage, layer, []string{dest}, map[string]os.FileMode{"/tmp": os.ModeSticky | 0o777}); err != nil {
+		return Archive{}, err
+	}
+	spec := imageSpec{ref: bi.Ref, entrypoint: bi.Entrypoint, layers: []string{layer},
 		history: []string{"test/e2e/images: " + filepath.Base(bi.Binary) + " at " + bi.Entrypoint[0]}}
-	return b.writeImage(o, spec)
-}
-
-func (b *Builder) writeImage(o Options, spec imageSpec) (Archive, error) {
-	start := time.Now()
-	img, err := assembleImage(spec)
-	if err != nil {
-		return Archive{}, err
-	}
-	out := archivePath(o.OutDir, spec.ref)
-	if err := writeArchive(out, spec.ref, img); err != nil {
-		return Archive{}, err
-	}
-	digest, err := img.Digest()
-	if err != nil {
-		return Archive{}, err
-	}
-	o.Logger.Info("Wrote image archive", "ref", spec.ref, "path", out, "manifest", digest.String(), "duration", time.Since(start).Round(time.Millisecond))
-	return Archive{Ref: spec.ref, Path: out}, nil
+	return b.writeImage(ctx, o, work, spec)
 }

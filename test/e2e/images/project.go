@@ -8,8 +8,17 @@ import (
 	"path/filepath"
 	"strings"
 
-	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/ssdcache/ssdcache/pkg/version"
+	"github.com/ssdcache/ssdcache/test/vm"
 )
+
+// e2eVersion is what the binaries report as their version in the e2e
+// image unless Options.Version says otherwise.
+const e2eVersion = "e2e"
+
+// projectLDFlags is the -ldflags of the Dockerfile's go build (a test keeps
+// the two equal), ${VERSION} left for writeBinariesLayer to set.
+const projectLDFlags = "-s -w -X " + version.Symbol + "=${VERSION}"
 
 // buildProjectImage builds what the repository's Dockerfile builds: the
 // cached Debian layer plus a layer with the project's binaries.
@@ -18,50 +27,49 @@ func (b *Builder) buildProjectImage(ctx context.Context, o Options) (Archive, er
 	if err != nil {
 		return Archive{}, err
 	}
-	rootfsPath, err := b.debianLayer(ctx, o, df)
+	rootfs, err := b.debianLayer(ctx, o, df)
 	if err != nil {
 		return Archive{}, err
 	}
-	rootfs, err := newFileLayer(rootfsPath)
+	work, err := os.MkdirTemp(o.OutDir, ".image-")
 	if err != nil {
 		return Archive{}, err
 	}
-	binLayerPath := archivePath(o.OutDir, o.ProjectRef) + ".bin-layer"
-	if err := b.writeBinariesLayer(ctx, o, df, binLayerPath); err != nil {
-		return Archive{}, err
-	}
-	defer os.Remove(binLayerPath)
-	binaries, err := newFileLayer(binLayerPath)
-	if err != nil {
+	defer os.RemoveAll(work)
+	binaries := filepath.Join(work, "layer.tar")
+	if err := b.writeBinariesLayer(ctx, o, df, filepath.Join(work, "stage"), binaries); err != nil {
 		return Archive{}, err
 	}
 	spec := imageSpec{
 		ref: o.ProjectRef, user: df.User, env: df.Env, entrypoint: df.Entrypoint,
-		layers: []v1.Layer{rootfs, binaries},
+		layers: []string{rootfs, binaries},
 		history: []string{
 			fmt.Sprintf("test/e2e/images: debootstrap %s, then the Dockerfile's %s", df.Suite, joinSteps(df.Steps)),
 			fmt.Sprintf("test/e2e/images: go build %s into %s", strings.Join(df.Binaries, " "), df.BinDir),
 		},
 	}
-	return b.writeImage(o, spec)
+	return b.writeImage(ctx, o, work, spec)
 }
 
-// writeBinariesLayer builds the Dockerfile's binaries and puts them into
-// its COPY destination as root-owned executables.
-func (b *Builder) writeBinariesLayer(ctx context.Context, o Options, df *Dockerfile, out string) error {
-	buildDir, err := os.MkdirTemp(o.OutDir, ".bin-")
-	if err != nil {
+// writeBinariesLayer builds ./cmd/<name> for every binary the Dockerfile
+// copies, with projectLDFlags and ${VERSION} set to o.Version, into its
+// COPY destination under stage, and writes them to out as a layer.
+func (b *Builder) writeBinariesLayer(ctx context.Context, o Options, df *Dockerfile, stage, out string) error {
+	dir := filepath.Join(stage, df.BinDir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	defer os.RemoveAll(buildDir)
-	if err := b.buildProjectBinaries(ctx, o.Logger, o.RepoRoot, o.Version, df, buildDir); err != nil {
-		return err
-	}
-	files := make([]layerFile, 0, len(df.Binaries))
+	var pkgs, files []string
 	for _, name := range df.Binaries {
-		files = append(files, layerFile{src: filepath.Join(buildDir, name), dest: path.Join(df.BinDir, name), mode: 0o755})
+		pkgs = append(pkgs, "./cmd/"+name)
+		files = append(files, path.Join(df.BinDir, name))
 	}
-	return writeFilesLayer(out, files, nil)
+	o.Logger.Info("Building Go binaries", "packages", pkgs, "out", dir)
+	ldflags := strings.ReplaceAll(projectLDFlags, "${VERSION}", o.Version)
+	if err := (vm.GoBuild{Packages: pkgs, Out: dir + "/", Dir: o.RepoRoot, LDFlags: ldflags}).Run(ctx); err != nil {
+		return err
+	}
+	return b.writeFilesLayer(ctx, stage, out, files, nil)
 }
 
 func joinSteps(steps []Step) string {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -19,7 +20,7 @@ import (
 
 // rootfsFormatVersion changes whenever the way the Debian layer is made
 // changes (below), so older cached layers are not reused.
-const rootfsFormatVersion = 3
+const rootfsFormatVersion = 4
 
 // Mirrors the layer is bootstrapped from; the same ones Debian's images use.
 const (
@@ -154,30 +155,16 @@ func (b *Builder) buildRootfsLayer(ctx context.Context, plan rootfsPlan) (err er
 	if err := b.customizeRootfs(ctx, plan, dir, logFile); err != nil {
 		return err
 	}
-	return writeDirLayer(dir, plan.cachePath)
+	return b.writeRootfsLayer(ctx, dir, plan.cachePath)
 }
 
 func (b *Builder) debootstrap(ctx context.Context, plan rootfsPlan, dir string, log io.Writer) error {
-	if err := b.ensureDebootstrap(ctx, log); err != nil {
-		return err
+	if _, err := b.exec.LookPath("debootstrap"); err != nil {
+		return fmt.Errorf("building the Debian layer needs debootstrap (hack/e2e-assets.sh debootstrap installs it): %w", err)
 	}
 	c := command{name: "debootstrap", args: []string{"--variant=minbase", plan.Suite, dir, plan.Mirror}, log: log}
 	if err := run(ctx, b.exec, c); err != nil {
 		return fmt.Errorf("debootstrap of %s from %s failed (is the mirror reachable from this machine?): %w", plan.Suite, plan.Mirror, err)
-	}
-	return nil
-}
-
-// ensureDebootstrap installs debootstrap on a fresh Debian machine.
-func (b *Builder) ensureDebootstrap(ctx context.Context, log io.Writer) error {
-	if _, err := b.exec.LookPath("debootstrap"); err == nil {
-		return nil
-	}
-	for _, args := range [][]string{{"update"}, {"install", "-y", "--no-install-recommends", "debootstrap"}} {
-		c := command{name: "apt-get", args: args, env: append(toolEnv(), "DEBIAN_FRONTEND=noninteractive"), log: log}
-		if err := run(ctx, b.exec, c); err != nil {
-			return fmt.Errorf("installing debootstrap: %w", err)
-		}
 	}
 	return nil
 }
@@ -329,4 +316,37 @@ func lockFile(ctx context.Context, p string) (unlock func(), err error) {
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// writeRootfsLayer tars the tree at dir into the cache file out: owners,
+// modes, symlinks, hard links and the mtimes dpkg left, in name order, with
+// /dev, /proc, /run, /sys and /tmp kept empty (the runtime mounts fresh
+// ones; debootstrap's device nodes do not belong in an image). The file is
+// synced before it is renamed into place, so a crash never leaves a
+// truncated layer in the cache.
+func (b *Builder) writeRootfsLayer(ctx context.Context, dir, out string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	args := append(tarArgs(dir, out+".tmp"), "--sort=name", "--anchored") // .tmp: the build holds the cache lock
+	members := make([]string, len(entries))
+	for i, e := range entries {
+		members[i] = e.Name()
+		if slices.Contains([]string{"dev", "proc", "run", "sys", "tmp"}, e.Name()) {
+			args = append(args, "--exclude="+e.Name()+"/*")
+		}
+	}
+	if err := b.tar(ctx, args, members...); err != nil {
+		return fmt.Errorf("writing the Debian layer %s: %w", out, err)
+	}
+	f, err := os.Open(out + ".tmp")
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	return os.Rename(out+".tmp", out)
 }

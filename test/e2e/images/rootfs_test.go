@@ -2,60 +2,38 @@ package images
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"testing"
+	"time"
 
-	"k8s.io/klog/v2/ktesting"
 	"k8s.io/mount-utils"
 	"k8s.io/utils/exec"
 	testingexec "k8s.io/utils/exec/testing"
 )
 
-// recordedCommand is one command a fake exec was asked to run.
-type recordedCommand struct {
-	argv []string
-	env  []string
-}
-
-// recordingExec answers n commands with success and records them.
-func recordingExec(n int, calls *[]recordedCommand) *testingexec.FakeExec {
+// recordingExec answers n commands with success and records their argv and
+// environment.
+func recordingExec(n int, calls *[][2][]string) *testingexec.FakeExec {
 	fe := &testingexec.FakeExec{ExactOrder: true}
 	for range n {
 		fe.CommandScript = append(fe.CommandScript, func(name string, args ...string) exec.Cmd {
 			fc := &testingexec.FakeCmd{}
 			fc.RunScript = []testingexec.FakeAction{func() ([]byte, []byte, error) {
-				*calls = append(*calls, recordedCommand{argv: append([]string{name}, args...), env: fc.Env})
+				*calls = append(*calls, [2][]string{append([]string{name}, args...), fc.Env})
 				return nil, nil, nil
 			}}
 			return testingexec.InitFakeCmd(fc, name, args...)
 		})
 	}
 	return fe
-}
-
-func TestDebianLayerReusesTheCachedLayer(t *testing.T) {
-	df := parseSample(t, "#!/bin/sh\n")
-	o := Options{CacheDir: t.TempDir(), Logger: ktesting.NewLogger(t, ktesting.DefaultConfig)}.withDefaults(ktesting.NewLogger(t, ktesting.DefaultConfig))
-	cached := planRootfs(o, df).cachePath
-	if err := os.MkdirAll(filepath.Dir(cached), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(cached, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var calls []recordedCommand
-	b := NewBuilderWithMounter(recordingExec(0, &calls), mount.NewFakeMounter(nil))
-	got, err := b.debianLayer(context.Background(), o, df)
-	if err != nil || got != cached || len(calls) != 0 {
-		t.Fatalf("debianLayer = %q, %v after %d commands; want the cached %q without running anything", got, err, len(calls), cached)
-	}
 }
 
 func TestCustomizeRootfsRunsTheDockerfileInAChroot(t *testing.T) {
@@ -67,9 +45,9 @@ func TestCustomizeRootfsRunsTheDockerfileInAChroot(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var calls []recordedCommand
+	var calls [][2][]string
 	mounter := mount.NewFakeMounter(nil)
-	b := NewBuilderWithMounter(recordingExec(2, &calls), mounter)
+	b := NewBuilder(recordingExec(2, &calls), mounter)
 	if err := b.customizeRootfs(context.Background(), plan, dir, io.Discard); err != nil {
 		t.Fatal(err)
 	}
@@ -79,11 +57,11 @@ func TestCustomizeRootfsRunsTheDockerfileInAChroot(t *testing.T) {
 	}
 	wantScripts := []string{slimScript, df.Steps[1].Run}
 	for i, c := range calls {
-		if want := []string{"chroot", dir, "/bin/sh", "-c", wantScripts[i]}; !slices.Equal(c.argv, want) {
-			t.Errorf("command %d = %q, want %q", i, c.argv, want)
+		if want := []string{"chroot", dir, "/bin/sh", "-c", wantScripts[i]}; !slices.Equal(c[0], want) {
+			t.Errorf("command %d = %q, want %q", i, c[0], want)
 		}
-		if !slices.Contains(c.env, "LC_ALL=C") || !slices.Contains(c.env, "DEBIAN_FRONTEND=noninteractive") {
-			t.Errorf("command %d env %q lacks LC_ALL=C or DEBIAN_FRONTEND=noninteractive", i, c.env)
+		if !slices.Contains(c[1], "LC_ALL=C") || !slices.Contains(c[1], "DEBIAN_FRONTEND=noninteractive") {
+			t.Errorf("command %d env %q lacks LC_ALL=C or DEBIAN_FRONTEND=noninteractive", i, c[1])
 		}
 	}
 	if len(calls) != len(wantScripts) {
@@ -108,92 +86,59 @@ func checkFile(t *testing.T, p, want string) {
 	}
 }
 
-func TestRemoveBuildDirUnmountsBeforeDeleting(t *testing.T) {
-	dir := t.TempDir()
-	build := filepath.Join(dir, "build")
-	if err := os.MkdirAll(filepath.Join(build, "proc"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	mounter := mount.NewFakeMounter([]mount.MountPoint{
-		{Device: "proc", Path: filepath.Join(build, "proc")},
-		{Device: "sysfs", Path: filepath.Join(build, "proc", "sys")},
-		{Device: "other", Path: build + "-other"},
-	})
-	b := NewBuilderWithMounter(recordingExec(0, new([]recordedCommand)), mounter)
-	if err := b.removeBuildDir(build); err != nil {
-		t.Fatal(err)
-	}
-	log := mounter.GetLog()
-	if len(log) != 2 || log[0].Target != filepath.Join(build, "proc", "sys") || log[1].Target != filepath.Join(build, "proc") {
-		t.Errorf("unmounts %+v, want proc/sys then proc, and nothing outside the build dir", log)
-	}
-	if _, err := os.Stat(build); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("build dir still there: %v", err)
-	}
-}
-
-func TestRemoveBuildDirKeepsTheDirWhenUnmountFails(t *testing.T) {
-	build := t.TempDir()
-	mounter := mount.NewFakeMounter([]mount.MountPoint{{Device: "proc", Path: filepath.Join(build, "proc")}})
-	mounter.UnmountFunc = func(string) error { return errors.New("busy") }
-	b := NewBuilderWithMounter(recordingExec(0, new([]recordedCommand)), mounter)
-	if err := b.removeBuildDir(build); err == nil || !strings.Contains(err.Error(), "busy") {
-		t.Fatalf("err = %v, want the unmount error", err)
-	}
-	if _, err := os.Stat(build); err != nil {
-		t.Errorf("build dir removed although proc is still mounted: %v", err)
-	}
-}
-
-func TestWriteDirLayer(t *testing.T) {
+// TestWriteRootfsLayer writes a small tree as the Debian layer: numeric
+// owners, sub-second mtimes, symlinks, hard links, emptied /dev, /run and
+// /tmp, and the same bytes each time.
+func TestWriteRootfsLayer(t *testing.T) {
 	root := t.TempDir()
-	mustWrite := func(p, data string) {
-		t.Helper()
+	for _, p := range []string{"usr/sbin/mke2fs", "dev/null", "tmp/leftover", "run/lock/x"} {
 		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(root, p), []byte(data), 0o755); err != nil {
+		if err := os.WriteFile(filepath.Join(root, p), []byte("elf"), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	mustWrite("usr/sbin/mke2fs", "elf")
-	mustWrite("dev/null", "not a device in this test")
-	mustWrite("tmp/leftover", "x")
-	if err := os.Link(filepath.Join(root, "usr/sbin/mke2fs"), filepath.Join(root, "usr/sbin/mkfs.ext4")); err != nil {
+	mke2fs, mtime := filepath.Join(root, "usr/sbin/mke2fs"), time.Unix(1700000000, 123456789)
+	uid, gid := os.Getuid(), os.Getgid()
+	if uid == 0 {
+		uid, gid = 1234, 5678
+	}
+	if err := errors.Join(os.Chown(mke2fs, uid, gid), os.Chmod(mke2fs, os.ModeSetuid|0o755), os.Chtimes(mke2fs, mtime, mtime),
+		os.Link(mke2fs, filepath.Join(root, "usr/sbin/mkfs.ext4")), os.Symlink("usr/sbin", filepath.Join(root, "sbin"))); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink("usr/sbin", filepath.Join(root, "sbin")); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(t.TempDir(), "layer.tar")
-	if err := writeDirLayer(root, out); err != nil {
-		t.Fatal(err)
-	}
-	entries := readTar(t, out)
-	want := map[string]string{
-		"dev/": "dir", "sbin": "symlink usr/sbin", "tmp/": "dir", "usr/": "dir", "usr/sbin/": "dir",
-		"usr/sbin/mke2fs": "file 3", "usr/sbin/mkfs.ext4": "hardlink usr/sbin/mke2fs",
-	}
-	if len(entries) != len(want) {
-		t.Errorf("layer entries %v, want %v", entries, want)
-	}
-	for name, w := range want {
-		if entries[name] != w {
-			t.Errorf("entry %s = %q, want %q", name, entries[name], w)
+	b := NewBuilder(exec.New(), nil)
+	var layers [][]byte
+	for i := range 2 {
+		out := filepath.Join(t.TempDir(), "layer.tar")
+		if err := b.writeRootfsLayer(context.Background(), root, out); err != nil {
+			t.Fatal(err)
 		}
+		data, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		layers = append(layers, data)
+		if i > 0 && !bytes.Equal(layers[0], data) {
+			t.Error("two writes of the same tree differ")
+		}
+	}
+	want := map[string]string{
+		"dev/": `dir 755 ""`, "run/": `dir 755 ""`, "sbin": "symlink usr/sbin", "tmp/": `dir 755 ""`, "usr/": `dir 755 ""`, "usr/sbin/": `dir 755 ""`,
+		"usr/sbin/mke2fs": fmt.Sprintf("file 4755 %d:%d 3 %d", uid, gid, mtime.UnixNano()), "usr/sbin/mkfs.ext4": "hardlink usr/sbin/mke2fs",
+	}
+	got := describeTar(t, layers[0])
+	if !maps.Equal(got, want) {
+		t.Errorf("layer entries\n%v\nwant\n%v", got, want)
 	}
 }
 
-// readTar describes each entry of a tar file in a word or two.
-func readTar(t *testing.T, p string) map[string]string {
+// describeTar describes each entry of a tar file in a few words.
+func describeTar(t *testing.T, data []byte) map[string]string {
 	t.Helper()
-	f, err := os.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	out := map[string]string{}
-	tr := tar.NewReader(f)
+	tr := tar.NewReader(bytes.NewReader(data))
 	for {
 		hdr, err := tr.Next()
 		if errors.Is(err, io.EOF) {
@@ -204,54 +149,13 @@ func readTar(t *testing.T, p string) map[string]string {
 		}
 		switch hdr.Typeflag {
 		case tar.TypeDir:
-			out[hdr.Name] = "dir"
+			out[hdr.Name] = fmt.Sprintf("dir %o %q", hdr.Mode, hdr.Uname) // numeric owners: no names
 		case tar.TypeSymlink:
 			out[hdr.Name] = "symlink " + hdr.Linkname
 		case tar.TypeLink:
 			out[hdr.Name] = "hardlink " + hdr.Linkname
 		default:
-			out[hdr.Name] = "file " + strconv.FormatInt(hdr.Size, 10)
+			out[hdr.Name] = fmt.Sprintf("file %o %d:%d %d %d", hdr.Mode, hdr.Uid, hdr.Gid, hdr.Size, hdr.ModTime.UnixNano())
 		}
-	}
-}
-
-func TestLockFileWaitsForTheHolder(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "layer.lock")
-	unlock, err := lockFile(context.Background(), p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cancelled, cancel := context.WithCancel(context.Background())
-	cancel()
-	if _, err := lockFile(cancelled, p); !errors.Is(err, context.Canceled) {
-		t.Fatalf("second lock while held: err = %v, want it to wait until cancelled", err)
-	}
-	unlock()
-	unlockAgain, err := lockFile(cancelled, p)
-	if err != nil {
-		t.Fatalf("lock after release: %v", err)
-	}
-	unlockAgain()
-}
-
-func TestDebootstrapFailureNamesTheMirror(t *testing.T) {
-	fc := &testingexec.FakeCmd{RunScript: []testingexec.FakeAction{func() ([]byte, []byte, error) {
-		return nil, []byte("E: Failed getting release file http://m/debian/dists/bookworm/Release"), testingexec.FakeExitError{Status: 1}
-	}}}
-	fe := &testingexec.FakeExec{
-		LookPathFunc: func(string) (string, error) { return "/usr/sbin/debootstrap", nil },
-		CommandScript: []testingexec.FakeCommandAction{func(cmd string, args ...string) exec.Cmd {
-			return testingexec.InitFakeCmd(fc, cmd, args...)
-		}},
-	}
-	plan := rootfsPlan{Suite: "bookworm", Mirror: "http://m/debian"}
-	err := NewBuilderWithMounter(fe, mount.NewFakeMounter(nil)).debootstrap(context.Background(), plan, "/build", io.Discard)
-	for _, want := range []string{"http://m/debian", "mirror reachable", "Failed getting release file"} {
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("err = %v, want it to contain %q", err, want)
-		}
-	}
-	if want := []string{"debootstrap", "--variant=minbase", "bookworm", "/build", "http://m/debian"}; !slices.Equal(fc.Argv, want) {
-		t.Errorf("debootstrap args %q, want %q", fc.Argv, want)
 	}
 }

@@ -21,48 +21,28 @@ func toolEnv() []string {
 type command struct {
 	name string
 	args []string
-	dir  string
 	env  []string  // complete environment; toolEnv() when nil
-	log  io.Writer // receives stdout and stderr besides the error tail; may be nil
+	log  io.Writer // receives stdout and stderr; may be nil
 }
 
 // run executes c through e. On failure the error carries the command line
-// and the last lines of its output, so a failed debootstrap or go build can
-// be diagnosed from the test log alone.
+// and the last 4 KiB of its output, so a failed debootstrap or tar can be
+// diagnosed from the test log alone.
 func run(ctx context.Context, e exec.Interface, c command) error {
 	cmd := e.CommandContext(ctx, c.name, c.args...)
-	env := c.env
-	if env == nil {
-		env = toolEnv()
+	if c.env == nil {
+		c.env = toolEnv()
 	}
-	cmd.SetEnv(env)
-	if c.dir != "" {
-		cmd.SetDir(c.dir)
-	}
-	var tail tailBuffer
-	var out io.Writer = &tail
+	cmd.SetEnv(c.env)
+	var out bytes.Buffer
+	w := io.Writer(&out)
 	if c.log != nil {
-		out = io.MultiWriter(&tail, c.log)
+		w = io.MultiWriter(&out, c.log)
 	}
-	cmd.SetStdout(out)
-	cmd.SetStderr(out)
+	cmd.SetStdout(w)
+	cmd.SetStderr(w)
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%s %s: %w\n%s", c.name, strings.Join(c.args, " "), err, tail.String())
+		return fmt.Errorf("%s %s: %w\n%s", c.name, strings.Join(c.args, " "), err, out.Bytes()[max(0, out.Len()-4096):])
 	}
 	return nil
 }
-
-// tailBuffer keeps the last tailBytes written to it.
-type tailBuffer struct{ buf bytes.Buffer }
-
-const tailBytes = 4096
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.buf.Write(p)
-	if extra := t.buf.Len() - tailBytes; extra > 0 {
-		t.buf.Next(extra)
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string { return t.buf.String() }

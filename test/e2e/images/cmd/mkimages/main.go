@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -44,7 +43,7 @@ func main() {
 	flag.StringVar(&o.ProjectRef, "project", "", "ref of the project image; empty skips it")
 	flag.StringVar(&o.Version, "version", "", "version the project image's binaries report (the Dockerfile's ${VERSION}); default e2e")
 	flag.StringVar(&o.RepoRoot, "repo", ".", "repository root (Dockerfile, cmd/)")
-	flag.StringVar(&o.CacheDir, "cache", defaultCacheDir(), "cache dir; the Debian layer goes under <cache>/e2e/images")
+	flag.StringVar(&o.CacheDir, "cache", "", "cache dir; the Debian layer goes under <cache>/e2e/images (default ${CACHE_DIR:-~/.cache/ssdcache})")
 	flag.Var(&binaries, "binary", "single-binary image REF=HOSTPATH:ENTRYPOINT (repeatable)")
 	flag.Parse()
 	o.Binaries = binaries
@@ -60,15 +59,4 @@ func main() {
 	for _, a := range archives {
 		fmt.Printf("%s\t%s\n", a.Ref, a.Path)
 	}
-}
-
-func defaultCacheDir() string {
-	if d := os.Getenv("CACHE_DIR"); d != "" {
-		return d
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return ""
-	}
-	return filepath.Join(home, ".cache", "ssdcache")
 }
