@@ -2,9 +2,10 @@
 // the demo's guest program, boots the kernel VM with an emulated NVMe and a
 // simulated HDD, and inside provisions, stages and publishes a cached volume
 // through the real node plugin's CSI API, then repeats a read test on it
-// beside the raw SSD and raw HDD. It prints a table per test: run, MB/s,
-// fraction of raw SSD, cache hit ratio and promotions, and keeps the full
-// report under -output-dir.
+// beside the raw SSD and raw HDD, restages the volume and runs once more. It
+// prints a table per test: run, MB/s, fraction of raw SSD, cache hit ratio
+// and promotions, then the run after restage, and keeps the full reports
+// under -output-dir.
 package main
 
 import (
@@ -66,15 +67,43 @@ func run(ctx context.Context, o options) error {
 	if err := check(r, o.runs); err != nil {
 		return err
 	}
+	restaged, err := readReport(filepath.Join(o.outputDir, restagedDir, bench.ReportJSON))
+	if err != nil {
+		return err
+	}
+	if err := check(restaged, 1); err != nil {
+		return fmt.Errorf("after restage: %w", err)
+	}
 	printTables(os.Stdout, r)
+	printRestaged(os.Stdout, restaged)
 	return nil
+}
+
+// restagedDir holds the report of the run after the volume was restaged.
+const restagedDir = "restaged"
+
+// printRestaged shows the run after restage: the cache the plugin filled
+// from the hot set it saved at unstage.
+func printRestaged(w io.Writer, r *bench.Report) {
+	fmt.Fprintf(w, "\nafter restage (NodeUnstageVolume, NodeStageVolume: the new cache filled from the hot set), run 1:\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "test\tMB/s\tof raw SSD\tof raw HDD\thit ratio\t")
+	for _, t := range r.Config.Tests {
+		for _, res := range cachedResults(r, t.ID) {
+			fmt.Fprintf(tw, "%s\t%.1f\t%s\t%s\t%s\t\n", t.Label, res.MBps, num(res.FractionOfSSD, 2), num(res.FractionOfHDD, 2), num(res.HitRatio, 2))
+		}
+	}
+	tw.Flush()
 }
 
 // collect keeps the node's log even when the report is missing.
 func collect(guestOut, outputDir string) error {
 	_ = job.CopyFiles(guestOut, outputDir, "ssdcache-node.log")
-	if err := job.CopyFiles(guestOut, outputDir, bench.ReportJSON, bench.ReportMarkdown, bench.ConvergenceSVG); err != nil {
-		return fmt.Errorf("collecting the report: %w", err)
+	for _, dir := range []string{"", restagedDir} {
+		err := job.CopyFiles(filepath.Join(guestOut, dir), filepath.Join(outputDir, dir), bench.ReportJSON, bench.ReportMarkdown, bench.ConvergenceSVG)
+		if err != nil {
+			return fmt.Errorf("collecting the report: %w", err)
+		}
 	}
 	return nil
 }

@@ -3,13 +3,16 @@
 // starts the real node plugin on the pool partitions, provisions, stages and
 // publishes a cached raw block volume through CSI, and runs ssdcache-bench's
 // read-only convergence test on it beside the raw SSD and raw HDD
-// references. The report lands in -output-dir for the host to print.
+// references, then restages the volume and runs the tests once more. The
+// reports land in -output-dir (the restaged run's under restaged/) for the
+// host to print.
 package main
 
 import (
 	"context"
 	"flag"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/ssdcache/ssdcache/test/vm/guest"
@@ -56,15 +59,37 @@ func run(ctx context.Context, o options) error {
 	if table, err := guest.Run(ctx, "dmsetup", "table", guest.DMName(v.ID)); err == nil {
 		o.Step("dm table: %s", table)
 	}
-	benchErr := o.RunBench(ctx, []string{
-		"-target", "raw-hdd=" + n.HDDParts[1], "-target", "raw-ssd=" + n.SSDParts[1], "-target", "ssdcache=" + v.Target,
-		"-dm-cache", "ssdcache=" + guest.DMName(v.ID), "-ssd-ref", "raw-ssd", "-hdd-ref", "raw-hdd",
-		"-cache-size", cacheSize, "-working-sets", o.workingSet, "-runs", fmt.Sprint(o.Runs),
-		"-read-only", "-tests", o.tests, "-runtime", o.Runtime.String(), "-output-dir", o.OutputDir,
-	})
+	benchArgs := func(runs int, outputDir string) []string {
+		return []string{
+			"-target", "raw-hdd=" + n.HDDParts[1], "-target", "raw-ssd=" + n.SSDParts[1], "-target", "ssdcache=" + v.Target,
+			"-dm-cache", "ssdcache=" + guest.DMName(v.ID), "-ssd-ref", "raw-ssd", "-hdd-ref", "raw-hdd",
+			"-cache-size", cacheSize, "-working-sets", o.workingSet, "-runs", fmt.Sprint(runs),
+			"-read-only", "-tests", o.tests, "-runtime", o.Runtime.String(), "-output-dir", outputDir,
+		}
+	}
+	benchErr := o.RunBench(ctx, benchArgs(o.Runs, o.OutputDir))
+	if benchErr == nil {
+		benchErr = restage(ctx, o, p, v, benchArgs(1, filepath.Join(o.OutputDir, "restaged")))
+	}
 	if err := p.Delete(ctx, v); err != nil && benchErr == nil {
 		return err
 	}
 	o.Step("volume unpublished, unstaged and deleted")
 	return benchErr
+}
+
+// restage unstages and stages the volume again, as kubelet does when its
+// pod is replaced, and runs the tests once more: the plugin saved the
+// cache's hot set at unstage and fills the new cache from it.
+func restage(ctx context.Context, o options, p *guest.Plugin, v *guest.Volume, benchArgs []string) error {
+	if err := p.Unstage(ctx, v); err != nil {
+		return err
+	}
+	o.Step("NodeUnpublishVolume + NodeUnstageVolume: cache removed, its hot set saved")
+	start := time.Now()
+	if err := p.StageAndPublish(ctx, v); err != nil {
+		return err
+	}
+	o.Step("NodeStageVolume + NodePublishVolume: a new cache, filled from the hot set, in %.1fs", time.Since(start).Seconds())
+	return o.RunBench(ctx, benchArgs)
 }
