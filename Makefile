@@ -51,11 +51,11 @@ test-e2e:
 ## test: everything CI runs
 test: vet verify-generated test-unit test-release test-api test-kernel test-e2e
 
-## demo: boot the VM, provision and stage a cached volume through CSI, watch reads converge
+## demo: boot the VM, provision and stage a cached volume through CSI, watch reads converge, restage it and read warm at once
 demo:
 	hack/demo.sh
 
-## bench: raw HDD, raw SSD, ssdcache, lvmcache and bcache side by side in the VM
+## bench: raw HDD, raw SSD, ssdcache, lvmcache and bcache side by side in the VM: convergence, restage, plugin restart, reboot, application load
 bench:
 	hack/bench.sh
 
