@@ -42,7 +42,7 @@ func TestAgentUnderItsRBAC(t *testing.T) {
 	user := grantNodeRole(t, ctx, c, ns)
 	cfg := user.Config()
 
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: shared.scheme,
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: c.Scheme(),
 		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
 	if err != nil {
 		t.Fatal(err)

@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -46,8 +45,8 @@ func TestAutoBindingFromStorageClass(t *testing.T) {
 	if b.Status.VolumeHandle != "vol-fast" || b.Status.Phase != ssdv1.PhaseAdmitted || !controllerutil.ContainsFinalizer(b, ssdv1.Finalizer) {
 		t.Errorf("status %+v finalizers %v", b.Status, b.Finalizers)
 	}
-	waitEvent(t, c, ns, "fast", "CacheBindingCreated", "as StorageClass "+cached+" asks")
-	waitEvent(t, c, ns, "fast", ssdv1.ReasonAdmitted, "admitted to node "+node+" with 5368709120 bytes")
+	waitEvent(t, c, ns, "PersistentVolumeClaim", "fast", "CacheBindingCreated", "as StorageClass "+cached+" asks")
+	waitEvent(t, c, ns, "CacheBinding", "fast", ssdv1.ReasonAdmitted, "admitted to node "+node+" with 5368709120 bytes")
 
 	list := &ssdv1.CacheBindingList{}
 	if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
@@ -64,7 +63,7 @@ func TestInvalidStorageClassParameterIsReported(t *testing.T) {
 	node := createNode(t, ctx, c, "1000000000000")
 	sc := createStorageClass(t, ctx, c, map[string]string{ssdv1.ParamCacheMode: "readcache", ssdv1.ParamCacheSize: "lots"})
 	createVolume(t, ctx, c, ns, volume{pvc: "data", storageClass: sc, node: node})
-	waitEvent(t, c, ns, "data", "InvalidCacheParameters", `parameter ssdcache.io/cache-size: cache size "lots"`)
+	waitEvent(t, c, ns, "PersistentVolumeClaim", "data", "InvalidCacheParameters", `parameter ssdcache.io/cache-size: cache size "lots"`)
 	if _, err := getBinding(ctx, c, ns, "data"); client.IgnoreNotFound(err) != nil || err == nil {
 		t.Errorf("a binding was created from an invalid class (err %v)", err)
 	}
@@ -79,12 +78,12 @@ func TestBindingForExistingPVC(t *testing.T) {
 
 	createBinding(t, ctx, c, ns, "cache", "data", "2Gi")
 	waitPending(t, c, ns, "cache", ssdv1.ReasonPVCNotFound, "PVC "+ns+"/data does not exist")
-	waitEvent(t, c, ns, "cache", ssdv1.ReasonPVCNotFound, "does not exist")
+	waitEvent(t, c, ns, "CacheBinding", "cache", ssdv1.ReasonPVCNotFound, "does not exist")
 
 	pvc := createVolume(t, ctx, c, ns, volume{pvc: "data", node: node, unbound: true})
 	waitPending(t, c, ns, "cache", ssdv1.ReasonPVCNotBound, "waiting for it to be bound")
 
-	bindVolume(t, ctx, c, pvc, volume{driver: ssdv1.DriverName, node: node, size: "100Gi"})
+	bindVolume(t, ctx, c, pvc, "", node)
 	waitPending(t, c, ns, "cache", ssdv1.ReasonCacheCapacityUnknown, "node "+node+" has not reported its cache capacity")
 
 	setAnnotation(t, ctx, c, &corev1.Node{}, node, ssdv1.AnnotationCacheCapacityBytes, fmt.Sprint(int64(10<<30)))
@@ -96,13 +95,13 @@ func TestBindingForExistingPVC(t *testing.T) {
 		t.Errorf("Ready = %+v, want False/Attaching until the node agent reports", ready)
 	}
 
-	patchSpec(t, ctx, c, b, func(s *ssdv1.CacheBindingSpec) { s.Size = "5%" })
+	update(t, ctx, c, b, func() { b.Spec.Size = "5%" })
 	waitAdmitted(t, c, ns, "cache", node, 5<<30)
-	waitEvent(t, c, ns, "cache", "Resized", "cache size is now 5368709120 bytes (was 2147483648)")
+	waitEvent(t, c, ns, "CacheBinding", "cache", "Resized", "cache size is now 5368709120 bytes (was 2147483648)")
 
 	// Growing beyond the node's capacity keeps the old size and says why.
-	patchSpec(t, ctx, c, b, func(s *ssdv1.CacheBindingSpec) { s.Size = "11Gi" })
-	waitEvent(t, c, ns, "cache", ssdv1.ReasonInsufficientCache, "cannot grow the cache to 11811160064 bytes")
+	update(t, ctx, c, b, func() { b.Spec.Size = "11Gi" })
+	waitEvent(t, c, ns, "CacheBinding", "cache", ssdv1.ReasonInsufficientCache, "cannot grow the cache to 11811160064 bytes")
 	waitAdmitted(t, c, ns, "cache", node, 5<<30)
 }
 
@@ -113,7 +112,7 @@ func TestVolumeNotCacheable(t *testing.T) {
 	createVolume(t, ctx, c, ns, volume{pvc: "ebs", driver: "ebs.csi.aws.com", node: node})
 	createBinding(t, ctx, c, ns, "cache", "ebs", "1Gi")
 	waitPending(t, c, ns, "cache", ssdv1.ReasonVolumeNotCacheable, `not provisioned by the ssdcache.io CSI driver (driver "ebs.csi.aws.com")`)
-	waitEvent(t, c, ns, "cache", ssdv1.ReasonVolumeNotCacheable, "ebs.csi.aws.com")
+	waitEvent(t, c, ns, "CacheBinding", "cache", ssdv1.ReasonVolumeNotCacheable, "ebs.csi.aws.com")
 }
 
 func TestDuplicateBindingWaits(t *testing.T) {
@@ -145,7 +144,7 @@ func TestCapacityArbitration(t *testing.T) {
 	waitAdmitted(t, c, ns, "c", node, 3<<30)
 	waitPending(t, c, ns, "b", ssdv1.ReasonInsufficientCache,
 		fmt.Sprintf("needs 6442450944 bytes of cache on node %s, which has 1073741824 of 10737418240 bytes free", node))
-	waitEvent(t, c, ns, "b", ssdv1.ReasonInsufficientCache, "needs 6442450944 bytes")
+	waitEvent(t, c, ns, "CacheBinding", "b", ssdv1.ReasonInsufficientCache, "needs 6442450944 bytes")
 	checkNodeWithinCapacity(t, ctx, c, ns, node, 10<<30)
 
 	// Deleting a: the node agent detaches and removes the finalizer; b then fits.
@@ -209,7 +208,7 @@ func TestDeletionWithFinalizer(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitGone(t, c, never)
-	waitEvent(t, c, ns, "never", "FinalizerRemoved", "was not admitted to a node")
+	waitEvent(t, c, ns, "CacheBinding", "never", "FinalizerRemoved", "was not admitted to a node")
 	if err := c.Get(ctx, client.ObjectKeyFromObject(attached), attached); err != nil {
 		t.Fatalf("admitted binding went away without its node agent: %v", err)
 	}
@@ -241,7 +240,7 @@ func TestPVCDeletion(t *testing.T) {
 	}
 	waitGone(t, c, pvc)
 	waitPending(t, c, ns, "cache", ssdv1.ReasonPVCNotFound, "does not exist")
-	waitEvent(t, c, ns, "cache", "AdmissionRevoked", "no longer admitted to node "+node)
+	waitEvent(t, c, ns, "CacheBinding", "cache", "AdmissionRevoked", "no longer admitted to node "+node)
 
 	if err := c.Delete(ctx, b); err != nil {
 		t.Fatal(err)
@@ -269,25 +268,11 @@ func TestNodeGoingAway(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitGone(t, c, deleting)
-	waitEvent(t, c, ns, "deleting", "FinalizerRemoved", "node "+node+" no longer exists")
+	waitEvent(t, c, ns, "CacheBinding", "deleting", "FinalizerRemoved", "node "+node+" no longer exists")
 	waitPending(t, c, ns, "kept", ssdv1.ReasonNodeUnknown, "node "+node+" does not exist")
-	waitEvent(t, c, ns, "kept", "AdmissionRevoked", "no longer admitted to node "+node)
+	waitEvent(t, c, ns, "CacheBinding", "kept", "AdmissionRevoked", "no longer admitted to node "+node)
 	if err := c.Get(ctx, client.ObjectKeyFromObject(kept), kept); err != nil || kept.Status.VolumeHandle != "" {
 		t.Errorf("revoked binding: err %v, volumeHandle %q, want none", err, kept.Status.VolumeHandle)
-	}
-}
-
-func patchSpec(t *testing.T, ctx context.Context, c client.Client, b *ssdv1.CacheBinding, change func(*ssdv1.CacheBindingSpec)) {
-	t.Helper()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := c.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
-			return err
-		}
-		change(&b.Spec)
-		return c.Update(ctx, b)
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -304,7 +289,7 @@ func TestDeviceClassMustMatchTheNode(t *testing.T) {
 	createVolume(t, ctx, c, ns, volume{pvc: "fast", storageClass: optane, node: node, size: "50Gi"})
 	createVolume(t, ctx, c, ns, volume{pvc: "ok", storageClass: nvme, node: node, size: "50Gi"})
 	waitPending(t, c, ns, "fast", ssdv1.ReasonDeviceClassUnavailable, `spec.deviceClass is "optane", but the cache pool of node `+node+` (where the volume is) is of class "nvme"`)
-	waitEventOn(t, c, ns, "PersistentVolumeClaim", "fast", ssdv1.ReasonDeviceClassUnavailable, "the volume has no cache yet")
+	waitEvent(t, c, ns, "PersistentVolumeClaim", "fast", ssdv1.ReasonDeviceClassUnavailable, "the volume has no cache yet")
 	b := waitAdmitted(t, c, ns, "ok", node, 5<<30)
 	if b.Spec.DeviceClass != "nvme" {
 		t.Errorf("binding of the nvme class has deviceClass %q", b.Spec.DeviceClass)
@@ -350,7 +335,7 @@ func TestGoneAgentReleasesItsBindings(t *testing.T) {
 		}
 	}
 	waitGone(t, c, released)
-	waitEvent(t, c, ns, "released", "FinalizerRemoved", "the node agent of node "+gone+" has not renewed its Lease")
+	waitEvent(t, c, ns, "CacheBinding", "released", "FinalizerRemoved", "the node agent of node "+gone+" has not renewed its Lease")
 	if err := c.Get(ctx, client.ObjectKeyFromObject(waiting), waiting); err != nil || !controllerutil.ContainsFinalizer(waiting, ssdv1.Finalizer) {
 		t.Fatalf("binding on the node of a live agent: %v, finalizers %v; want it waiting for the agent", err, waiting.Finalizers)
 	}
@@ -393,7 +378,7 @@ func TestNamespaceCacheLimit(t *testing.T) {
 	createBinding(t, ctx, c, ns, "b", "b", "1536Mi")
 	waitPending(t, c, ns, "b", ssdv1.ReasonNamespaceCacheLimit,
 		"namespace "+ns+" may use 2147483648 bytes of cache (annotation ssdcache.io/cache-bytes-limit); its other bindings have 1073741824, this one needs 1610612736")
-	waitEvent(t, c, ns, "b", ssdv1.ReasonNamespaceCacheLimit, "may use 2147483648 bytes")
+	waitEvent(t, c, ns, "CacheBinding", "b", ssdv1.ReasonNamespaceCacheLimit, "may use 2147483648 bytes")
 	setAnnotation(t, ctx, c, &corev1.Namespace{}, ns, ssdv1.AnnotationNamespaceCacheLimit, "3Gi")
 	waitAdmitted(t, c, ns, "b", node, 1536<<20)
 }

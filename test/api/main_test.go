@@ -14,7 +14,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -25,108 +24,86 @@ import (
 	"github.com/ssdcache/ssdcache/pkg/controller"
 )
 
-// suite is the API server and controller shared by all tests of the package; starting
-// them takes seconds, so they are started once in TestMain.
+// suite is the API server shared by all tests of the package; starting it takes
+// seconds, so TestMain does it once, before any test runs, and sets shared.
 type suite struct {
-	env     *envtest.Environment
-	client  client.Client // uncached, so tests see the API server's truth
-	scheme  *runtime.Scheme
-	skipWhy string
+	env    *envtest.Environment
+	client client.Client // uncached, so tests see the API server's truth
 }
 
 var shared suite
 
-// needAPIServer skips a test when no API server could be started.
+// needAPIServer skips a test when no API server was started.
 func needAPIServer(t *testing.T) (context.Context, client.Client) {
 	t.Helper()
-	if shared.skipWhy != "" {
-		t.Skip(shared.skipWhy)
+	if shared.client == nil {
+		t.Skip("API tests need a kube-apiserver: run hack/test-api.sh, which builds it and etcd and sets KUBEBUILDER_ASSETS (and do not pass -short)")
 	}
 	return t.Context(), shared.client
 }
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	switch {
-	case testing.Short():
-		shared.skipWhy = "API tests need a kube-apiserver; skipped under -short (run hack/test-api.sh)"
-	case os.Getenv("KUBEBUILDER_ASSETS") == "":
-		shared.skipWhy = "KUBEBUILDER_ASSETS is unset: run hack/test-api.sh, which builds kube-apiserver and etcd and sets it"
-	}
-	if shared.skipWhy != "" {
+	if testing.Short() || os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		os.Exit(m.Run())
 	}
-	stop, err := startSuite()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "starting envtest: %v\n", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	stop()
-	os.Exit(code)
+	os.Exit(runWithAPIServer(m))
 }
 
-func startSuite() (stop func(), err error) {
-	shared.scheme = runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(shared.scheme); err != nil {
-		return nil, err
+// runWithAPIServer runs the tests against an API server with the CRDs and the
+// controller's reconcilers running in-process.
+func runWithAPIServer(m *testing.M) int {
+	scheme := runtime.NewScheme()
+	builder := runtime.NewSchemeBuilder(clientgoscheme.AddToScheme, ssdv1.AddToScheme)
+	if err := builder.AddToScheme(scheme); err != nil {
+		return fail("scheme", err)
 	}
-	if err := ssdv1.AddToScheme(shared.scheme); err != nil {
-		return nil, err
-	}
-	shared.env = &envtest.Environment{
+	env := &envtest.Environment{
 		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "deploy", "crd")},
 		ErrorIfCRDPathMissing: true,
-		Scheme:                shared.scheme,
+		Scheme:                scheme,
 	}
-	cfg, err := shared.env.Start()
+	cfg, err := env.Start()
 	if err != nil {
-		return nil, err
+		return fail("starting envtest", err)
 	}
-	shared.client, err = client.New(cfg, client.Options{Scheme: shared.scheme})
+	defer func() {
+		if err := env.Stop(); err != nil {
+			fail("stopping envtest", err)
+		}
+	}()
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
-		_ = shared.env.Stop()
-		return nil, err
+		return fail("client", err)
+	}
+	// Leader election, probes and metrics are covered by TestControllerBinary,
+	// which runs the real binary.
+	ctrl.SetLogger(klog.NewKlogr())
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme,
+		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	if err != nil {
+		return fail("manager", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done, err := startController(ctx, cfg)
-	if err != nil {
-		cancel()
-		_ = shared.env.Stop()
-		return nil, err
-	}
-	return func() {
-		cancel()
-		<-done
-		if err := shared.env.Stop(); err != nil {
-			fmt.Fprintf(os.Stderr, "stopping envtest: %v\n", err)
-		}
-	}, nil
-}
-
-// startController runs ssdcache-controller's reconcilers in-process; leader election,
-// probes and metrics are covered by TestControllerBinary, which runs the real binary.
-func startController(ctx context.Context, cfg *rest.Config) (<-chan struct{}, error) {
-	ctrl.SetLogger(klog.NewKlogr())
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 shared.scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-	})
-	if err != nil {
-		return nil, err
-	}
 	// A resync far beyond the tests' timeouts, so that they prove the watches work.
 	if err := controller.Setup(ctx, mgr, controller.Options{PendingResync: time.Hour,
 		AgentLeaseNamespace: agentLeaseNamespace, AgentGoneAfter: agentGoneAfter}); err != nil {
-		return nil, err
+		cancel()
+		return fail("controller", err)
 	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		if err := mgr.Start(ctx); err != nil {
-			fmt.Fprintf(os.Stderr, "manager stopped: %v\n", err)
+			fail("manager stopped", err)
 		}
 	}()
-	return done, nil
+	defer func() { cancel(); <-done }()
+	shared = suite{env: env, client: c}
+	return m.Run()
+}
+
+func fail(what string, err error) int {
+	fmt.Fprintf(os.Stderr, "%s: %v\n", what, err)
+	return 1
 }

@@ -44,7 +44,7 @@ func TestScaleAdmission(t *testing.T) {
 	for i := range scaleBindings {
 		createVolume(t, ctx, c, ns, volume{pvc: fmt.Sprintf("v%04d", i), node: nodes[i%scaleNodes], size: "10Gi"})
 	}
-	wc, err := client.NewWithWatch(shared.env.Config, client.Options{Scheme: shared.scheme})
+	wc, err := client.NewWithWatch(shared.env.Config, client.Options{Scheme: c.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}

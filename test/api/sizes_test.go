@@ -111,7 +111,7 @@ func TestAcceptedSizesEndAdmitted(t *testing.T) {
 	}
 	for name, bytes := range want {
 		waitAdmitted(t, c, ns, name, node, bytes)
-		waitEvent(t, c, ns, name, ssdv1.ReasonAdmitted, fmt.Sprintf("with %d bytes", bytes))
+		waitEvent(t, c, ns, "CacheBinding", name, ssdv1.ReasonAdmitted, fmt.Sprintf("with %d bytes", bytes))
 	}
 }
 
@@ -170,14 +170,14 @@ func TestSpecChangesOnAnAdmittedBinding(t *testing.T) {
 			t.Fatalf("size %q refused: %v", s.size, err)
 		}
 		if s.resized == 0 {
-			waitEvent(t, c, ns, "cb", ssdv1.ReasonInsufficientCache, "")
+			waitEvent(t, c, ns, "CacheBinding", "cb", ssdv1.ReasonInsufficientCache, "")
 			waitAdmitted(t, c, ns, "cb", node, size)
 			t.Logf("size %q: kept at %d bytes, InsufficientCache", s.size, size)
 			continue
 		}
 		size = s.resized
 		waitAdmitted(t, c, ns, "cb", node, size)
-		waitEvent(t, c, ns, "cb", "Resized", fmt.Sprintf("cache size is now %d bytes", size))
+		waitEvent(t, c, ns, "CacheBinding", "cb", "Resized", fmt.Sprintf("cache size is now %d bytes", size))
 		t.Logf("size %q: resized to %d bytes", s.size, size)
 	}
 	for _, bad := range []string{"1.5Gi", "-1Gi", "0%", "101%", "1e100", "15Mi", "", "10GB"} {

@@ -2,6 +2,7 @@ package model
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 )
@@ -14,85 +15,70 @@ type fakeClock struct {
 func (c *fakeClock) Now() time.Time        { return c.now }
 func (c *fakeClock) Sleep(d time.Duration) { c.slept = append(c.slept, d); c.now = c.now.Add(d) }
 
-func TestActuatorWaitsRemainderOfServiceTime(t *testing.T) {
-	clock := &fakeClock{now: time.Unix(0, 0)}
+// TestActuatorSleepsUntilModelledCompletion runs requests one after another on
+// a fresh actuator and checks how long Do slept after each.
+func TestActuatorSleepsUntilModelledCompletion(t *testing.T) {
 	p := Defaults(gib)
-	a, err := NewActuator(p, clock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ioCost := time.Millisecond
-	err = a.Do(clock.now, gib/2, 4096, func() error { clock.now = clock.now.Add(ioCost); return nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := p.SeekTime(gib/2) + p.RotationTime() + p.TransferTime(4096) - ioCost
-	if len(clock.slept) != 1 || clock.slept[0] != want {
-		t.Fatalf("slept %v, want [%v]", clock.slept, want)
-	}
-	// The head now sits after the request: the next one streams.
-	clock.slept = nil
-	if err := a.Do(clock.now, gib/2+4096, 4096, func() error { return nil }); err != nil {
-		t.Fatal(err)
-	}
-	if len(clock.slept) != 1 || clock.slept[0] != p.TransferTime(4096) {
-		t.Fatalf("sequential follow-up slept %v, want [%v]", clock.slept, p.TransferTime(4096))
-	}
-	if ops, busy := a.Stats(); ops != 2 || busy != want+ioCost+p.TransferTime(4096) {
-		t.Fatalf("Stats() = %d, %v", ops, busy)
-	}
-}
-
-func TestActuatorDoesNotSleepWhenIOWasSlower(t *testing.T) {
-	clock := &fakeClock{now: time.Unix(0, 0)}
-	a, _ := NewActuator(Defaults(gib), clock)
+	rot, xfer4k, xfer1m := p.RotationTime(), p.TransferTime(4096), p.TransferTime(1<<20)
 	boom := errors.New("boom")
-	err := a.Do(clock.now, 0, 4096, func() error { clock.now = clock.now.Add(time.Second); return boom })
-	if !errors.Is(err, boom) {
-		t.Fatalf("Do() = %v, want the I/O error", err)
+	type req struct {
+		offset, length int64
+		before         time.Duration // passes on the host before the request
+		queued         bool          // arrived at time 0 instead of now
+		io             time.Duration // the host's real I/O takes this long...
+		err            error         // ...and fails so
 	}
-	if len(clock.slept) != 0 {
-		t.Fatalf("slept %v after an I/O slower than the model", clock.slept)
+	for _, tc := range []struct {
+		name  string
+		reqs  []req
+		slept []time.Duration
+		busy  time.Duration
+	}{
+		{"sleeps the remainder of the service time, then streams",
+			[]req{{offset: gib / 2, length: 4096, io: time.Millisecond}, {offset: gib/2 + 4096, length: 4096}},
+			[]time.Duration{p.SeekTime(gib/2) + rot + xfer4k - time.Millisecond, xfer4k},
+			p.SeekTime(gib/2) + rot + 2*xfer4k},
+		{"no sleep after I/O slower than the model, whose error Do returns",
+			[]req{{length: 4096, io: time.Second, err: boom}}, nil, xfer4k},
+		// Host overhead between queued requests (sending a reply) is hidden: the
+		// second completes one transfer after the first, not after the overhead.
+		{"queued requests are served back to back",
+			[]req{{length: 1 << 20, queued: true}, {offset: 1 << 20, length: 1 << 20, before: time.Millisecond, queued: true}},
+			[]time.Duration{xfer1m, xfer1m - time.Millisecond}, 2 * xfer1m},
+		{"a request on an idle disk starts at its arrival",
+			[]req{{length: 4096}, {offset: 4096, length: 4096, before: time.Second}},
+			[]time.Duration{xfer4k, xfer4k}, 2 * xfer4k},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := &fakeClock{now: time.Unix(0, 0)}
+			a, err := NewActuator(p, clock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range tc.reqs {
+				clock.now = clock.now.Add(r.before)
+				arrival := clock.now
+				if r.queued {
+					arrival = time.Unix(0, 0)
+				}
+				err := a.Do(arrival, r.offset, r.length, func() error { clock.now = clock.now.Add(r.io); return r.err })
+				if !errors.Is(err, r.err) {
+					t.Fatalf("Do() = %v, want %v", err, r.err)
+				}
+			}
+			if !slices.Equal(clock.slept, tc.slept) {
+				t.Errorf("slept %v, want %v", clock.slept, tc.slept)
+			}
+			if ops, busy := a.Stats(); ops != int64(len(tc.reqs)) || busy != tc.busy {
+				t.Errorf("Stats() = %d, %v; want %d, %v", ops, busy, len(tc.reqs), tc.busy)
+			}
+		})
 	}
 }
 
 func TestNewActuatorRejectsBadParams(t *testing.T) {
 	if _, err := NewActuator(Params{}, &fakeClock{}); err == nil {
 		t.Fatal("NewActuator accepted zero params")
-	}
-}
-
-func TestActuatorServesQueuedRequestsBackToBack(t *testing.T) {
-	clock := &fakeClock{now: time.Unix(0, 0)}
-	p := Defaults(gib)
-	a, _ := NewActuator(p, clock)
-	arrival := clock.now // both requests were queued at once
-	for i := int64(0); i < 2; i++ {
-		if err := a.Do(arrival, i<<20, 1<<20, func() error { return nil }); err != nil {
-			t.Fatal(err)
-		}
-		// Host overhead between requests (e.g. sending the reply)...
-		clock.now = clock.now.Add(time.Millisecond)
-	}
-	// ...is hidden: the second request completes one transfer after the
-	// first, not one transfer after the overhead.
-	first := p.SeekTime(0) + p.TransferTime(1<<20)
-	want := []time.Duration{first, p.TransferTime(1<<20) - time.Millisecond}
-	if len(clock.slept) != 2 || clock.slept[0] != want[0] || clock.slept[1] != want[1] {
-		t.Fatalf("slept %v, want %v", clock.slept, want)
-	}
-}
-
-func TestActuatorIdleRequestStartsAtArrival(t *testing.T) {
-	clock := &fakeClock{now: time.Unix(0, 0)}
-	p := Defaults(gib)
-	a, _ := NewActuator(p, clock)
-	_ = a.Do(clock.now, 0, 4096, func() error { return nil })
-	clock.now = clock.now.Add(time.Second) // idle disk
-	clock.slept = nil
-	_ = a.Do(clock.now, 4096, 4096, func() error { return nil })
-	if len(clock.slept) != 1 || clock.slept[0] != p.TransferTime(4096) {
-		t.Fatalf("slept %v, want one transfer %v", clock.slept, p.TransferTime(4096))
 	}
 }
 

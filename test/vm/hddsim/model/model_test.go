@@ -12,24 +12,21 @@ const gib = int64(1) << 30
 
 func TestSeekGrowsWithSquareRootOfDistance(t *testing.T) {
 	p := Defaults(4 * gib)
-	if got := p.SeekTime(0); got != 0 {
-		t.Fatalf("SeekTime(0) = %v, want 0", got)
-	}
-	if got := p.SeekTime(4096); got < p.Settle || got > p.Settle+time.Millisecond/10 {
-		t.Fatalf("SeekTime(4096) = %v, want just above settle %v", got, p.Settle)
-	}
-	if got := p.SeekTime(p.Capacity); got != p.FullStroke {
-		t.Fatalf("SeekTime(capacity) = %v, want full stroke %v", got, p.FullStroke)
-	}
-	if got := p.SeekTime(10 * p.Capacity); got != p.FullStroke {
-		t.Fatalf("Seek beyond capacity = %v, want capped at %v", got, p.FullStroke)
-	}
 	quarter := p.Settle + (p.FullStroke-p.Settle)/2 // sqrt(1/4) = 1/2
-	if got := p.SeekTime(p.Capacity / 4); absDur(got-quarter) > time.Microsecond {
-		t.Fatalf("SeekTime(capacity/4) = %v, want %v", got, quarter)
-	}
-	if p.SeekTime(-p.Capacity/4) != p.SeekTime(p.Capacity/4) {
-		t.Fatal("seek must not depend on direction")
+	for _, tc := range []struct {
+		distance int64
+		min, max time.Duration
+	}{
+		{0, 0, 0},
+		{4096, p.Settle, p.Settle + time.Millisecond/10}, // just above settle
+		{p.Capacity / 4, quarter - time.Microsecond, quarter + time.Microsecond},
+		{-p.Capacity / 4, quarter - time.Microsecond, quarter + time.Microsecond}, // either direction
+		{p.Capacity, p.FullStroke, p.FullStroke},
+		{10 * p.Capacity, p.FullStroke, p.FullStroke}, // capped
+	} {
+		if got := p.SeekTime(tc.distance); got < tc.min || got > tc.max {
+			t.Errorf("SeekTime(%d) = %v, want %v to %v", tc.distance, got, tc.min, tc.max)
+		}
 	}
 }
 
@@ -90,7 +87,7 @@ func TestDefaultsMatchTargetEnvelope(t *testing.T) {
 func TestScaleMakesMechanicsSlower(t *testing.T) {
 	p := Defaults(gib)
 	s := p.Scale(2)
-	if s.Settle != 2*p.Settle || s.FullStroke != 2*p.FullStroke || absDur(s.RotationTime()-2*p.RotationTime()) > time.Microsecond {
+	if s.Settle != 2*p.Settle || s.FullStroke != 2*p.FullStroke || (s.RotationTime()-2*p.RotationTime()).Abs() > time.Microsecond {
 		t.Fatalf("Scale(2) = %+v from %+v", s, p)
 	}
 	if s.TransferRate != p.TransferRate {
@@ -121,11 +118,4 @@ func TestValidateNamesField(t *testing.T) {
 	if err := Defaults(gib).Validate(); err != nil {
 		t.Fatalf("defaults invalid: %v", err)
 	}
-}
-
-func absDur(d time.Duration) time.Duration {
-	if d < 0 {
-		return -d
-	}
-	return d
 }

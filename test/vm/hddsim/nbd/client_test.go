@@ -3,18 +3,16 @@ package nbd
 import (
 	"bufio"
 	"encoding/binary"
-	"fmt"
-	"io"
 	"net"
 	"testing"
 )
 
 // testClient is a minimal NBD client used to drive the server in tests.
 type testClient struct {
-	t      *testing.T
-	conn   net.Conn
-	r      *bufio.Reader
-	handle uint64
+	t             *testing.T
+	conn          net.Conn
+	r             *bufio.Reader
+	sent, replied uint64 // handles: commands are numbered from 1
 }
 
 func newTestClient(t *testing.T, conn net.Conn) *testClient {
@@ -55,11 +53,8 @@ func (c *testClient) greet(clientFlags uint32) uint16 {
 func (c *testClient) sendOption(opt uint32, data []byte) {
 	c.t.Helper()
 	c.write(magicOpt, opt, uint32(len(data)))
-	if len(data) == 0 {
-		return // net.Pipe blocks an empty Write until the peer reads
-	}
-	if _, err := c.conn.Write(data); err != nil {
-		c.t.Fatalf("client write option data: %v", err)
+	if len(data) > 0 { // net.Pipe blocks an empty Write until the peer reads
+		c.write(data)
 	}
 }
 
@@ -78,9 +73,7 @@ func (c *testClient) readOptReply() optReply {
 		c.t.Fatalf("option reply magic %#x", magic)
 	}
 	r.data = make([]byte, n)
-	if _, err := io.ReadFull(c.r, r.data); err != nil {
-		c.t.Fatalf("option reply data: %v", err)
-	}
+	c.read(r.data)
 	return r
 }
 
@@ -115,41 +108,41 @@ func (c *testClient) optGo(name string) (uint64, uint16) {
 	}
 }
 
-// request sends one command and returns the reply's error and read data.
-func (c *testClient) request(kind, flags uint16, offset uint64, length uint32, payload []byte) (uint32, []byte) {
+// send sends one command; the server must reply in the order sent (the
+// tests' disk serves in arrival order), which reply checks.
+func (c *testClient) send(kind, flags uint16, offset uint64, length uint32, payload []byte) {
 	c.t.Helper()
-	c.handle++
-	c.write(magicRequest, flags, kind, c.handle, offset, length)
-	if payload != nil {
-		if _, err := c.conn.Write(payload); err != nil {
-			c.t.Fatalf("client write payload: %v", err)
-		}
+	c.sent++
+	c.write(magicRequest, flags, kind, c.sent, offset, length)
+	if len(payload) > 0 {
+		c.write(payload)
 	}
-	var magic, errno uint32
+}
+
+// reply reads the reply to the oldest unanswered command and returns its
+// error and, for a read of length bytes, the data.
+func (c *testClient) reply(kind uint16, length uint32) (errno uint32, data []byte) {
+	c.t.Helper()
+	c.replied++
+	var magic uint32
 	var handle uint64
 	c.read(&magic, &errno, &handle)
-	if magic != magicSimpleReply || handle != c.handle {
-		c.t.Fatalf("reply magic %#x handle %d, want %#x handle %d", magic, handle, magicSimpleReply, c.handle)
+	if magic != magicSimpleReply || handle != c.replied {
+		c.t.Fatalf("reply magic %#x handle %d, want %#x handle %d", magic, handle, magicSimpleReply, c.replied)
 	}
-	if kind != cmdRead || errno != 0 {
-		return errno, nil
-	}
-	data := make([]byte, length)
-	if _, err := io.ReadFull(c.r, data); err != nil {
-		c.t.Fatalf("read data: %v", err)
+	if kind == cmdRead && errno == 0 {
+		data = make([]byte, length)
+		c.read(data)
 	}
 	return errno, data
 }
 
 func (c *testClient) mustOK(kind, flags uint16, offset uint64, length uint32, payload []byte) []byte {
 	c.t.Helper()
-	errno, data := c.request(kind, flags, offset, length, payload)
+	c.send(kind, flags, offset, length, payload)
+	errno, data := c.reply(kind, length)
 	if errno != 0 {
-		c.t.Fatalf("%s at %d+%d: errno %d", cmdName(kind), offset, length, errno)
+		c.t.Fatalf("command %d at %d+%d: errno %d", kind, offset, length, errno)
 	}
 	return data
-}
-
-func cmdName(kind uint16) string {
-	return fmt.Sprintf("cmd %d", kind)
 }

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,183 +19,167 @@ import (
 	"github.com/ssdcache/ssdcache/test/vm/hddsim/model"
 )
 
-// memBackend is an in-memory Backend that records syncs and punched holes.
-type memBackend struct {
-	mu     sync.Mutex
-	data   []byte
-	syncs  int
-	holes  [][2]int64
-	failIO bool
+// fakeDisk is an in-memory Backend and a Scheduler serving in arrival order;
+// it logs what the server asks of either. Only the connection's serving
+// goroutine uses it, and the tests read it once that has ended.
+type fakeDisk struct {
+	data []byte
+	log  []string
 }
 
-func (m *memBackend) ReadAt(p []byte, off int64) (int, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.failIO {
+// badOffset is where reads fail, as on a bad sector.
+const badOffset = testSize - 4096
+
+func (d *fakeDisk) record(format string, args ...any) {
+	d.log = append(d.log, fmt.Sprintf(format, args...))
+}
+
+func (d *fakeDisk) ReadAt(p []byte, off int64) (int, error) {
+	d.record("read %d+%d", off, len(p))
+	if off == badOffset {
 		return 0, errors.New("injected")
 	}
-	return copy(p, m.data[off:]), nil
+	return copy(p, d.data[off:]), nil
 }
 
-func (m *memBackend) WriteAt(p []byte, off int64) (int, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return copy(m.data[off:], p), nil
+func (d *fakeDisk) WriteAt(p []byte, off int64) (int, error) {
+	d.record("write %d+%d", off, len(p))
+	return copy(d.data[off:], p), nil
 }
 
-func (m *memBackend) Sync() error { m.mu.Lock(); m.syncs++; m.mu.Unlock(); return nil }
-
-func (m *memBackend) PunchHole(off, n int64) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	clear(m.data[off : off+n])
-	m.holes = append(m.holes, [2]int64{off, n})
+func (d *fakeDisk) PunchHole(off, n int64) error {
+	d.record("punch %d+%d", off, n)
+	clear(d.data[off : off+n])
 	return nil
 }
 
-// recordingDisk is a Scheduler that records the media accesses it serves.
-type recordingDisk struct{ accesses [][2]int64 }
-
-func (d *recordingDisk) Now() time.Time { return time.Unix(0, 0) }
-
-// Next serves in arrival order, so the tests' replies come in request order.
-func (d *recordingDisk) Next([]model.Access) int { return 0 }
-
-func (d *recordingDisk) Do(_ time.Time, off, n int64, io func() error) error {
-	d.accesses = append(d.accesses, [2]int64{off, n})
+func (d *fakeDisk) Sync() error             { d.record("sync"); return nil }
+func (d *fakeDisk) Now() time.Time          { return time.Unix(0, 0) }
+func (d *fakeDisk) Next([]model.Access) int { return 0 }
+func (d *fakeDisk) Do(_ time.Time, off, n int64, io func() error) error {
+	d.record("media %d+%d", off, n)
 	return io()
 }
 
 const testSize = 1 << 20
 
-func startPipe(t *testing.T) (*testClient, *memBackend, *recordingDisk) {
+// startPipe serves a fresh in-memory export on one end of a pipe. wait
+// returns what ServeConn returned once the connection has ended.
+func startPipe(t *testing.T) (c *testClient, d *fakeDisk, wait func() error) {
 	t.Helper()
-	be := &memBackend{data: make([]byte, testSize)}
-	disk := &recordingDisk{}
-	srv, err := NewServer(Export{Name: "hdd", Size: testSize, Backend: be, Disk: disk, Rotational: true}, klog.Background())
+	d = &fakeDisk{data: make([]byte, testSize)}
+	srv, err := NewServer(Export{Name: "hdd", Size: testSize, Backend: d, Disk: d, Rotational: true}, klog.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	serverSide, clientSide := net.Pipe()
 	done := make(chan error, 1)
 	go func() { done <- srv.ServeConn(serverSide) }()
-	t.Cleanup(func() {
-		clientSide.Close()
-		if err := <-done; err != nil && !errors.Is(err, net.ErrClosed) {
-			t.Logf("server ended: %v", err)
-		}
-	})
-	return newTestClient(t, clientSide), be, disk
+	wait = sync.OnceValue(func() error { return <-done })
+	t.Cleanup(func() { clientSide.Close(); wait() })
+	return newTestClient(t, clientSide), d, wait
 }
 
-func TestHandshakeGoAndReadWrite(t *testing.T) {
-	c, be, disk := startPipe(t)
-	if flags := c.greet(clientFlagFixedNewstyle | clientFlagNoZeroes); flags&flagFixedNewstyle == 0 {
-		t.Fatalf("server flags %#x lack fixed newstyle", flags)
-	}
-	size, flags := c.optGo("hdd")
-	if size != testSize {
-		t.Fatalf("export size %d, want %d", size, testSize)
-	}
-	for _, f := range []uint16{transmitHasFlags, transmitSendFlush, transmitSendFUA, transmitSendTrim, transmitRotational} {
-		if flags&f == 0 {
-			t.Errorf("transmission flags %#x lack %#x", flags, f)
-		}
-	}
-	payload := bytes.Repeat([]byte("ssdcache"), 512)
-	c.mustOK(cmdWrite, 0, 8192, uint32(len(payload)), payload)
-	if got := c.mustOK(cmdRead, 0, 8192, uint32(len(payload)), nil); !bytes.Equal(got, payload) {
-		t.Fatal("read back differs from write")
-	}
-	if !bytes.Equal(be.data[8192:8192+len(payload)], payload) {
-		t.Fatal("backend does not hold the written data")
-	}
-	want := [][2]int64{{8192, 4096}, {8192, 4096}}
-	if len(disk.accesses) != 2 || disk.accesses[0] != want[0] || disk.accesses[1] != want[1] {
-		t.Fatalf("disk accesses %v, want %v", disk.accesses, want)
-	}
+// step is one request, the reply's errno, and what the server must ask of the
+// backend and the disk model for it, as fakeDisk logs it.
+type step struct {
+	kind, flags uint16
+	offset      uint64
+	write, read []byte // a write's payload; what a read must return
+	length      uint32 // when neither is given
+	errno       uint32
+	log         string
 }
 
-func TestFlushFUATrimAndWriteZeroes(t *testing.T) {
-	c, be, _ := startPipe(t)
-	c.greet(clientFlagFixedNewstyle)
-	c.optGo("hdd")
-	ones := bytes.Repeat([]byte{1}, 4096)
-	c.mustOK(cmdWrite, cmdFlagFUA, 0, 4096, ones)
-	if be.syncs != 1 {
-		t.Fatalf("FUA write caused %d syncs, want 1", be.syncs)
-	}
-	c.mustOK(cmdFlush, 0, 0, 0, nil)
-	if be.syncs != 2 {
-		t.Fatalf("flush caused %d syncs total, want 2", be.syncs)
-	}
-	c.mustOK(cmdTrim, 0, 0, 4096, nil)
-	if got := c.mustOK(cmdRead, 0, 0, 4096, nil); !bytes.Equal(got, make([]byte, 4096)) {
-		t.Fatal("trimmed range does not read as zeroes")
-	}
-	c.mustOK(cmdWrite, 0, 4096, 4096, ones)
-	c.mustOK(cmdWriteZeroes, cmdFlagNoHole, 4096, 4096, nil)
-	if got := c.mustOK(cmdRead, 0, 4096, 4096, nil); !bytes.Equal(got, make([]byte, 4096)) {
-		t.Fatal("write-zeroes range does not read as zeroes")
-	}
-	if len(be.holes) != 1 {
-		t.Fatalf("holes %v: NO_HOLE write-zeroes must not punch", be.holes)
-	}
-}
+func (s step) n() uint32 { return s.length + uint32(len(s.write)+len(s.read)) }
 
-func TestErrorsAreRepliesNotDisconnects(t *testing.T) {
-	c, be, _ := startPipe(t)
-	c.greet(clientFlagFixedNewstyle)
-	c.optGo("")
-	if errno, _ := c.request(cmdRead, 0, testSize-512, 4096, nil); errno != errInvalid {
-		t.Fatalf("read past end: errno %d, want EINVAL", errno)
+// TestRequests sends each sequence of requests at once, as qemu keeps
+// several in flight, then NBD_CMD_DISC, and reads the replies: each must
+// come for its handle with its data, and the server must end cleanly.
+func TestRequests(t *testing.T) {
+	text, ones, zeroes := bytes.Repeat([]byte("ssdcache"), 512), bytes.Repeat([]byte{1}, 4096), make([]byte, 4096)
+	for _, tc := range []struct {
+		name  string
+		steps []step
+	}{
+		{"write and read back", []step{
+			{kind: cmdWrite, offset: 8192, write: text, log: "media 8192+4096, write 8192+4096"},
+			{kind: cmdWrite, write: ones, log: "media 0+4096, write 0+4096"},
+			{kind: cmdRead, offset: 8192, read: text, log: "media 8192+4096, read 8192+4096"},
+			{kind: cmdRead, read: ones, log: "media 0+4096, read 0+4096"},
+		}},
+		{"FUA, flush, trim and write-zeroes", []step{
+			{kind: cmdWrite, flags: cmdFlagFUA, write: ones, log: "media 0+4096, write 0+4096, sync"},
+			{kind: cmdFlush, log: "sync"},
+			{kind: cmdTrim, length: 4096, log: "punch 0+4096"}, // an HDD has no trim: no media time
+			{kind: cmdRead, read: zeroes, log: "media 0+4096, read 0+4096"},
+			{kind: cmdWriteZeroes, flags: cmdFlagNoHole, offset: 4096, length: 4096, log: "media 4096+4096, write 4096+4096"},
+			{kind: cmdWriteZeroes, offset: 8192, length: 4096, log: "media 8192+4096, punch 8192+4096"},
+		}},
+		{"errors are replies, not disconnects", []step{
+			{kind: cmdRead, offset: testSize - 512, length: 4096, errno: errInvalid},
+			{kind: cmdWrite, offset: testSize, write: zeroes[:512], errno: errNoSpace},
+			{kind: 5, length: 512, errno: errInvalid},
+			{kind: cmdRead, offset: badOffset, length: 512, errno: errIO, log: fmt.Sprintf("media %d+512, read %[1]d+512", badOffset)},
+			{kind: cmdRead, read: zeroes[:512], log: "media 0+512, read 0+512"},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, d, wait := startPipe(t)
+			c.greet(clientFlagFixedNewstyle | clientFlagNoZeroes)
+			c.optGo("hdd")
+			var log []string
+			for _, s := range tc.steps {
+				c.send(s.kind, s.flags, s.offset, s.n(), s.write)
+				log = append(log, s.log)
+			}
+			c.write(magicRequest, uint16(0), cmdDisc, uint64(0), uint64(0), uint32(0))
+			for i, s := range tc.steps {
+				if errno, got := c.reply(s.kind, s.n()); errno != s.errno || !bytes.Equal(got, s.read) {
+					t.Errorf("step %d: errno %d, want %d; read %.8q, want %.8q", i, errno, s.errno, got, s.read)
+				}
+			}
+			if err := wait(); err != nil {
+				t.Fatalf("after NBD_CMD_DISC the server ended with %v", err)
+			}
+			if got, want := strings.Join(d.log, ", "), strings.Join(slices.DeleteFunc(log, func(s string) bool { return s == "" }), ", "); got != want {
+				t.Errorf("the server did\n  %s\nwant\n  %s", got, want)
+			}
+		})
 	}
-	if errno, _ := c.request(cmdWrite, 0, testSize, 512, make([]byte, 512)); errno != errNoSpace {
-		t.Fatalf("write past end: errno %d, want ENOSPC", errno)
-	}
-	if errno, _ := c.request(5, 0, 0, 512, nil); errno != errInvalid {
-		t.Fatalf("unsupported command: errno %d, want EINVAL", errno)
-	}
-	be.failIO = true
-	if errno, _ := c.request(cmdRead, 0, 0, 512, nil); errno != errIO {
-		t.Fatalf("failed backend read: errno %d, want EIO", errno)
-	}
-	be.failIO = false
-	c.mustOK(cmdRead, 0, 0, 512, nil) // the connection is still usable
-	c.write(magicRequest, uint16(0), cmdDisc, uint64(99), uint64(0), uint32(0))
 }
 
 func TestOptionNegotiation(t *testing.T) {
 	c, _, _ := startPipe(t)
-	c.greet(clientFlagFixedNewstyle)
-	c.sendOption(optStructuredReply, nil)
-	if r := c.readOptReply(); r.kind != replyErrUnsup {
-		t.Fatalf("structured reply: %#x, want NBD_REP_ERR_UNSUP", r.kind)
+	if flags := c.greet(clientFlagFixedNewstyle | clientFlagNoZeroes); flags&flagFixedNewstyle == 0 {
+		t.Fatalf("server flags %#x lack fixed newstyle", flags)
 	}
-	c.sendOption(optList, nil)
-	if r := c.readOptReply(); r.kind != replyServer || string(r.data[4:]) != "hdd" {
-		t.Fatalf("list: %#x %q", r.kind, r.data)
-	}
-	if r := c.readOptReply(); r.kind != replyAck {
-		t.Fatalf("list end: %#x", r.kind)
-	}
-	c.sendOption(optGo, goPayload("nope"))
-	if r := c.readOptReply(); r.kind != replyErrUnknown {
-		t.Fatalf("unknown export: %#x, want NBD_REP_ERR_UNKNOWN", r.kind)
-	}
-	c.sendOption(optInfo, goPayload("hdd"))
-	for r := c.readOptReply(); r.kind != replyAck; r = c.readOptReply() {
-		if r.kind != replyInfo {
-			t.Fatalf("info reply %#x", r.kind)
+	for _, o := range []struct {
+		opt     uint32
+		payload []byte
+		replies []uint32
+	}{
+		{optStructuredReply, nil, []uint32{replyErrUnsup}},
+		{optList, nil, []uint32{replyServer, replyAck}},
+		{optGo, goPayload("nope"), []uint32{replyErrUnknown}},
+		{optInfo, goPayload("hdd"), []uint32{replyInfo, replyInfo, replyAck}},
+		{optGo, []byte{0, 0, 0, 9}, []uint32{replyErrInvalid}}, // truncated payload
+	} {
+		c.sendOption(o.opt, o.payload)
+		for _, want := range o.replies {
+			r := c.readOptReply()
+			if r.opt != o.opt || r.kind != want || (r.kind == replyServer && string(r.data[4:]) != "hdd") {
+				t.Fatalf("option %d: reply %d %#x %q, want %#x", o.opt, r.opt, r.kind, r.data, want)
+			}
 		}
 	}
-	c.sendOption(optGo, []byte{0, 0, 0, 9}) // truncated payload
-	if r := c.readOptReply(); r.kind != replyErrInvalid {
-		t.Fatalf("bad GO payload: %#x, want NBD_REP_ERR_INVALID", r.kind)
-	}
-	size, _ := c.optGo("hdd")
+	// After all that, the export is still there to go to: an empty name is the default.
+	size, flags := c.optGo("")
 	if size != testSize {
-		t.Fatalf("size %d after negotiation", size)
+		t.Fatalf("export size %d, want %d", size, testSize)
+	}
+	if want := transmitHasFlags | transmitSendFlush | transmitSendFUA | transmitSendTrim | transmitWriteZeroes | transmitRotational; flags&want != want {
+		t.Errorf("transmission flags %#x, want all of %#x", flags, want)
 	}
 	c.mustOK(cmdRead, 0, 0, 512, nil)
 }
@@ -204,9 +190,8 @@ func TestExportNameOldStyleOption(t *testing.T) {
 	c.sendOption(optExportName, []byte("hdd"))
 	var size uint64
 	var flags uint16
-	c.read(&size, &flags)
 	pad := make([]byte, handshakeNZ)
-	c.read(pad)
+	c.read(&size, &flags, pad)
 	if size != testSize || flags&transmitHasFlags == 0 || !bytes.Equal(pad, make([]byte, handshakeNZ)) {
 		t.Fatalf("export name reply: size %d flags %#x", size, flags)
 	}
@@ -214,23 +199,21 @@ func TestExportNameOldStyleOption(t *testing.T) {
 }
 
 func TestRejectsClientWithoutFixedNewstyle(t *testing.T) {
-	be := &memBackend{data: make([]byte, testSize)}
-	srv, _ := NewServer(Export{Name: "hdd", Size: testSize, Backend: be, Disk: &recordingDisk{}}, klog.Background())
-	s, cl := net.Pipe()
-	done := make(chan error, 1)
-	go func() { done <- srv.ServeConn(s) }()
-	c := newTestClient(t, cl)
+	c, _, wait := startPipe(t)
 	c.greet(0)
-	if err := <-done; err == nil {
+	if err := wait(); err == nil {
 		t.Fatal("server accepted a client without fixed newstyle")
 	}
-	cl.Close()
 }
 
-func TestNewServerNamesBadField(t *testing.T) {
-	_, err := NewServer(Export{Name: "hdd", Size: 1000, Backend: &memBackend{}, Disk: &recordingDisk{}}, klog.Background())
-	if err == nil || !bytes.Contains([]byte(err.Error()), []byte("Size=1000")) {
-		t.Fatalf("NewServer() = %v, want error naming Size=1000", err)
+func TestConfigErrorsNameTheField(t *testing.T) {
+	_, err := NewServer(Export{Name: "hdd", Size: 1000, Backend: &fakeDisk{}, Disk: &fakeDisk{}}, klog.Background())
+	if err == nil || !strings.Contains(err.Error(), "Size=1000") {
+		t.Errorf("NewServer() = %v, want error naming Size=1000", err)
+	}
+	_, err = StartSim(context.Background(), SimConfig{Socket: "s", File: "f", Size: 1000}, &countingClock{}, klog.Background())
+	if err == nil || !strings.Contains(err.Error(), "-size") {
+		t.Errorf("StartSim() = %v, want error naming -size", err)
 	}
 }
 
@@ -277,59 +260,17 @@ func TestSimOverUnixSocketKeepsDataAcrossRestarts(t *testing.T) {
 	}
 }
 
-func TestSimConfigValidationNamesFlag(t *testing.T) {
-	_, err := StartSim(context.Background(), SimConfig{Socket: "s", File: "f", Size: 1000}, &countingClock{}, klog.Background())
-	if err == nil || !bytes.Contains([]byte(err.Error()), []byte("-size")) {
-		t.Fatalf("StartSim() = %v, want error naming -size", err)
-	}
-}
-
 type countingClock struct {
 	mu    sync.Mutex
 	slept time.Duration
 }
 
-func (c *countingClock) Now() time.Time { return time.Unix(0, 0) }
-func (c *countingClock) Sleep(d time.Duration) {
-	c.mu.Lock()
-	c.slept += d
-	c.mu.Unlock()
-}
-
-var _ model.Clock = (*countingClock)(nil)
-
-// qemu keeps several requests in flight; replies must come back for each
-// handle, in service order, with the right data.
-func TestPipelinedRequests(t *testing.T) {
-	c, be, disk := startPipe(t)
-	c.greet(clientFlagFixedNewstyle | clientFlagNoZeroes)
-	c.optGo("hdd")
-	for i := range be.data {
-		be.data[i] = byte(i / 4096)
-	}
-	go func() {
-		for i := uint64(0); i < 3; i++ {
-			c.write(magicRequest, uint16(0), cmdRead, 100+i, i*4096, uint32(4096))
-		}
-	}()
-	for i := uint64(0); i < 3; i++ {
-		var magic, errno uint32
-		var handle uint64
-		c.read(&magic, &errno, &handle)
-		data := make([]byte, 4096)
-		c.read(data)
-		if handle != 100+i || errno != 0 || data[0] != byte(i) || data[4095] != byte(i) {
-			t.Fatalf("reply %d: handle %d errno %d data[0] %d", i, handle, errno, data[0])
-		}
-	}
-	if len(disk.accesses) != 3 {
-		t.Fatalf("disk accesses %v, want 3", disk.accesses)
-	}
-}
+func (c *countingClock) Now() time.Time        { return time.Unix(0, 0) }
+func (c *countingClock) Sleep(d time.Duration) { c.mu.Lock(); c.slept += d; c.mu.Unlock() }
 
 // farthestDisk picks the last candidate, so a test sees which ones pick offered.
 type farthestDisk struct {
-	recordingDisk
+	fakeDisk
 	offered []model.Access
 }
 
