@@ -133,6 +133,9 @@ func (b *Bench) prepareTrees(ctx context.Context, r *Report) error {
 		if info.Kind != KindDir {
 			return fmt.Errorf("target %s: %s is %s; the test %s needs a directory of a mounted filesystem", t.Name, t.Path, info.Kind, TreeTest.ID)
 		}
+		if info.MemoryFS != "" {
+			return fmt.Errorf("target %s: %s is on %s, which keeps files in memory; the test %s needs a filesystem on the disks under test", t.Name, t.Path, info.MemoryFS, TreeTest.ID)
+		}
 	}
 	for _, t := range b.cfg.Targets {
 		for i, ws := range b.cfg.WorkingSets {
@@ -154,7 +157,7 @@ func (b *Bench) layOutTree(ctx context.Context, t Target, ws WorkingSet, plan []
 		return fmt.Errorf("%d of the %d files of the tree %s are missing or of another size; read-only mode needs the tree laid out by a run without -read-only", len(missing), len(plan), root)
 	}
 	fmt.Fprintf(b.deps.Progress, "layout %s: writing %d files to %s\n", t.Name, len(missing), root)
-	if err := b.deps.Tree.Write(ctx, root, missing); err != nil {
+	if err := b.deps.Tree.Write(ctx, root, plan, missing); err != nil {
 		return fmt.Errorf("laying out the tree %s: %w", root, err)
 	}
 	if !slices.Contains(r.Prefilled, t.Name) {
@@ -207,8 +210,8 @@ func (b *Bench) runTests(ctx context.Context, pos position, r *Report) error {
 	return nil
 }
 
-// runTest runs one fio job, sampling dm-cache and disk counters right
-// before and after it.
+// runTest runs one test (measure), sampling dm-cache and disk counters
+// right before and after it.
 func (b *Bench) runTest(ctx context.Context, pos position, test Test, r *Report) (Result, error) {
 	res := Result{WorkingSet: pos.ws.Label, Target: pos.target.Name, Run: pos.run, Test: test.ID, StartedAt: b.deps.Clock.Now().UTC()}
 	disks := b.disksUnder(pos.target, r)

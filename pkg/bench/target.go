@@ -6,6 +6,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
+
+	"golang.org/x/sys/unix"
 )
 
 // TargetKind says what a target path is.
@@ -23,6 +25,9 @@ const (
 type TargetInfo struct {
 	Kind TargetKind
 	Size int64
+	// MemoryFS names the filesystem of a directory when it keeps files in
+	// memory (tmpfs, ramfs): it accepts O_DIRECT, but reads measure RAM.
+	MemoryFS string
 }
 
 // TargetInspector looks at a target path.
@@ -47,13 +52,29 @@ func (OSInspector) Inspect(path string) (TargetInfo, error) {
 	case st.Mode().IsRegular():
 		return TargetInfo{Kind: KindFile, Size: st.Size()}, nil
 	case st.IsDir():
-		return TargetInfo{Kind: KindDir}, nil
+		return TargetInfo{Kind: KindDir, MemoryFS: memoryFS(path)}, nil
 	case st.Mode()&fs.ModeDevice != 0 && st.Mode()&fs.ModeCharDevice == 0:
 		size, err := blockDeviceSize(path)
 		return TargetInfo{Kind: KindBlock, Size: size}, err
 	default:
 		return TargetInfo{Kind: KindOther}, nil
 	}
+}
+
+// memoryFS is "tmpfs" or "ramfs" for a directory on one, else "" (also
+// when statfs fails: the layout then finds out what is wrong).
+func memoryFS(dir string) string {
+	var st unix.Statfs_t
+	if unix.Statfs(dir, &st) != nil {
+		return ""
+	}
+	switch st.Type {
+	case unix.TMPFS_MAGIC:
+		return "tmpfs"
+	case unix.RAMFS_MAGIC:
+		return "ramfs"
+	}
+	return ""
 }
 
 func blockDeviceSize(path string) (int64, error) {

@@ -1,7 +1,10 @@
 package bench
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -53,25 +56,30 @@ func PlanTree(bytes int64, seed uint64) []TreeFile {
 	var files []TreeFile
 	for left := bytes; left > 0; {
 		size := min(left, int64(math.Exp(logMin+rng.Float64()*(logMax-logMin))))
+		// Fixed widths keep path order the plan's up to a million files.
 		i := len(files)
-		dir := fmt.Sprintf("d%02d/d%02d", i/(filesPerDir*dirsPerLevel), i/filesPerDir%dirsPerLevel)
-		files = append(files, TreeFile{Path: fmt.Sprintf("%s/f%05d.bin", dir, i), Size: size})
+		dir := fmt.Sprintf("d%03d/d%02d", i/(filesPerDir*dirsPerLevel), i/filesPerDir%dirsPerLevel)
+		files = append(files, TreeFile{Path: fmt.Sprintf("%s/f%06d.bin", dir, i), Size: size})
 		left -= size
 	}
 	return files
 }
 
-// treeRoot is where a working set's tree lives inside a directory target.
+// treeRoot is where a working set's tree lives inside a directory target;
+// the version changes with the plan's names or the files' content.
 func treeRoot(t Target, ws WorkingSet, seed uint64) string {
-	return filepath.Join(t.Path, fmt.Sprintf("ssdcache-bench-tree-%d-%d", ws.Bytes, seed))
+	return filepath.Join(t.Path, fmt.Sprintf("ssdcache-bench-tree-v2-%d-%d", ws.Bytes, seed))
 }
 
 // TreeFS lays out and reads trees on the local machine's filesystems.
 type TreeFS interface {
-	// Missing lists the files of plan under root that are absent or of another size.
+	// Missing lists the files of plan under root that are absent or of
+	// another size; a tree whose layout completed is known by a marker, so
+	// that looking at it reads none of its metadata before run 1.
 	Missing(root string, plan []TreeFile) ([]TreeFile, error)
-	// Write writes files under root and makes them durable.
-	Write(ctx context.Context, root string, files []TreeFile) error
+	// Write writes the missing files of plan under root, makes them
+	// durable, then marks the layout complete.
+	Write(ctx context.Context, root string, plan, missing []TreeFile) error
 	// Read reads every file of plan under root, bypassing the page cache.
 	Read(ctx context.Context, root string, plan []TreeFile, blockSize int64) (Measurement, error)
 }
@@ -79,12 +87,27 @@ type TreeFS interface {
 // OSTreeFS is TreeFS on the local filesystems.
 type OSTreeFS struct{}
 
-// ErrNoDirectIO means the filesystem refuses O_DIRECT (tmpfs): a tree read
-// through the page cache would measure memory, not the disks.
+// ErrNoDirectIO means the filesystem refuses O_DIRECT: a tree read through
+// the page cache would measure memory, not the disks.
 var ErrNoDirectIO = errors.New("the filesystem does not support O_DIRECT reads; the tree needs a disk-backed filesystem")
 
-// Missing stats every file.
+// layoutMarker, in a tree's root, holds the digest of the plan whose
+// layout completed.
+const layoutMarker = ".layout"
+
+func planDigest(plan []TreeFile) []byte {
+	h := sha256.New()
+	for _, f := range plan {
+		fmt.Fprintf(h, "%s %d\n", f.Path, f.Size)
+	}
+	return []byte(hex.EncodeToString(h.Sum(nil)))
+}
+
+// Missing trusts a marker of the same plan, else stats every file.
 func (OSTreeFS) Missing(root string, plan []TreeFile) ([]TreeFile, error) {
+	if marker, err := os.ReadFile(filepath.Join(root, layoutMarker)); err == nil && bytes.Equal(marker, planDigest(plan)) {
+		return nil, nil
+	}
 	var missing []TreeFile
 	for _, f := range plan {
 		st, err := os.Stat(filepath.Join(root, f.Path))
@@ -98,15 +121,12 @@ func (OSTreeFS) Missing(root string, plan []TreeFile) ([]TreeFile, error) {
 	return missing, nil
 }
 
-// Write writes the files with pseudo-random content, then syncs the
-// filesystem once, so run 1 reads from the disks.
-func (OSTreeFS) Write(ctx context.Context, root string, files []TreeFile) error {
-	content := make([]byte, maxTreeFile+4096)
-	rng := rand.New(rand.NewPCG(uint64(len(files)), 1))
-	for i := range content {
-		content[i] = byte(rng.Uint32())
-	}
-	for i, f := range files {
+// Write gives every file content of its own (no two files share a block a
+// cache could deduplicate or a disk compress), syncs the filesystem, and
+// only then writes the marker.
+func (OSTreeFS) Write(ctx context.Context, root string, plan, missing []TreeFile) error {
+	buf := make([]byte, maxTreeFile)
+	for _, f := range missing {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -114,10 +134,17 @@ func (OSTreeFS) Write(ctx context.Context, root string, files []TreeFile) error 
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return err
 		}
-		start := (i * 4096) % (len(content) - maxTreeFile) // files differ, so no layer could share blocks
-		if err := os.WriteFile(p, content[start:start+int(f.Size)], 0o644); err != nil {
+		content := buf[:f.Size]
+		_, _ = rand.NewChaCha8(sha256.Sum256([]byte(f.Path))).Read(content)
+		if err := os.WriteFile(p, content, 0o644); err != nil {
 			return err
 		}
+	}
+	if err := syncFS(root); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(root, layoutMarker), planDigest(plan), 0o644); err != nil {
+		return err
 	}
 	return syncFS(root)
 }
@@ -140,7 +167,7 @@ func syncFS(root string) error {
 func (OSTreeFS) Read(ctx context.Context, root string, plan []TreeFile, blockSize int64) (Measurement, error) {
 	buf := alignedBuffer(int(blockSize))
 	var lat []time.Duration
-	var bytes int64
+	var total int64
 	start := time.Now()
 	for _, f := range plan {
 		if err := ctx.Err(); err != nil {
@@ -150,17 +177,20 @@ func (OSTreeFS) Read(ctx context.Context, root string, plan []TreeFile, blockSiz
 		if err != nil {
 			return Measurement{}, err
 		}
-		bytes += n
+		if n != f.Size {
+			return Measurement{}, fmt.Errorf("tree file %s: read %d bytes, the plan says %d: the tree changed after its layout; remove %s to lay it out again", f.Path, n, f.Size, root)
+		}
+		total += n
 	}
 	elapsed := time.Since(start)
-	if bytes == 0 || len(lat) == 0 {
+	if total == 0 || len(lat) == 0 {
 		return Measurement{}, errors.New("the tree holds no data")
 	}
 	slices.Sort(lat)
 	return Measurement{
-		MBps: float64(bytes) / 1e6 / elapsed.Seconds(), IOPS: float64(len(lat)) / elapsed.Seconds(),
+		MBps: float64(total) / 1e6 / elapsed.Seconds(), IOPS: float64(len(lat)) / elapsed.Seconds(),
 		LatP50us: micros(lat[len(lat)/2]), LatP99us: micros(lat[len(lat)*99/100]),
-		IOBytes: bytes, RuntimeMs: elapsed.Milliseconds(), Files: len(plan),
+		IOBytes: total, RuntimeMs: elapsed.Milliseconds(), Files: len(plan),
 	}, nil
 }
 
