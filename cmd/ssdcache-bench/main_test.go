@@ -174,7 +174,7 @@ func TestRunPrepareOnlyLaysOutTheTree(t *testing.T) {
 	if code := run(context.Background(), args, system{exec: fe, pod: noPod(), stderr: io.Discard}); code != 0 {
 		t.Fatalf("exit %d, want 0", code)
 	}
-	trees, _ := filepath.Glob(filepath.Join(dir, "ssdcache-bench-tree-*", "d00", "d00", "f00000.bin"))
+	trees, _ := filepath.Glob(filepath.Join(dir, "ssdcache-bench-tree-*", "d000", "d00", "f000000.bin"))
 	if len(trees) != 1 || fe.CommandCalls != 0 {
 		t.Errorf("tree files %v, %d commands; want the tree's first file, no command", trees, fe.CommandCalls)
 	}
