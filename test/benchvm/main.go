@@ -47,14 +47,35 @@ func main() {
 	flag.StringVar(&o.treeWorkingSet, "tree-working-set", "50%", "size of the application-load part's tree of files, percent of the cache; empty: no such part")
 	flag.StringVar(&o.rebootWorkingSet, "reboot-working-set", "50%", "working set whose caches are left up while the VM powers off without a clean shutdown and boots again, for one more run after the reboot; empty: no reboot step")
 	flag.DurationVar(&o.runtime, "runtime", 4*time.Second, "time limit per test: a random 4 KiB pass over the simulated HDD would take minutes")
-	flag.DurationVar(&o.timeout, "timeout", 60*time.Minute, "limit for the VM's whole run")
+	flag.DurationVar(&o.timeout, "timeout", 60*time.Minute, "limit for each boot of the VM (the reboot step boots it twice)")
 	flag.Parse()
 	o.workingSets = strings.Split(workingSets, ",")
-	if o.rebootWorkingSet != "" && !slices.Contains(o.workingSets, o.rebootWorkingSet) {
-		fmt.Fprintf(os.Stderr, "reboot-working-set: %q is not among -working-sets %q; allowed: one of them, or empty for no reboot step\n", o.rebootWorkingSet, workingSets)
+	if err := o.validate(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(2)
 	}
 	job.Main("bench", "report in "+o.outputDir, func(ctx context.Context) error { return run(ctx, o) })
+}
+
+// validate refuses what the guest would refuse only after the passes
+// before it have run.
+func (o options) validate() error {
+	sets := slices.Clone(o.workingSets)
+	if o.treeWorkingSet != "" {
+		sets = append(sets, o.treeWorkingSet)
+	}
+	for _, ws := range sets {
+		if _, err := bench.ParseWorkingSets([]string{ws}, o.cacheMiB<<20, false); err != nil || !strings.HasSuffix(ws, "%") {
+			return fmt.Errorf("working set %q: allowed: a percentage of the cache, like 50%%", ws)
+		}
+	}
+	if o.rebootWorkingSet != "" && !slices.Contains(o.workingSets, o.rebootWorkingSet) {
+		return fmt.Errorf("reboot-working-set: %q is not among -working-sets %q; allowed: one of them, or empty for no reboot step", o.rebootWorkingSet, o.workingSets)
+	}
+	if o.runs < 1 || o.restageRuns < 0 || o.restartRuns < 0 {
+		return fmt.Errorf("runs %d, restage-runs %d, restart-runs %d: allowed: runs 1 or more, the others 0 or more", o.runs, o.restageRuns, o.restartRuns)
+	}
+	return nil
 }
 
 func run(ctx context.Context, o options) error {

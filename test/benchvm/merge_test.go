@@ -90,3 +90,27 @@ func TestMergeRefusesDifferentTargets(t *testing.T) {
 		t.Fatal("merged reports of different targets")
 	}
 }
+
+func TestOptionsRefuseWhatTheGuestWouldRefuseLate(t *testing.T) {
+	good := options{workingSets: []string{"25%", "50%"}, treeWorkingSet: "50%", rebootWorkingSet: "50%", runs: 6, restageRuns: 1, cacheMiB: 256}
+	if err := good.validate(); err != nil {
+		t.Fatalf("default options refused: %v", err)
+	}
+	for name, edit := range map[string]func(*options){
+		"tree size":         func(o *options) { o.treeWorkingSet = "5O%" },
+		"working set":       func(o *options) { o.workingSets = []string{"128Mi"} },
+		"reboot set absent": func(o *options) { o.rebootWorkingSet = "75%" },
+		"negative runs":     func(o *options) { o.restartRuns = -1 },
+	} {
+		o := good
+		edit(&o)
+		if err := o.validate(); err == nil {
+			t.Errorf("%s: %+v accepted", name, o)
+		}
+	}
+	none := good
+	none.treeWorkingSet, none.rebootWorkingSet = "", ""
+	if err := none.validate(); err != nil {
+		t.Errorf("no tree and no reboot step refused: %v", err)
+	}
+}

@@ -80,19 +80,39 @@ func restagedSection(r *bench.Report, restages map[string][]parts.Restage) strin
 	}
 	var b strings.Builder
 	b.WriteString("## Run 1 after restage, plugin restart and reboot\n\n")
-	b.WriteString("After each working set's cold runs every cache was taken down and brought up again, as a node does when a volume's pod is replaced: " +
-		"ssdcache through CSI (NodeUnpublishVolume, NodeUnstageVolume, NodeStageVolume, NodePublishVolume: the hot set saved at unstage, the new cache filled from it at stage), " +
-		"lvmcache with `lvchange -an` and `-ay`, bcache by stopping its device and registering the backing device again. Then every target ran once more (working set `<set> restaged`). " +
-		"Then ssdcache-node was stopped with SIGTERM and started again with its volume staged and published, as a DaemonSet rollout does, and every target ran once more (`<set> plugin restarted`; lvmcache and bcache have no plugin and stay as they were). " +
-		"For one working set the caches were then left up while the VM powered off without a clean shutdown (no device-mapper table taken down, as a crash or a power cut leaves a node) and booted again on the same disks; " +
-		"ssdcache came up through NodeStageVolume and NodePublishVolume, filled from the hot set it had saved last, lvmcache through `lvchange -ay`, bcache by registering its devices; every target ran once more (`<set> rebooted`). " +
-		"Warm ceiling: the cold runs' median MB/s at a read hit ratio of 0.95 or more (`-` where none was that warm, or no dm-cache counters).\n\n")
+	b.WriteString(disruptionsText(rows))
 	b.WriteString("| working set | target | test | hit ratio | MB/s | of warm ceiling | of raw SSD | x cold run 1 |\n|---|---|---|---|---|---|---|---|\n")
 	for _, row := range rows {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %.1f | %s | %s | %s |\n", row.workingSet, row.target, row.test,
 			num(row.hitRatio), row.mbps, num(row.ofCeiling), num(row.ofSSD), num(row.ofColdRun1))
 	}
 	writeRestageTimes(&b, r, restages)
+	return b.String()
+}
+
+// disruptionsText says how the caches were disrupted, for the steps the
+// rows show.
+func disruptionsText(rows []restagedRow) string {
+	var restaged, restarted, rebooted bool
+	for _, row := range rows {
+		restaged = restaged || strings.HasSuffix(row.workingSet, restagedLabel)
+		restarted = restarted || strings.HasSuffix(row.workingSet, restartedLabel)
+		rebooted = rebooted || strings.HasSuffix(row.workingSet, rebootedLabel)
+	}
+	var b strings.Builder
+	if restaged {
+		b.WriteString("Restaged (`<set> restaged`): after the working set's cold runs every cache was taken down and brought up again, as a node does when a volume's pod is replaced: " +
+			"ssdcache through CSI (NodeUnpublishVolume, NodeUnstageVolume, NodeStageVolume, NodePublishVolume: the hot set saved at unstage, the new cache filled from it at stage), " +
+			"lvmcache with `lvchange -an` and `-ay`, bcache by stopping its device and registering the backing device again; then every target ran once more. ")
+	}
+	if restarted {
+		b.WriteString("Plugin restarted (`<set> plugin restarted`): ssdcache-node was stopped with SIGTERM and started again with its volume staged and published, as a DaemonSet rollout does, and every target ran once more; lvmcache and bcache have no plugin and stay as they were. ")
+	}
+	if rebooted {
+		b.WriteString("Rebooted (`<set> rebooted`): the caches were left up while the VM's guest program exited (ssdcache-node stopped with SIGTERM), the guest synced and powered off without taking any device-mapper table down, and booted again on the same disks; " +
+			"ssdcache came up through NodeStageVolume and NodePublishVolume, filled from the hot set it had saved last, lvmcache through LVM's autoactivation at boot (and `lvchange -ay`), bcache by registering its devices; then every target ran once more. ")
+	}
+	b.WriteString("Warm ceiling: the cold runs' median MB/s at a read hit ratio of 0.95 or more (`-` where none was that warm, or no dm-cache counters).\n\n")
 	return b.String()
 }
 
@@ -122,7 +142,11 @@ func writeRestageTimes(b *strings.Builder, r *bench.Report, restages map[string]
 			if f.WarmUpSeconds > 0 {
 				warmUp = fmt.Sprintf("%.1f", f.WarmUpSeconds)
 			}
-			fmt.Fprintf(b, "| %s | %s | %.1f | %.1f | %s | %.1f | %s | %s |\n", ws.Label, f.Target, f.DownSeconds, f.UpSeconds, warmUp,
+			down := "-" // a reboot takes nothing down
+			if f.DownSeconds > 0 {
+				down = fmt.Sprintf("%.1f", f.DownSeconds)
+			}
+			fmt.Fprintf(b, "| %s | %s | %s | %.1f | %s | %.1f | %s | %s |\n", ws.Label, f.Target, down, f.UpSeconds, warmUp,
 				float64(f.WarmBytes)/(1<<20), num(bench.Fraction(f.UpSeconds, hddSeconds)), num(bench.Fraction(f.WarmUpSeconds, hddSeconds)))
 		}
 	}

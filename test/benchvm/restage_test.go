@@ -61,6 +61,9 @@ func TestRestagedRunIsJudgedAgainstItsColdWorkingSet(t *testing.T) {
 			t.Errorf("section lacks %q:\n%s", want, md)
 		}
 	}
+	if !strings.Contains(md, "Restaged (`<set> restaged`)") || !strings.Contains(md, "Plugin restarted (") || strings.Contains(md, "Rebooted (") {
+		t.Errorf("the section describes other steps than the restage and restart its rows show:\n%s", md)
+	}
 }
 
 func TestDisruptedPartsAreLabelledByTheirColdSet(t *testing.T) {

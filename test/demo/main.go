@@ -67,6 +67,7 @@ func run(ctx context.Context, o options) error {
 	if err := check(r, o.runs); err != nil {
 		return err
 	}
+	printTables(os.Stdout, r)
 	restaged, err := readReport(filepath.Join(o.outputDir, restagedDir, bench.ReportJSON))
 	if err != nil {
 		return err
@@ -74,7 +75,6 @@ func run(ctx context.Context, o options) error {
 	if err := check(restaged, 1); err != nil {
 		return fmt.Errorf("after restage: %w", err)
 	}
-	printTables(os.Stdout, r)
 	printRestaged(os.Stdout, restaged)
 	return nil
 }

@@ -113,7 +113,7 @@ func readArgs(o options, ws string) []string {
 // activates them).
 func benchLayout(ctx context.Context, o options, p *guest.Plugin, hddPV, ssdPV string, originMiB int64) (layout, error) {
 	setup := [][]string{{"modprobe", "bcache"}, {"pvcreate", "--yes", hddPV, ssdPV}, {"vgcreate", "--yes", benchVG, hddPV, ssdPV}}
-	if o.AfterReboot { // the first boot made them; nothing activates LVs at boot here
+	if o.AfterReboot { // the first boot made them; udev's LVM autoactivation (test/vm/README.md) has usually activated them
 		setup = [][]string{{"modprobe", "bcache"}, {"lvchange", "-ay", benchVG + "/raw_hdd", benchVG + "/raw_ssd"}}
 	}
 	for _, args := range setup {

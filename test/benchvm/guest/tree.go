@@ -25,17 +25,16 @@ func treePass(ctx context.Context, o options, l layout, part string) error {
 func measureTrees(ctx context.Context, o options, l layout, part string, targets []benchTarget) (err error) {
 	var dirs []benchTarget
 	defer func() { err = errors.Join(err, unmountAll(ctx, dirs)) }()
-	for _, t := range targets {
-		dir := filepath.Join(o.WorkDir, "trees", t.name)
-		if err := mountNewFS(ctx, t.path, dir); err != nil {
-			return fmt.Errorf("%s: %s: %w", part, t.name, err)
-		}
-		dirs = append(dirs, benchTarget{name: t.name, path: dir, dmName: t.dmName})
+	args, err := layOutUncached(ctx, o, l, part, targets, &dirs)
+	if err != nil {
+		return err
 	}
-	args := targetArgs(dirs)
-	args = append(args, "-working-sets", o.treeWorkingSet, "-tests", "tree-read")
-	if err := layOutUncached(ctx, o, l, append(benchArgs(o, args, part, o.Runs, nil), "-prepare-only")); err != nil {
-		return fmt.Errorf("%s: laying out the trees: %w", part, err)
+	for _, t := range targets {
+		if t.dmName != "" {
+			if status, err := guest.Run(ctx, "dmsetup", "status", t.dmName); err == nil {
+				o.Step("%s: %s after the layout: %s", part, t.name, status)
+			}
+		}
 	}
 	// The page cache holds the tree's directories and inodes from the
 	// layout; run 1 reads them from the disks as an application's first
@@ -46,20 +45,34 @@ func measureTrees(ctx context.Context, o options, l layout, part string, targets
 	return o.RunBench(ctx, benchArgs(o, args, part, o.Runs, nil))
 }
 
-// layOutUncached runs ssdcache-bench's layout with bcache in writearound
-// mode: in writethrough it caches every write, so the tree would start
-// warm. dm-cache in writethrough mode promotes no written block, so
-// ssdcache and lvmcache start cold as they are.
-func layOutUncached(ctx context.Context, o options, l layout, args []string) (err error) {
+// layOutUncached makes the filesystems, mounts them (into dirs, for the
+// caller to unmount) and runs ssdcache-bench's layout, with bcache in
+// writearound mode meanwhile: in writethrough it caches every write, so
+// the inode tables, the journal and the tree would start warm. dm-cache in
+// writethrough mode promotes a written block only when smq finds it hot;
+// its occupancy after the layout goes to the log. It returns the
+// ssdcache-bench arguments of the tree's targets.
+func layOutUncached(ctx context.Context, o options, l layout, part string, targets []benchTarget, dirs *[]benchTarget) (args []string, err error) {
 	for _, c := range l.caches {
 		if b, ok := c.(*bcacheLayer); ok {
 			if err := b.setCacheMode("writearound"); err != nil {
-				return err
+				return nil, err
 			}
 			defer func() { err = errors.Join(err, b.setCacheMode("writethrough")) }()
 		}
 	}
-	return o.RunBench(ctx, args)
+	for _, t := range targets {
+		dir := filepath.Join(o.WorkDir, "trees", t.name)
+		if err := mountNewFS(ctx, t.path, dir); err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", part, t.name, err)
+		}
+		*dirs = append(*dirs, benchTarget{name: t.name, path: dir, dmName: t.dmName})
+	}
+	args = append(targetArgs(*dirs), "-working-sets", o.treeWorkingSet, "-tests", "tree-read")
+	if err := o.RunBench(ctx, append(benchArgs(o, args, part, o.Runs, nil), "-prepare-only")); err != nil {
+		return nil, fmt.Errorf("%s: laying out the trees: %w", part, err)
+	}
+	return args, nil
 }
 
 func mountNewFS(ctx context.Context, device, dir string) error {

@@ -91,6 +91,8 @@ func StartNode(ctx context.Context, o *Options, hddMiB, ssdMiB []int64) (*Node, 
 	partition := Partition
 	if o.AfterReboot {
 		partition = Partitions
+	} else if err := os.RemoveAll(o.StateDir); err != nil { // hot sets of an earlier run on these disks
+		return nil, err
 	}
 	hddParts, err := partition(ctx, o.HDD, hddMiB)
 	if err != nil {
@@ -104,6 +106,7 @@ func StartNode(ctx context.Context, o *Options, hddMiB, ssdMiB []int64) (*Node, 
 	n.Plugin, err = StartPlugin(ctx, PluginConfig{
 		Binary: o.NodeBin, OriginDevices: hddParts[:1], CacheDevices: ssdParts[:1], Socket: n.Socket,
 		LogPath: filepath.Join(o.OutputDir, "ssdcache-node.log"), NodeName: o.Name + "-node", StateDir: o.StateDir,
+		AppendLog: o.AfterReboot,
 	})
 	if err != nil {
 		return nil, err

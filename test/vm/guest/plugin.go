@@ -30,6 +30,8 @@ type PluginConfig struct {
 	NodeName string
 	// StateDir is --state-dir, where the plugin keeps hot sets; empty: its default.
 	StateDir string
+	// AppendLog goes on with an existing log instead of starting it anew.
+	AppendLog bool
 }
 
 // Plugin is a running ssdcache-node and a CSI client connected to it.
@@ -43,28 +45,10 @@ type Plugin struct {
 // StartPlugin runs ssdcache-node without the node agent (there is no API
 // server in the VM) and waits until it answers Probe.
 func StartPlugin(ctx context.Context, cfg PluginConfig) (*Plugin, error) {
-	return startPlugin(ctx, cfg, os.O_TRUNC)
-}
-
-// Restart stops the plugin with SIGTERM and starts it again with the same
-// configuration, as a DaemonSet rollout replaces its pod; staged volumes
-// stay as they are, and the log goes on in the same file. It returns how
-// long the old process took to stop and the new one to answer Probe.
-func (p *Plugin) Restart(ctx context.Context) (down, up time.Duration, err error) {
-	start := time.Now()
-	p.Stop()
-	down = time.Since(start)
-	next, err := startPlugin(ctx, p.cfg, os.O_APPEND)
-	if err != nil {
-		return down, 0, err
+	logFlag := os.O_TRUNC
+	if cfg.AppendLog {
+		logFlag = os.O_APPEND
 	}
-	*p = *next
-	return down, time.Since(start) - down, nil
-}
-
-// startPlugin opens the log with logFlag (O_TRUNC or O_APPEND) beside
-// O_CREATE|O_WRONLY.
-func startPlugin(ctx context.Context, cfg PluginConfig, logFlag int) (*Plugin, error) {
 	log, err := os.OpenFile(cfg.LogPath, os.O_CREATE|os.O_WRONLY|logFlag, 0o644)
 	if err != nil {
 		return nil, err
@@ -89,6 +73,24 @@ func startPlugin(ctx context.Context, cfg PluginConfig, logFlag int) (*Plugin, e
 		return nil, fmt.Errorf("ssdcache-node did not come up (log %s): %w", cfg.LogPath, err)
 	}
 	return p, nil
+}
+
+// Restart stops the plugin with SIGTERM and starts it again with the same
+// configuration, as a DaemonSet rollout replaces its pod; staged volumes
+// stay as they are, and the log goes on in the same file. It returns how
+// long the old process took to stop and the new one to answer Probe.
+func (p *Plugin) Restart(ctx context.Context) (down, up time.Duration, err error) {
+	start := time.Now()
+	p.Stop()
+	down = time.Since(start)
+	cfg := p.cfg
+	cfg.AppendLog = true
+	next, err := StartPlugin(ctx, cfg)
+	if err != nil {
+		return down, 0, err
+	}
+	*p = *next
+	return down, time.Since(start) - down, nil
 }
 
 func (p *Plugin) waitReady(ctx context.Context) error {
