@@ -190,7 +190,9 @@ func svgTexts(t *testing.T, svg []byte) map[string]bool {
 func TestWarmthCountsPassesAgainstTheWarmCeiling(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.WorkingSets = cfg.WorkingSets[:1] // 4 MiB
-	cfg.Tests = []Test{Matrix()[0], Matrix()[1]}
+	// The third read test never ran here, as in make bench's merged report
+	// where a working set ran some of the tests: it gets no row.
+	cfg.Tests = []Test{Matrix()[0], Matrix()[1], Matrix()[3]}
 	r := &Report{Config: cfg}
 	add := func(target string, run int, test Test, mbps float64, ioBytes int64, hits *float64) {
 		r.Results = append(r.Results, Result{WorkingSet: "4Mi", Target: target, Run: run, Test: test.ID,
@@ -223,7 +225,7 @@ func TestWarmthCountsPassesAgainstTheWarmCeiling(t *testing.T) {
 	}
 	w := r.Warmth[0]
 	if w.Target != "ssdcache" || w.Test != seq.ID || len(r.Warmth) != 2 {
-		t.Fatalf("warmth %+v, want one row per read test of the dm-cache target", r.Warmth)
+		t.Fatalf("warmth %+v, want one row per read test the dm-cache target ran", r.Warmth)
 	}
 	// Ceiling: median of the runs at a hit ratio of 0.95 or more (98, 100, 99).
 	if w.CeilingMBps == nil || *w.CeilingMBps != 99 {

@@ -32,6 +32,8 @@ type options struct {
 	rebootWorkingSet   string
 	runtime            time.Duration
 	timeout            time.Duration
+	// reportOnly merges the parts already under outputDir again.
+	reportOnly bool
 }
 
 func main() {
@@ -47,6 +49,7 @@ func main() {
 	flag.StringVar(&o.treeWorkingSet, "tree-working-set", "50%", "size of the application-load part's tree of files, percent of the cache; empty: no such part")
 	flag.StringVar(&o.rebootWorkingSet, "reboot-working-set", "50%", "working set whose caches are left up while the VM powers off without a clean shutdown and boots again, for one more run after the reboot; empty: no reboot step")
 	flag.DurationVar(&o.runtime, "runtime", 4*time.Second, "time limit per test: a random 4 KiB pass over the simulated HDD would take minutes")
+	flag.BoolVar(&o.reportOnly, "report-only", false, "write report.json, report.md and convergence.svg again from the parts under -output-dir, without the VM (after a change to the report), with the same other flags as the run that measured them")
 	flag.DurationVar(&o.timeout, "timeout", 60*time.Minute, "limit for each boot of the VM (the reboot step boots it twice)")
 	flag.Parse()
 	o.workingSets = strings.Split(workingSets, ",")
@@ -79,6 +82,9 @@ func (o options) validate() error {
 }
 
 func run(ctx context.Context, o options) error {
+	if o.reportOnly {
+		return writeMerged(o)
+	}
 	job := job.Job{
 		Name:         "bench",
 		GuestPackage: "github.com/ssdcache/ssdcache/test/benchvm/guest",
