@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/ssdcache/ssdcache/pkg/bench"
@@ -112,5 +113,21 @@ func TestOptionsRefuseWhatTheGuestWouldRefuseLate(t *testing.T) {
 	none.treeWorkingSet, none.rebootWorkingSet = "", ""
 	if err := none.validate(); err != nil {
 		t.Errorf("no tree and no reboot step refused: %v", err)
+	}
+}
+
+// The host collects and merges exactly the parts the guest writes, in the
+// report's order: each set, its restaged, restarted and rebooted parts, the
+// cold writes, the tree.
+func TestPartNamesFollowTheSteps(t *testing.T) {
+	o := options{workingSets: []string{"25%", "50%"}, restageRuns: 1, restartRuns: 1, rebootWorkingSet: "50%", treeWorkingSet: "50%"}
+	want := []string{"ws-25", "ws-25-restage", "ws-25-restart", "ws-50", "ws-50-restage", "ws-50-restart", "ws-50-reboot", "writes", "tree"}
+	if got := partNames(o); !slices.Equal(got, want) {
+		t.Errorf("parts %v, want %v", got, want)
+	}
+	o.restartRuns, o.rebootWorkingSet, o.treeWorkingSet = 0, "", ""
+	want = []string{"ws-25", "ws-25-restage", "ws-50", "ws-50-restage", "writes"}
+	if got := partNames(o); !slices.Equal(got, want) {
+		t.Errorf("without restart, reboot and tree steps: parts %v, want %v", got, want)
 	}
 }

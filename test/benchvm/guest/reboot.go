@@ -40,12 +40,7 @@ func beforeReboot(ctx context.Context, o options, l layout) error {
 	if err := passUp(ctx, o, l, part, o.Runs, readArgs(o, o.rebootWorkingSet), true); err != nil {
 		return errors.Join(err, destroyCaches(ctx, l, part))
 	}
-	s := ssdcacheOf(l)
-	data, err := json.Marshal(guest.Volume{ID: s.vol.ID, Context: s.vol.Context, Staging: s.vol.Staging, Target: s.vol.Target})
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(o.OutputDir, rebootStateFile), data, 0o644); err != nil {
+	if err := saveRebootVolume(o.OutputDir, ssdcacheOf(l).vol); err != nil {
 		return err
 	}
 	o.Step("%s: caches left up; the VM powers off without taking them down", part)
@@ -54,16 +49,11 @@ func beforeReboot(ctx context.Context, o options, l layout) error {
 
 func afterReboot(ctx context.Context, o options, l layout) error {
 	part := workingSetPart(o.rebootWorkingSet) + rebootedSuffix
-	data, err := os.ReadFile(filepath.Join(o.OutputDir, rebootStateFile))
+	vol, err := loadRebootVolume(o.OutputDir)
 	if err != nil {
 		return fmt.Errorf("%s: the volume the first boot left: %w", part, err)
 	}
-	s := ssdcacheOf(l)
-	s.vol = &guest.Volume{}
-	if err := json.Unmarshal(data, s.vol); err != nil {
-		return err
-	}
-	s.vol.Capability = guest.BlockCapability() // as pass created it
+	ssdcacheOf(l).vol = vol
 	targets := []benchTarget{{name: "raw-hdd", path: l.rawHDD}, {name: "raw-ssd", path: l.rawSSD}}
 	var figures []parts.Restage
 	for _, c := range l.caches {
@@ -80,6 +70,29 @@ func afterReboot(ctx context.Context, o options, l layout) error {
 		err = o.RunBench(ctx, benchArgs(o, targetArgs(targets), part, o.rebootRuns, readArgs(o, o.rebootWorkingSet)))
 	}
 	return errors.Join(err, destroyCaches(ctx, l, part))
+}
+
+// saveRebootVolume keeps what kubelet would know of the volume; the
+// capability is not kept (a protobuf message), every bench volume's is block.
+func saveRebootVolume(dir string, v *guest.Volume) error {
+	data, err := json.Marshal(guest.Volume{ID: v.ID, Context: v.Context, Staging: v.Staging, Target: v.Target})
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, rebootStateFile), data, 0o644)
+}
+
+func loadRebootVolume(dir string) (*guest.Volume, error) {
+	data, err := os.ReadFile(filepath.Join(dir, rebootStateFile))
+	if err != nil {
+		return nil, err
+	}
+	v := &guest.Volume{}
+	if err := json.Unmarshal(data, v); err != nil {
+		return nil, fmt.Errorf("%s: %w", rebootStateFile, err)
+	}
+	v.Capability = guest.BlockCapability() // as pass created it
+	return v, nil
 }
 
 func ssdcacheOf(l layout) *ssdcacheLayer {
