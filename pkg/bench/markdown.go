@@ -119,13 +119,21 @@ func writeLoadTimes(b *strings.Builder, r *Report) {
 	}
 	b.WriteString(" last run ÷ raw SSD | run 1 ÷ raw HDD |\n|---|---|---|" + strings.Repeat("---|", c.Runs+2) + "\n")
 	for _, ws := range c.WorkingSets {
-		ssd, hdd := loadSeconds(r, ws.Label, c.SSDReference), loadSeconds(r, ws.Label, c.HDDReference)
+		ssd, hdd := loadSeconds(resultsOf(r, ws.Label, c.SSDReference, TreeTest.ID)), loadSeconds(resultsOf(r, ws.Label, c.HDDReference, TreeTest.ID))
+		ssdMedian, hddRun1 := 0.0, 0.0
+		if len(ssd) > 0 {
+			ssdMedian = median(ssd)
+		}
+		if len(hdd) > 0 {
+			hddRun1 = hdd[0]
+		}
 		for _, t := range c.Targets {
-			secs := loadSeconds(r, ws.Label, t.Name)
-			if len(secs) == 0 {
+			runs := resultsOf(r, ws.Label, t.Name, TreeTest.ID)
+			if len(runs) == 0 {
 				continue
 			}
-			fmt.Fprintf(b, "| %s | %s | %d |", ws.Label, t.Name, loadFiles(r, ws.Label, t.Name))
+			secs := loadSeconds(runs)
+			fmt.Fprintf(b, "| %s | %s | %d |", ws.Label, t.Name, runs[0].Files)
 			for run := 0; run < c.Runs; run++ {
 				cell := "-"
 				if run < len(secs) {
@@ -133,42 +141,39 @@ func writeLoadTimes(b *strings.Builder, r *Report) {
 				}
 				b.WriteString(" " + cell + " |")
 			}
-			fmt.Fprintf(b, " %s | %s |\n", timeRatio(secs[len(secs)-1], ssd), timeRatio(secs[0], hdd[:min(1, len(hdd))]))
+			fmt.Fprintf(b, " %s | %s |\n", timeRatio(secs[len(secs)-1], ssdMedian), timeRatio(secs[0], hddRun1))
 		}
 	}
 	b.WriteString("\n")
 }
 
-// loadSeconds are a target's tree-read times in run order.
-func loadSeconds(r *Report, ws, target string) []float64 {
-	var secs []float64
+// resultsOf are the results of one test on one target and working set, in
+// run order.
+func resultsOf(r *Report, ws, target, test string) []Result {
+	var out []Result
 	for _, res := range r.Results {
-		if res.WorkingSet == ws && res.Target == target && res.Test == TreeTest.ID {
-			secs = append(secs, float64(res.RuntimeMs)/1000)
+		if res.WorkingSet == ws && res.Target == target && res.Test == test {
+			out = append(out, res)
 		}
+	}
+	return out
+}
+
+// loadSeconds are the tree-read times of runs.
+func loadSeconds(runs []Result) []float64 {
+	secs := make([]float64, len(runs))
+	for i, res := range runs {
+		secs[i] = float64(res.RuntimeMs) / 1000
 	}
 	return secs
 }
 
-func loadFiles(r *Report, ws, target string) int {
-	for _, res := range r.Results {
-		if res.WorkingSet == ws && res.Target == target && res.Test == TreeTest.ID {
-			return res.Files
-		}
-	}
-	return 0
-}
-
-// timeRatio is secs over the reference's median time, "-" without one.
-func timeRatio(secs float64, ref []float64) string {
-	if len(ref) == 0 {
+// timeRatio is secs over the reference's time, "-" without one.
+func timeRatio(secs, ref float64) string {
+	if ref <= 0 {
 		return "-"
 	}
-	m := median(ref)
-	if m <= 0 {
-		return "-"
-	}
-	return fmt.Sprintf("%.2f", secs/m)
+	return fmt.Sprintf("%.2f", secs/ref)
 }
 
 func convergenceCell(r *Report, ws, target, test string) string {

@@ -1,7 +1,5 @@
 package bench
 
-import "slices"
-
 // A cache's convergence is counted in passes over the working set, not in
 // runs: a run reads the working set once per read test, so a run of three
 // read tests is three passes, and a cache that warms during a run's first
@@ -67,19 +65,13 @@ func warmth(r *Report) []Warmth {
 			for _, test := range r.Config.Tests {
 				// A merged report (make bench) has tests that some working
 				// sets never ran: no row rather than "no fully warm run".
-				if test.Direction == Read && measured(r, ws.Label, t.Name, test.ID) {
+				if test.Direction == Read && len(resultsOf(r, ws.Label, t.Name, test.ID)) > 0 {
 					out = append(out, warmthOf(r, ws.Label, t.Name, test.ID))
 				}
 			}
 		}
 	}
 	return out
-}
-
-func measured(r *Report, ws, target, test string) bool {
-	return slices.ContainsFunc(r.Results, func(res Result) bool {
-		return res.WorkingSet == ws && res.Target == target && res.Test == test
-	})
 }
 
 func warmthOf(r *Report, ws, target, test string) Warmth {
