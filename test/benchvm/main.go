@@ -110,21 +110,21 @@ func run(ctx context.Context, o options) error {
 func partNames(o options) []string {
 	var names []string
 	for _, ws := range o.workingSets {
-		name := "ws-" + strings.TrimSuffix(ws, "%")
+		name := parts.WorkingSet(ws)
 		names = append(names, name)
 		if o.restageRuns > 0 {
-			names = append(names, name+restagedSuffix)
+			names = append(names, name+parts.RestagedSuffix)
 		}
 		if o.restartRuns > 0 {
-			names = append(names, name+restartedSuffix)
+			names = append(names, name+parts.RestartedSuffix)
 		}
 		if ws == o.rebootWorkingSet {
-			names = append(names, name+rebootedSuffix)
+			names = append(names, name+parts.RebootedSuffix)
 		}
 	}
-	names = append(names, "writes")
+	names = append(names, parts.Writes)
 	if o.treeWorkingSet != "" {
-		names = append(names, treePart)
+		names = append(names, parts.Tree)
 	}
 	return names
 }
@@ -132,27 +132,13 @@ func partNames(o options) []string {
 // disruption returns the working-set label of a part measured after a
 // restage, a plugin restart or a reboot: "ws-50-restage" is "50% restaged".
 func disruption(part string) (label string, ok bool) {
-	for suffix, label := range map[string]string{restagedSuffix: restagedLabel, restartedSuffix: restartedLabel, rebootedSuffix: rebootedLabel} {
+	for suffix, label := range map[string]string{parts.RestagedSuffix: restagedLabel, parts.RestartedSuffix: restartedLabel, parts.RebootedSuffix: rebootedLabel} {
 		if cold, ok := strings.CutSuffix(part, suffix); ok {
 			return strings.TrimPrefix(cold, "ws-") + "%" + label, true
 		}
 	}
 	return "", false
 }
-
-// treePart is the application-load part: ssdcache-bench's tree test on a
-// filesystem on every target.
-const treePart = "tree"
-
-// restagedSuffix and restartedSuffix name the parts of a working set
-// measured after its caches were restaged and after ssdcache-node was
-// restarted; their working sets are labelled "<set> restaged" and "<set>
-// plugin restarted" in the report.
-const (
-	restagedSuffix  = "-restage"
-	restartedSuffix = "-restart"
-	rebootedSuffix  = "-reboot"
-)
 
 // saveParts copies each invocation's report and the node's log out of the
 // share dir, whatever happened, so a failed run can be looked at.
@@ -181,9 +167,9 @@ func writeMerged(o options) error {
 	for _, name := range partNames(o) {
 		p := part{dir: filepath.Join(o.outputDir, "parts", name)}
 		switch {
-		case name == "writes":
+		case name == parts.Writes:
 			p.relabel = "cold writes (" + o.workingSets[0] + ")"
-		case name == treePart:
+		case name == parts.Tree:
 			p.relabel = "tree " + o.treeWorkingSet
 		default:
 			if label, disrupted := disruption(name); disrupted {

@@ -30,14 +30,17 @@ type cache interface {
 	Destroy(ctx context.Context) error
 }
 
-// timed runs down, then up, and records how long each took.
+// timed runs down (nil: nothing to take down), then up, and records how
+// long each took.
 func timed(target string, down, up func() error) (parts.Restage, error) {
 	r := parts.Restage{Target: target}
 	start := time.Now()
-	if err := down(); err != nil {
-		return r, err
+	if down != nil {
+		if err := down(); err != nil {
+			return r, err
+		}
+		r.DownSeconds = time.Since(start).Seconds()
 	}
-	r.DownSeconds = time.Since(start).Seconds()
 	start = time.Now()
 	err := up()
 	r.UpSeconds = time.Since(start).Seconds()

@@ -81,18 +81,18 @@ func run(ctx context.Context, o options) error {
 		if ws == o.rebootWorkingSet {
 			continue // last, below
 		}
-		if err := pass(ctx, o, l, workingSetPart(ws), o.Runs, readArgs(o, ws), true); err != nil {
+		if err := pass(ctx, o, l, parts.WorkingSet(ws), o.Runs, readArgs(o, ws), true); err != nil {
 			return err
 		}
 	}
 	if o.writeTests != "" {
 		first := strings.Split(o.workingSets, ",")[0]
-		if err := pass(ctx, o, l, "writes", 1, []string{"-working-sets", first, "-tests", o.writeTests}, false); err != nil {
+		if err := pass(ctx, o, l, parts.Writes, 1, []string{"-working-sets", first, "-tests", o.writeTests}, false); err != nil {
 			return err
 		}
 	}
 	if o.treeWorkingSet != "" {
-		if err := treePass(ctx, o, l, "tree"); err != nil {
+		if err := treePass(ctx, o, l, parts.Tree); err != nil {
 			return err
 		}
 	}
@@ -101,8 +101,6 @@ func run(ctx context.Context, o options) error {
 	}
 	return beforeReboot(ctx, o, l)
 }
-
-func workingSetPart(ws string) string { return "ws-" + strings.TrimSuffix(ws, "%") }
 
 func readArgs(o options, ws string) []string {
 	return []string{"-working-sets", ws, "-read-only", "-tests", o.readTests}
@@ -158,7 +156,7 @@ func passUp(ctx context.Context, o options, l layout, part string, runs int, ext
 		suffix string
 		runs   int
 		do     func(context.Context, options, layout, string) error
-	}{{"-restage", o.restageRuns, restage}, {"-restart", o.restartRuns, restartPlugin}} {
+	}{{parts.RestagedSuffix, o.restageRuns, restage}, {parts.RestartedSuffix, o.restartRuns, restartPlugin}} {
 		if err != nil || !disrupt || d.runs == 0 {
 			continue
 		}
@@ -172,11 +170,16 @@ func passUp(ctx context.Context, o options, l layout, part string, runs int, ext
 // benchTarget is one ssdcache-bench -target, with its dm-cache device if any.
 type benchTarget struct{ name, path, dmName string }
 
+// rawTargets are the raw references, which every invocation measures first.
+func (l layout) rawTargets() []benchTarget {
+	return []benchTarget{{name: "raw-hdd", path: l.rawHDD}, {name: "raw-ssd", path: l.rawSSD}}
+}
+
 // createCaches builds every cache cold and returns all targets, the raw
 // references first.
 func createCaches(ctx context.Context, o options, l layout, part string) ([]benchTarget, error) {
 	o.Step("%s: creating cold caches", part)
-	targets := []benchTarget{{name: "raw-hdd", path: l.rawHDD}, {name: "raw-ssd", path: l.rawSSD}}
+	targets := l.rawTargets()
 	for _, c := range l.caches {
 		dev, dmName, err := c.Create(ctx)
 		if err != nil {
@@ -236,20 +239,14 @@ func restage(ctx context.Context, o options, l layout, part string) error {
 // as a DaemonSet rollout does, and records how long it took beside the
 // report of part. lvmcache and bcache have no plugin: they stay as they are.
 func restartPlugin(ctx context.Context, o options, l layout, part string) error {
-	for _, c := range l.caches {
-		s, ok := c.(*ssdcacheLayer)
-		if !ok {
-			continue
-		}
-		down, up, err := s.plugin.Restart(ctx)
-		if err != nil {
-			return fmt.Errorf("%s: restarting ssdcache-node: %w", part, err)
-		}
-		o.Step("%s: ssdcache-node restarted: stopped in %.1fs, answered in %.1fs", part, down.Seconds(), up.Seconds())
-		f := parts.Restage{Target: s.Name(), DownSeconds: down.Seconds(), UpSeconds: up.Seconds()}
-		return parts.WriteRestage(filepath.Join(o.OutputDir, part), []parts.Restage{f})
+	s := ssdcacheOf(l)
+	down, up, err := s.plugin.Restart(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: restarting ssdcache-node: %w", part, err)
 	}
-	return nil
+	o.Step("%s: ssdcache-node restarted: stopped in %.1fs, answered in %.1fs", part, down.Seconds(), up.Seconds())
+	f := parts.Restage{Target: s.Name(), DownSeconds: down.Seconds(), UpSeconds: up.Seconds()}
+	return parts.WriteRestage(filepath.Join(o.OutputDir, part), []parts.Restage{f})
 }
 
 // describe logs the device-mapper tables and bcache settings, so the report

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/ssdcache/ssdcache/test/benchvm/parts"
 	"github.com/ssdcache/ssdcache/test/vm/guest"
@@ -21,9 +20,6 @@ import (
 // cache is brought up as a node's boot and kubelet bring it up again, and
 // every target runs once more.
 
-// rebootedSuffix names the part measured after the reboot.
-const rebootedSuffix = "-reboot"
-
 // rebootStateFile, in the share's output dir, is what the first boot
 // leaves the second: the ssdcache volume, as kubelet keeps it in its own
 // state across a reboot.
@@ -36,7 +32,7 @@ type rebootable interface {
 }
 
 func beforeReboot(ctx context.Context, o options, l layout) error {
-	part := workingSetPart(o.rebootWorkingSet)
+	part := parts.WorkingSet(o.rebootWorkingSet)
 	if err := passUp(ctx, o, l, part, o.Runs, readArgs(o, o.rebootWorkingSet), true); err != nil {
 		return errors.Join(err, destroyCaches(ctx, l, part))
 	}
@@ -48,13 +44,13 @@ func beforeReboot(ctx context.Context, o options, l layout) error {
 }
 
 func afterReboot(ctx context.Context, o options, l layout) error {
-	part := workingSetPart(o.rebootWorkingSet) + rebootedSuffix
+	part := parts.WorkingSet(o.rebootWorkingSet) + parts.RebootedSuffix
 	vol, err := loadRebootVolume(o.OutputDir)
 	if err != nil {
 		return fmt.Errorf("%s: the volume the first boot left: %w", part, err)
 	}
 	ssdcacheOf(l).vol = vol
-	targets := []benchTarget{{name: "raw-hdd", path: l.rawHDD}, {name: "raw-ssd", path: l.rawSSD}}
+	targets := l.rawTargets()
 	var figures []parts.Restage
 	for _, c := range l.caches {
 		t, f, err := c.(rebootable).AfterReboot(ctx)
@@ -104,20 +100,11 @@ func ssdcacheOf(l layout) *ssdcacheLayer {
 	panic("the bench layout has no ssdcache layer")
 }
 
-// upTimed runs up and records how long it took.
-func upTimed(target string, up func() error) (parts.Restage, error) {
-	r := parts.Restage{Target: target}
-	start := time.Now()
-	err := up()
-	r.UpSeconds = time.Since(start).Seconds()
-	return r, err
-}
-
 // AfterReboot is NodeStageVolume and NodePublishVolume, as kubelet calls
 // them for a pod's volume after the node rebooted: the plugin fills the
 // new cache from the hot set it saved last.
 func (s *ssdcacheLayer) AfterReboot(ctx context.Context) (benchTarget, parts.Restage, error) {
-	r, err := upTimed(s.Name(), func() error { return s.plugin.StageAndPublish(ctx, s.vol) })
+	r, err := timed(s.Name(), nil, func() error { return s.plugin.StageAndPublish(ctx, s.vol) })
 	if err == nil {
 		err = s.addWarmUp(&r)
 	}
@@ -128,7 +115,7 @@ func (s *ssdcacheLayer) AfterReboot(ctx context.Context) (benchTarget, parts.Res
 // did so at boot already (test/vm/README.md), so its time is mostly that of
 // an lvchange that finds nothing to do.
 func (l *lvmcacheLayer) AfterReboot(ctx context.Context) (benchTarget, parts.Restage, error) {
-	r, err := upTimed(l.Name(), func() error {
+	r, err := timed(l.Name(), nil, func() error {
 		_, err := guest.Run(ctx, "lvchange", "-ay", l.vg+"/lvmcache")
 		return err
 	})
@@ -139,7 +126,7 @@ func (l *lvmcacheLayer) AfterReboot(ctx context.Context) (benchTarget, parts.Res
 // do at boot, and tunes the device again (sysfs settings do not persist).
 func (b *bcacheLayer) AfterReboot(ctx context.Context) (benchTarget, parts.Restage, error) {
 	backing, cacheDev := "/dev/"+b.vg+"/bcache_origin", "/dev/"+b.vg+"/bcache_cache"
-	r, err := upTimed(b.Name(), func() error {
+	r, err := timed(b.Name(), nil, func() error {
 		for _, lv := range []string{backing, cacheDev} {
 			if _, err := guest.Run(ctx, "lvchange", "-ay", lv); err != nil {
 				return err

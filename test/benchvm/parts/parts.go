@@ -8,7 +8,23 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 )
+
+// Part names: the guest writes each ssdcache-bench invocation's report
+// into its part's directory, the host collects and merges them by name.
+const (
+	Writes = "writes"
+	Tree   = "tree"
+	// The parts measured after a working set's restage, plugin restart
+	// and reboot are its part's name with these suffixes.
+	RestagedSuffix  = "-restage"
+	RestartedSuffix = "-restart"
+	RebootedSuffix  = "-reboot"
+)
+
+// WorkingSet names the part of a working set of cold caches: "50%" is "ws-50".
+func WorkingSet(ws string) string { return "ws-" + strings.TrimSuffix(ws, "%") }
 
 // RestageFile is the file of a restaged part's figures, beside its report.
 const RestageFile = "restage.json"
