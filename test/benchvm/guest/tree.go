@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/ssdcache/ssdcache/pkg/bench"
 	"github.com/ssdcache/ssdcache/test/vm/guest"
 )
 
@@ -68,7 +69,7 @@ func layOutUncached(ctx context.Context, o options, l layout, part string, targe
 		}
 		*dirs = append(*dirs, benchTarget{name: t.name, path: dir, dmName: t.dmName})
 	}
-	args = append(targetArgs(*dirs), "-working-sets", o.treeWorkingSet, "-tests", "tree-read")
+	args = append(targetArgs(*dirs), "-working-sets", o.treeWorkingSet, "-tests", bench.TreeTest.ID)
 	if err := o.RunBench(ctx, append(benchArgs(o, args, part, o.Runs, nil), "-prepare-only")); err != nil {
 		return nil, fmt.Errorf("%s: laying out the trees: %w", part, err)
 	}
