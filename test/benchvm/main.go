@@ -31,7 +31,9 @@ type options struct {
 	treeWorkingSet     string
 	rebootWorkingSet   string
 	runtime            time.Duration
-	timeout            time.Duration
+	// dashboard is the Grafana dashboard drawn over the run's metrics.
+	dashboard string
+	timeout   time.Duration
 	// reportOnly merges the parts already under outputDir again.
 	reportOnly bool
 }
@@ -50,6 +52,7 @@ func main() {
 	flag.StringVar(&o.rebootWorkingSet, "reboot-working-set", "50%", "working set whose caches are left up while the VM powers off without a clean shutdown and boots again, for one more run after the reboot; empty: no reboot step")
 	flag.DurationVar(&o.runtime, "runtime", 4*time.Second, "time limit per test: a random 4 KiB pass over the simulated HDD would take minutes")
 	flag.BoolVar(&o.reportOnly, "report-only", false, "write report.json, report.md and convergence.svg again from the parts under -output-dir, without the VM (after a change to the report), with the same other flags as the run that measured them")
+	flag.StringVar(&o.dashboard, "dashboard", "charts/ssdcache/dashboards/ssdcache.json", "the Grafana dashboard drawn over ssdcache-node's metrics of the run into dashboard.svg")
 	flag.DurationVar(&o.timeout, "timeout", 60*time.Minute, "limit for each boot of the VM (the reboot step boots it twice)")
 	flag.Parse()
 	o.workingSets = strings.Split(workingSets, ",")
@@ -83,7 +86,7 @@ func (o options) validate() error {
 
 func run(ctx context.Context, o options) error {
 	if o.reportOnly {
-		return writeMerged(o)
+		return writeMerged(ctx, o)
 	}
 	job := job.Job{
 		Name:         "bench",
@@ -104,7 +107,7 @@ func run(ctx context.Context, o options) error {
 	if err := job.Run(ctx); err != nil {
 		return err
 	}
-	return writeMerged(o)
+	return writeMerged(ctx, o)
 }
 
 func partNames(o options) []string {
@@ -143,7 +146,7 @@ func disruption(part string) (label string, ok bool) {
 // saveParts copies each invocation's report and the node's log out of the
 // share dir, whatever happened, so a failed run can be looked at.
 func saveParts(out string, o options) error {
-	_ = job.CopyFiles(out, filepath.Join(o.outputDir, "parts"), "ssdcache-node.log")
+	_ = job.CopyFiles(out, filepath.Join(o.outputDir, "parts"), "ssdcache-node.log", parts.MetricsLog)
 	var errs []string
 	for _, name := range partNames(o) {
 		src, dst := filepath.Join(out, name), filepath.Join(o.outputDir, "parts", name)
@@ -161,7 +164,7 @@ func saveParts(out string, o options) error {
 	return nil
 }
 
-func writeMerged(o options) error {
+func writeMerged(ctx context.Context, o options) error {
 	var invocations []part
 	restages := map[string][]parts.Restage{}
 	for _, name := range partNames(o) {
@@ -192,7 +195,11 @@ func writeMerged(o options) error {
 	if err := bench.WriteFiles(o.outputDir, r); err != nil {
 		return err
 	}
-	if err := appendMethod(filepath.Join(o.outputDir, bench.ReportMarkdown), r, restages, o); err != nil {
+	dashboardNote, err := drawDashboard(ctx, o)
+	if err != nil {
+		return err
+	}
+	if err := appendMethod(filepath.Join(o.outputDir, bench.ReportMarkdown), r, restages, dashboardNote, o); err != nil {
 		return err
 	}
 	if r.Error != "" {

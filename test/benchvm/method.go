@@ -12,10 +12,13 @@ import (
 // appendMethod adds how this report was made to report.md: what pkg/bench
 // cannot know (the disk layout, cold caches per working set, the emulated
 // disks) but a reader needs to judge the figures.
-func appendMethod(path string, r *bench.Report, restages map[string][]parts.Restage, o options) error {
+func appendMethod(path string, r *bench.Report, restages map[string][]parts.Restage, dashboardNote string, o options) error {
 	var b strings.Builder
 	if section := restagedSection(r, restages); section != "" {
 		b.WriteString(section + "\n")
+	}
+	if dashboardNote != "" {
+		b.WriteString(dashboardNote + "\n")
 	}
 	fmt.Fprintf(&b, "## How `make bench` made this report\n\n")
 	fmt.Fprintf(&b, "- Disks: qemu (TCG) emulated NVMe and a simulated HDD (positional seek/rotation model, test/vm/hddsim). ")

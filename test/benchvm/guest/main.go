@@ -70,6 +70,11 @@ func run(ctx context.Context, o options) error {
 	}
 	defer n.Plugin.Stop()
 	o.Step("ssdcache-node pools on %s and %s", n.HDDParts[0], n.SSDParts[0])
+	stopRecording, err := recordMetrics(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer stopRecording()
 	l, err := benchLayout(ctx, o, n.Plugin, n.HDDParts[1], n.SSDParts[1], originMiB)
 	if err != nil {
 		return err

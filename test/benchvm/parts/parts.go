@@ -26,6 +26,10 @@ const (
 // WorkingSet names the part of a working set of cold caches: "50%" is "ws-50".
 func WorkingSet(ws string) string { return "ws-" + strings.TrimSuffix(ws, "%") }
 
+// MetricsLog is the scrape log of ssdcache-node's /metrics over the whole
+// run (pkg/dashboard's Recorder), beside the node's log.
+const MetricsLog = "node-metrics.log"
+
 // RestageFile is the file of a restaged part's figures, beside its report.
 const RestageFile = "restage.json"
 

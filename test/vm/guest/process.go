@@ -20,8 +20,11 @@ import (
 // loopback.
 func NodeArgs(nodeName, socket string) []string {
 	return []string{"--agent=false", "--node-name=" + nodeName, "--csi-endpoint=unix://" + socket,
-		"--metrics-address=127.0.0.1:9810", "--v=2"}
+		"--metrics-address=" + MetricsAddress, "--v=2"}
 }
+
+// MetricsAddress is where ssdcache-node serves /metrics in the VM.
+const MetricsAddress = "127.0.0.1:9810"
 
 // Process is a running ssdcache-node.
 type Process struct {

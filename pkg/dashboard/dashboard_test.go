@@ -1,0 +1,227 @@
+package dashboard
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+var start = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+
+// scrapeLog is a minute of scrapes every 2 s of one volume reading 3 hits
+// and 1 miss per second, and of NodeStageVolume calls of 0.05 s, once a second.
+func scrapeLog() string {
+	var b strings.Builder
+	for s := 0; s <= 60; s += 2 {
+		fmt.Fprintf(&b, "%s%d\n", scrapeMarker, start.Add(time.Duration(s)*time.Second).UnixMilli())
+		vol := `namespace="team-a",persistentvolumeclaim="data",volume="pvc-a"`
+		fmt.Fprintf(&b, "# TYPE ssdcache_cache_read_hits_total counter\nssdcache_cache_read_hits_total{%s} %d\n", vol, 3*s)
+		fmt.Fprintf(&b, "# TYPE ssdcache_cache_read_misses_total counter\nssdcache_cache_read_misses_total{%s} %d\n", vol, s)
+		fmt.Fprintf(&b, "# TYPE ssdcache_cache_used_blocks gauge\nssdcache_cache_used_blocks{%s} 512\n", vol)
+		fmt.Fprintf(&b, "# TYPE ssdcache_cache_total_blocks gauge\nssdcache_cache_total_blocks{%s} 1024\n", vol)
+		fmt.Fprintf(&b, "# TYPE csi_plugin_operations_seconds histogram\n")
+		op := `driver_name="ssdcache.io",grpc_status_code="OK",method_name="/csi.v1.Node/NodeStageVolume"`
+		fmt.Fprintf(&b, "csi_plugin_operations_seconds_bucket{%s,le=\"0.1\"} %d\n", op, s)
+		fmt.Fprintf(&b, "csi_plugin_operations_seconds_bucket{%s,le=\"+Inf\"} %d\n", op, s)
+		fmt.Fprintf(&b, "csi_plugin_operations_seconds_sum{%s} %g\ncsi_plugin_operations_seconds_count{%s} %d\n", op, 0.05*float64(s), op, s)
+	}
+	return b.String()
+}
+
+func chartDashboard(t *testing.T) Dashboard {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "charts", "ssdcache", "dashboards", "ssdcache.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func shownPanel(t *testing.T, shown []Shown, title string) Shown {
+	t.Helper()
+	for _, s := range shown {
+		if s.Panel.Title == title {
+			return s
+		}
+	}
+	t.Fatalf("no panel %q", title)
+	return Shown{}
+}
+
+// TestRenderDrawsTheChartsDashboard evaluates the chart's own dashboard
+// over a known log: the figures the panels show are the log's.
+func TestRenderDrawsTheChartsDashboard(t *testing.T) {
+	var svg bytes.Buffer
+	shown, span, err := Render(context.Background(), chartDashboard(t), strings.NewReader(scrapeLog()), t.TempDir(), &svg, SVG)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if span.Scrapes != 31 || span.Interval != 2*time.Second || !span.First.Equal(start) || span.Last.Sub(span.First) != time.Minute {
+		t.Errorf("span %+v, want 31 scrapes 2 s apart over a minute from %s", span, start)
+	}
+	want := map[string]struct {
+		legend string
+		value  float64
+	}{
+		"Read hit ratio by volume":           {"team-a/data pvc-a", 0.75},
+		"Cache fill by volume":               {"team-a/data pvc-a", 0.5},
+		"CSI calls per second (node plugin)": {"/csi.v1.Node/NodeStageVolume OK", 1},
+		"CSI call latency p99 (node plugin)": {"/csi.v1.Node/NodeStageVolume", 0.099},
+	}
+	for title, w := range want {
+		s := shownPanel(t, shown, title)
+		if len(s.Errors) > 0 || len(s.Lines) != 1 || s.Lines[0].Legend != w.legend {
+			t.Errorf("panel %q: lines %d (errors %v), want one named %q", title, len(s.Lines), s.Errors, w.legend)
+			continue
+		}
+		pts := s.Lines[0].Points
+		if got := pts[len(pts)-1].F; math.Abs(got-w.value) > 0.001 {
+			t.Errorf("panel %q: last value %g, want %g", title, got, w.value)
+		}
+	}
+	if s := shownPanel(t, shown, "CSI calls per second (external-provisioner)"); len(s.Lines) != 0 || len(s.Errors) != 0 {
+		t.Errorf("a panel of series not in the log shows %d lines, errors %v", len(s.Lines), s.Errors)
+	}
+	for _, text := range []string{"<svg", "Read hit ratio by volume", "No data", "team-a/data pvc-a  75%"} {
+		if !strings.Contains(svg.String(), text) {
+			t.Errorf("the drawing lacks %q", text)
+		}
+	}
+}
+
+func TestEvaluateReportsFailedQueriesAndUnknownVariables(t *testing.T) {
+	d, err := Parse([]byte(`{"panels": [{"title": "bad", "gridPos": {"w": 24, "h": 8},
+		"targets": [{"expr": "rate(x[$nope])"}, {"expr": "sum("}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var png bytes.Buffer
+	shown, _, err := Render(context.Background(), d, strings.NewReader(scrapeLog()), t.TempDir(), &png, PNG)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs := shown[0].Errors; len(errs) != 2 || !strings.Contains(errs[0], "$nope") {
+		t.Errorf("errors %q, want both queries failed, the first naming $nope", errs)
+	}
+	if !bytes.HasPrefix(png.Bytes(), []byte("\x89PNG")) {
+		t.Error("no PNG written")
+	}
+	d.Templating.List = []Variable{{Name: "node", Type: "query"}}
+	if _, err := Evaluate(context.Background(), d, nil, Span{}); err == nil || !strings.Contains(err.Error(), `"node"`) {
+		t.Errorf("a variable without allValue: err %v, want one naming it", err)
+	}
+}
+
+func TestParseRefusesPanelsOffTheGrid(t *testing.T) {
+	for _, pos := range []string{`{"w": 0, "h": 8}`, `{"w": 12, "h": 0}`, `{"x": 13, "w": 12, "h": 8}`, `{"x": -1, "w": 1, "h": 1}`} {
+		if _, err := Parse([]byte(`{"panels": [{"title": "p", "gridPos": ` + pos + `}]}`)); err == nil || !strings.Contains(err.Error(), `panel "p": gridPos`) {
+			t.Errorf("gridPos %s: err %v, want one naming the panel and its gridPos", pos, err)
+		}
+	}
+	if _, err := Parse([]byte(`{"title": "empty"}`)); err == nil {
+		t.Error("a dashboard without panels was taken")
+	}
+}
+
+func TestLoadRefusesBadLogs(t *testing.T) {
+	for name, log := range map[string]string{
+		"empty":             "",
+		"time going back":   scrapeMarker + "2000\nx 1\n" + scrapeMarker + "1000\nx 2\n",
+		"not a time":        scrapeMarker + "soon\n",
+		"broken exposition": scrapeMarker + "1000\nx{ 1\n",
+	} {
+		if _, _, err := Render(context.Background(), Dashboard{Panels: []Panel{{}}}, strings.NewReader(log), t.TempDir(), &bytes.Buffer{}, SVG); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+// TestRecorderSkipsFailedScrapes: a scrape that fails leaves nothing in the
+// log; the ones around it are stamped with the clock's time.
+func TestRecorderSkipsFailedScrapes(t *testing.T) {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if calls.Add(1) == 2 {
+			http.Error(w, "restarting", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "up 1")
+	}))
+	defer srv.Close()
+	clock := clocktesting.NewFakeClock(start)
+	var log syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() {
+		done <- Recorder{URL: srv.URL, Interval: time.Second, Client: srv.Client(), Clock: clock}.Run(ctx, &log)
+	}()
+	for i := int32(1); i <= 3; i++ {
+		for !clock.HasWaiters() {
+			time.Sleep(time.Millisecond)
+		}
+		clock.Step(time.Second)
+		for calls.Load() < i {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("%s%d\nup 1\n\n%s%d\nup 1\n\n", scrapeMarker, start.Add(time.Second).UnixMilli(), scrapeMarker, start.Add(3*time.Second).UnixMilli())
+	if got := log.String(); got != want {
+		t.Errorf("log:\n%s\nwant:\n%s", got, want)
+	}
+	if err := (Recorder{URL: srv.URL, Clock: clock}).Run(ctx, &log); err == nil {
+		t.Error("a zero interval was taken")
+	}
+}
+
+// syncBuffer is a log the recorder writes while the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func TestFormatValue(t *testing.T) {
+	for _, c := range []struct {
+		unit string
+		v    float64
+		want string
+	}{
+		{"percentunit", 0.755, "75.5%"}, {"bytes", 3 << 20, "3 MiB"}, {"Bps", 2.5e8, "250 MB/s"},
+		{"s", 0.0123, "12.3 ms"}, {"s", 2, "2 s"}, {"iops", 1500, "1.5 k io/s"}, {"short", 0, "0"}, {"reqps", 12, "12 req/s"},
+	} {
+		if got := formatValue(c.unit, c.v); got != c.want {
+			t.Errorf("formatValue(%q, %g) = %q, want %q", c.unit, c.v, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,203 @@
+package dashboard
+
+import (
+	"fmt"
+	"image/color"
+	"io"
+	"math"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/font"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+	"gonum.org/v1/plot/vg/vgsvg"
+)
+
+// Grafana's grid: 24 columns, rows of 30 px; drawn here in points.
+const (
+	gridColumns = 24
+	columnWidth = 60 * vg.Inch / 72
+	rowHeight   = 30 * vg.Inch / 72
+	// maxLegend lines are listed beside a panel; more are counted.
+	maxLegend = 8
+)
+
+// Format is the picture format Draw writes.
+type Format string
+
+const (
+	SVG Format = "svg"
+	PNG Format = "png"
+)
+
+// Draw lays every shown panel out at its grid position, each a time-series
+// graph over span (minutes from its start) with its legend and each line's
+// last value on the right, as the dashboard's legends are set up.
+func Draw(w io.Writer, shown []Shown, span Span, f Format) error {
+	rows := 0
+	for _, s := range shown {
+		rows = max(rows, s.Panel.GridPos.Y+s.Panel.GridPos.H)
+	}
+	width, height := gridColumns*columnWidth, vg.Length(rows)*rowHeight
+	var canvas interface {
+		vg.CanvasSizer
+		io.WriterTo
+	}
+	switch f {
+	case SVG:
+		canvas = vgsvg.New(width, height)
+	case PNG:
+		canvas = vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(width, height), vgimg.UseDPI(96))}
+	default:
+		return fmt.Errorf("picture format %q: want %q or %q", f, SVG, PNG)
+	}
+	whole := draw.New(canvas)
+	for _, s := range shown {
+		if err := drawPanel(tile(whole, s.Panel, height), s, span); err != nil {
+			return fmt.Errorf("panel %q: %w", s.Panel.Title, err)
+		}
+	}
+	_, err := canvas.WriteTo(w)
+	return err
+}
+
+// tile is a panel's rectangle, with a margin; the grid counts rows from the
+// top, the canvas from the bottom.
+func tile(whole draw.Canvas, p Panel, height vg.Length) draw.Canvas {
+	const margin = 4
+	g := p.GridPos
+	minX, maxX := vg.Length(g.X)*columnWidth+margin, vg.Length(g.X+g.W)*columnWidth-margin
+	maxY, minY := height-vg.Length(g.Y)*rowHeight-margin, height-vg.Length(g.Y+g.H)*rowHeight+margin
+	c := whole
+	c.Rectangle = vg.Rectangle{Min: vg.Point{X: minX, Y: minY}, Max: vg.Point{X: maxX, Y: maxY}}
+	return c
+}
+
+func drawPanel(c draw.Canvas, s Shown, span Span) error {
+	c.SetColor(color.Gray{Y: 200})
+	c.Stroke(c.Rectangle.Path())
+	p := plot.New()
+	p.Title.Text = s.Panel.Title
+	p.X.Label.Text = "minutes"
+	p.Y.Tick.Marker = unitTicks(s.Panel.FieldConfig.Defaults.Unit)
+	if d := s.Panel.FieldConfig.Defaults; d.Min != nil && d.Max != nil {
+		p.Y.Min, p.Y.Max = *d.Min, *d.Max
+	}
+	p.X.Min, p.X.Max = 0, span.Last.Sub(span.First).Minutes()
+	legend := plot.NewLegend()
+	legend.TextStyle.Font.Size = 7
+	for i, l := range s.Lines {
+		line, err := plotter.NewLine(pointsOf(l, span))
+		if err != nil {
+			return err
+		}
+		line.Color, line.Width = plotutil.Color(i), vg.Points(1)
+		p.Add(line)
+		if i < maxLegend {
+			last := l.Points[len(l.Points)-1].F
+			legend.Add(fmt.Sprintf("%s  %s", l.Legend, formatValue(s.Panel.FieldConfig.Defaults.Unit, last)), line)
+		}
+	}
+	split := c.Min.X + (c.Max.X-c.Min.X)*0.68
+	graph, side := c, c
+	graph.Max.X, side.Min.X = split, split
+	p.Draw(graph)
+	notes := sideNotes(s)
+	legend.Top, legend.Left = true, true
+	legend.Draw(draw.Crop(side, 0, 0, 0, -vg.Length(len(notes)+2)*9))
+	for i, n := range notes {
+		side.FillText(draw.TextStyle{Color: color.Gray{Y: 80}, Font: font.From(legend.TextStyle.Font, 7), XAlign: draw.XLeft, Handler: plot.DefaultTextHandler},
+			vg.Point{X: side.Min.X + 4, Y: side.Max.Y - 22 - vg.Length(i)*9}, n)
+	}
+	return nil
+}
+
+// sideNotes are what a panel says beside its legend: no data, failed
+// queries, lines left out of the legend.
+func sideNotes(s Shown) []string {
+	var notes []string
+	if len(s.Lines) == 0 && len(s.Errors) == 0 {
+		notes = append(notes, "No data")
+	}
+	for _, e := range s.Errors {
+		notes = append(notes, "Query failed: "+truncate(e, 60))
+	}
+	if n := len(s.Lines) - maxLegend; n > 0 {
+		notes = append(notes, fmt.Sprintf("%d more lines", n))
+	}
+	return notes
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+func pointsOf(l Line, span Span) plotter.XYs {
+	xys := make(plotter.XYs, 0, len(l.Points))
+	for _, pt := range l.Points {
+		if math.IsNaN(pt.F) || math.IsInf(pt.F, 0) {
+			continue
+		}
+		xys = append(xys, plotter.XY{X: float64(pt.T-span.First.UnixMilli()) / 60000, Y: pt.F})
+	}
+	return xys
+}
+
+// unitTicks labels the default ticks in the panel's unit.
+type unitTicks string
+
+func (u unitTicks) Ticks(lo, hi float64) []plot.Tick {
+	ticks := plot.DefaultTicks{}.Ticks(lo, hi)
+	for i := range ticks {
+		if ticks[i].Label != "" {
+			ticks[i].Label = formatValue(string(u), ticks[i].Value)
+		}
+	}
+	return ticks
+}
+
+// formatValue writes v in one of Grafana's units as Grafana shows it.
+func formatValue(unit string, v float64) string {
+	switch unit {
+	case "percentunit":
+		return trimFloat(v*100) + "%"
+	case "bytes":
+		return scaled(v, 1024, []string{"B", "KiB", "MiB", "GiB", "TiB"})
+	case "Bps":
+		return scaled(v, 1000, []string{"B/s", "kB/s", "MB/s", "GB/s", "TB/s"})
+	case "s":
+		return scaled(v*1e6, 1000, []string{"µs", "ms", "s"})
+	case "iops":
+		return scaled(v, 1000, []string{"io/s", "k io/s", "M io/s"})
+	case "ops":
+		return scaled(v, 1000, []string{"ops/s", "k ops/s", "M ops/s"})
+	case "reqps":
+		return scaled(v, 1000, []string{"req/s", "k req/s", "M req/s"})
+	default:
+		return scaled(v, 1000, []string{"", "k", "M", "G"})
+	}
+}
+
+func scaled(v, base float64, names []string) string {
+	i := 0
+	for math.Abs(v) >= base && i < len(names)-1 {
+		v /= base
+		i++
+	}
+	return strings.TrimSpace(trimFloat(v) + " " + names[i])
+}
+
+// trimFloat keeps three significant digits, and every digit before the point.
+func trimFloat(v float64) string {
+	if math.Abs(v) >= 100 {
+		return fmt.Sprintf("%.0f", v)
+	}
+	return fmt.Sprintf("%.3g", v)
+}

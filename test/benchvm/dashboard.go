@@ -1,0 +1,72 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/ssdcache/ssdcache/pkg/dashboard"
+	"github.com/ssdcache/ssdcache/test/benchvm/parts"
+)
+
+// DashboardSVG is the chart's dashboard drawn over the run, beside the report.
+const DashboardSVG = "dashboard.svg"
+
+// drawDashboard draws the chart's Grafana dashboard over the node's metrics
+// as the guest recorded them into dashboard.svg, and returns report.md's
+// section on it: what it shows, and the panels that had nothing to show.
+func drawDashboard(ctx context.Context, o options) (string, error) {
+	logPath := filepath.Join(o.outputDir, "parts", parts.MetricsLog)
+	log, err := os.Open(logPath)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil // parts of a run before the guest recorded metrics
+	}
+	if err != nil {
+		return "", err
+	}
+	defer log.Close()
+	data, err := os.ReadFile(o.dashboard)
+	if err != nil {
+		return "", err
+	}
+	d, err := dashboard.Parse(data)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", o.dashboard, err)
+	}
+	tsdbDir, err := os.MkdirTemp("", "bench-dashboard-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tsdbDir)
+	var svg bytes.Buffer
+	shown, span, err := dashboard.Render(ctx, d, log, tsdbDir, &svg, dashboard.SVG)
+	if err != nil {
+		return "", fmt.Errorf("drawing %s over %s: %w", o.dashboard, logPath, err)
+	}
+	if err := os.WriteFile(filepath.Join(o.outputDir, DashboardSVG), svg.Bytes(), 0o644); err != nil {
+		return "", err
+	}
+	return dashboardSection(o.dashboard, shown, span), nil
+}
+
+func dashboardSection(path string, shown []dashboard.Shown, span dashboard.Span) string {
+	var b strings.Builder
+	b.WriteString("## The dashboard over this run\n\n")
+	fmt.Fprintf(&b, "[%s](%s): every panel of `%s`, evaluated by Prometheus's PromQL engine (pkg/dashboard) over ssdcache-node's `/metrics` as the guest scraped it every %v, %d scrapes over %s, both boots; minutes from the first scrape. Gaps are the plugin restart and the reboot.\n\n",
+		DashboardSVG, DashboardSVG, path, span.Interval, span.Scrapes, span.Last.Sub(span.First).Round(time.Second))
+	for _, s := range shown {
+		switch {
+		case len(s.Errors) > 0:
+			fmt.Fprintf(&b, "- **%s: query failed**: %s\n", s.Panel.Title, strings.Join(s.Errors, "; "))
+		case len(s.Lines) == 0:
+			fmt.Fprintf(&b, "- %s: no data\n", s.Panel.Title)
+		}
+	}
+	return b.String()
+}
