@@ -68,7 +68,8 @@ func shownPanel(t *testing.T, shown []Shown, title string) Shown {
 // over a known log: the figures the panels show are the log's.
 func TestRenderDrawsTheChartsDashboard(t *testing.T) {
 	var svg bytes.Buffer
-	shown, span, err := Render(context.Background(), chartDashboard(t), strings.NewReader(scrapeLog()), t.TempDir(), &svg, SVG)
+	marks := []Mark{{At: start.Add(30 * time.Second), Label: "restaged"}, {At: start.Add(time.Hour), Label: "after the log"}}
+	shown, span, err := Render(context.Background(), chartDashboard(t), strings.NewReader(scrapeLog()), t.TempDir(), &svg, SVG, marks)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,10 +99,16 @@ func TestRenderDrawsTheChartsDashboard(t *testing.T) {
 	if s := shownPanel(t, shown, "CSI calls per second (external-provisioner)"); len(s.Lines) != 0 || len(s.Errors) != 0 {
 		t.Errorf("a panel of series not in the log shows %d lines, errors %v", len(s.Lines), s.Errors)
 	}
-	for _, text := range []string{"<svg", "Read hit ratio by volume", "No data", "team-a/data pvc-a  75%"} {
+	for _, text := range []string{"<svg", "Read hit ratio by volume", "No data", "team-a/data pvc-a  75%", ">restaged<"} {
 		if !strings.Contains(svg.String(), text) {
 			t.Errorf("the drawing lacks %q", text)
 		}
+	}
+	if got := strings.Count(svg.String(), ">restaged<"); got != len(shown) {
+		t.Errorf("the mark is drawn on %d panels, want all %d", got, len(shown))
+	}
+	if strings.Contains(svg.String(), "after the log") {
+		t.Error("a mark after the log's span is drawn")
 	}
 }
 
@@ -112,7 +119,7 @@ func TestEvaluateReportsFailedQueriesAndUnknownVariables(t *testing.T) {
 		t.Fatal(err)
 	}
 	var png bytes.Buffer
-	shown, _, err := Render(context.Background(), d, strings.NewReader(scrapeLog()), t.TempDir(), &png, PNG)
+	shown, _, err := Render(context.Background(), d, strings.NewReader(scrapeLog()), t.TempDir(), &png, PNG, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +153,7 @@ func TestLoadRefusesBadLogs(t *testing.T) {
 		"not a time":        scrapeMarker + "soon\n",
 		"broken exposition": scrapeMarker + "1000\nx{ 1\n",
 	} {
-		if _, _, err := Render(context.Background(), Dashboard{Panels: []Panel{{}}}, strings.NewReader(log), t.TempDir(), &bytes.Buffer{}, SVG); err == nil {
+		if _, _, err := Render(context.Background(), Dashboard{Panels: []Panel{{}}}, strings.NewReader(log), t.TempDir(), &bytes.Buffer{}, SVG, nil); err == nil {
 			t.Errorf("%s: no error", name)
 		}
 	}

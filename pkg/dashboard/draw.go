@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"strings"
+	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/font"
@@ -34,10 +35,18 @@ const (
 	PNG Format = "png"
 )
 
+// Mark is a moment every panel shows as a dashed vertical line with a short
+// label: in make bench, where each part of the run began.
+type Mark struct {
+	At    time.Time
+	Label string
+}
+
 // Draw lays every shown panel out at its grid position, each a time-series
 // graph over span (minutes from its start) with its legend and each line's
-// last value on the right, as the dashboard's legends are set up.
-func Draw(w io.Writer, shown []Shown, span Span, f Format) error {
+// last value on the right, as the dashboard's legends are set up, and the
+// marks across it.
+func Draw(w io.Writer, shown []Shown, span Span, f Format, marks []Mark) error {
 	rows := 0
 	for _, s := range shown {
 		rows = max(rows, s.Panel.GridPos.Y+s.Panel.GridPos.H)
@@ -57,7 +66,7 @@ func Draw(w io.Writer, shown []Shown, span Span, f Format) error {
 	}
 	whole := draw.New(canvas)
 	for _, s := range shown {
-		if err := drawPanel(tile(whole, s.Panel, height), s, span); err != nil {
+		if err := drawPanel(tile(whole, s.Panel, height), s, span, marks); err != nil {
 			return fmt.Errorf("panel %q: %w", s.Panel.Title, err)
 		}
 	}
@@ -77,7 +86,7 @@ func tile(whole draw.Canvas, p Panel, height vg.Length) draw.Canvas {
 	return c
 }
 
-func drawPanel(c draw.Canvas, s Shown, span Span) error {
+func drawPanel(c draw.Canvas, s Shown, span Span, marks []Mark) error {
 	c.SetColor(color.Gray{Y: 200})
 	c.Stroke(c.Rectangle.Path())
 	p := plot.New()
@@ -88,6 +97,9 @@ func drawPanel(c draw.Canvas, s Shown, span Span) error {
 		p.Y.Min, p.Y.Max = *d.Min, *d.Max
 	}
 	p.X.Min, p.X.Max = 0, span.Last.Sub(span.First).Minutes()
+	for _, m := range marks {
+		p.Add(markLine{x: m.At.Sub(span.First).Minutes(), label: m.Label})
+	}
 	legend := plot.NewLegend()
 	legend.TextStyle.Font.Size = 7
 	for i, l := range s.Lines {
@@ -148,6 +160,24 @@ func pointsOf(l Line, span Span) plotter.XYs {
 		xys = append(xys, plotter.XY{X: float64(pt.T-span.First.UnixMilli()) / 60000, Y: pt.F})
 	}
 	return xys
+}
+
+// markLine draws a Mark across a panel's data area, its label at the top.
+type markLine struct {
+	x     float64
+	label string
+}
+
+func (m markLine) Plot(c draw.Canvas, p *plot.Plot) {
+	trX, _ := p.Transforms(&c)
+	x := trX(m.x)
+	if x < c.Min.X || x > c.Max.X {
+		return
+	}
+	gray := color.Gray{Y: 150}
+	c.StrokeLine2(draw.LineStyle{Color: gray, Width: vg.Points(0.5), Dashes: []vg.Length{vg.Points(2), vg.Points(2)}}, x, c.Min.Y, x, c.Max.Y)
+	c.FillText(draw.TextStyle{Color: color.Gray{Y: 80}, Font: font.From(plot.DefaultFont, 6), XAlign: draw.XCenter, YAlign: draw.YTop, Handler: plot.DefaultTextHandler},
+		vg.Point{X: x, Y: c.Max.Y}, m.label)
 }
 
 // unitTicks labels the default ticks in the panel's unit.

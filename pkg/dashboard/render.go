@@ -10,9 +10,9 @@ import (
 
 // Render loads a scrape log into a TSDB in dir (an empty directory the
 // caller owns and removes), evaluates d's panels over the whole log and
-// draws them into w. It returns what each panel showed, for a caller to
+// draws them into w with marks. It returns what each panel showed, for a caller to
 // report panels without data.
-func Render(ctx context.Context, d Dashboard, log io.Reader, dir string, w io.Writer, f Format) ([]Shown, Span, error) {
+func Render(ctx context.Context, d Dashboard, log io.Reader, dir string, w io.Writer, f Format, marks []Mark) ([]Shown, Span, error) {
 	db, err := tsdb.Open(dir, nil, nil, tsdb.DefaultOptions(), nil)
 	if err != nil {
 		return nil, Span{}, fmt.Errorf("opening a TSDB in %s: %w", dir, err)
@@ -26,5 +26,5 @@ func Render(ctx context.Context, d Dashboard, log io.Reader, dir string, w io.Wr
 	if err != nil {
 		return nil, span, err
 	}
-	return shown, span, Draw(w, shown, span, f)
+	return shown, span, Draw(w, shown, span, f, marks)
 }

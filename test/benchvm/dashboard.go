@@ -8,9 +8,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/ssdcache/ssdcache/pkg/bench"
 	"github.com/ssdcache/ssdcache/pkg/dashboard"
 	"github.com/ssdcache/ssdcache/test/benchvm/parts"
 )
@@ -19,9 +21,10 @@ import (
 const DashboardSVG = "dashboard.svg"
 
 // drawDashboard draws the chart's Grafana dashboard over the node's metrics
-// as the guest recorded them into dashboard.svg, and returns report.md's
-// section on it: what it shows, and the panels that had nothing to show.
-func drawDashboard(ctx context.Context, o options) (string, error) {
+// as the guest recorded them into dashboard.svg, each working set's start
+// marked, and returns report.md's section on it: what it shows, the marks,
+// and the panels that had nothing to show.
+func drawDashboard(ctx context.Context, o options, r *bench.Report) (string, error) {
 	logPath := filepath.Join(o.outputDir, "parts", parts.MetricsLog)
 	log, err := os.Open(logPath)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -45,21 +48,44 @@ func drawDashboard(ctx context.Context, o options) (string, error) {
 	}
 	defer os.RemoveAll(tsdbDir)
 	var svg bytes.Buffer
-	shown, span, err := dashboard.Render(ctx, d, log, tsdbDir, &svg, dashboard.SVG)
+	marks, legend := partMarks(r)
+	shown, span, err := dashboard.Render(ctx, d, log, tsdbDir, &svg, dashboard.SVG, marks)
 	if err != nil {
 		return "", fmt.Errorf("drawing %s over %s: %w", o.dashboard, logPath, err)
 	}
 	if err := os.WriteFile(filepath.Join(o.outputDir, DashboardSVG), svg.Bytes(), 0o644); err != nil {
 		return "", err
 	}
-	return dashboardSection(o.dashboard, shown, span), nil
+	return dashboardSection(o.dashboard, shown, span, legend), nil
 }
 
-func dashboardSection(path string, shown []dashboard.Shown, span dashboard.Span) string {
+// partMarks numbers the working sets in the order they ran and marks where
+// each began: its first ssdcache-bench test on any target.
+func partMarks(r *bench.Report) ([]dashboard.Mark, []string) {
+	first := map[string]time.Time{}
+	for _, res := range r.Results {
+		if at, seen := first[res.WorkingSet]; !res.StartedAt.IsZero() && (!seen || res.StartedAt.Before(at)) {
+			first[res.WorkingSet] = res.StartedAt
+		}
+	}
+	var marks []dashboard.Mark
+	for ws, at := range first {
+		marks = append(marks, dashboard.Mark{At: at, Label: ws})
+	}
+	slices.SortFunc(marks, func(a, b dashboard.Mark) int { return a.At.Compare(b.At) })
+	var legend []string
+	for i := range marks {
+		legend = append(legend, fmt.Sprintf("%d %s", i+1, marks[i].Label))
+		marks[i].Label = fmt.Sprint(i + 1)
+	}
+	return marks, legend
+}
+
+func dashboardSection(path string, shown []dashboard.Shown, span dashboard.Span, marks []string) string {
 	var b strings.Builder
 	b.WriteString("## The dashboard over this run\n\n")
-	fmt.Fprintf(&b, "[%s](%s): every panel of `%s`, evaluated by Prometheus's PromQL engine (pkg/dashboard) over ssdcache-node's `/metrics` as the guest scraped it every %v, %d scrapes over %s, both boots; minutes from the first scrape. Gaps are the plugin restart and the reboot.\n\n",
-		DashboardSVG, DashboardSVG, path, span.Interval, span.Scrapes, span.Last.Sub(span.First).Round(time.Second))
+	fmt.Fprintf(&b, "[%s](%s): every panel of `%s`, evaluated by Prometheus's PromQL engine (pkg/dashboard) over ssdcache-node's `/metrics` as the guest scraped it every %v, %d scrapes over %s, both boots; minutes from the first scrape. Gaps are the plugin restart and the reboot. The numbered dashed lines are where each working set began: %s.\n\n",
+		DashboardSVG, DashboardSVG, path, span.Interval, span.Scrapes, span.Last.Sub(span.First).Round(time.Second), strings.Join(marks, ", "))
 	for _, s := range shown {
 		switch {
 		case len(s.Errors) > 0:

@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/ssdcache/ssdcache/pkg/bench"
 	"github.com/ssdcache/ssdcache/test/benchvm/parts"
 )
 
@@ -16,7 +18,12 @@ import (
 // nothing to show; a run without a log gets no section.
 func TestDashboardIsDrawnOverTheRecordedMetrics(t *testing.T) {
 	o := options{outputDir: t.TempDir(), dashboard: filepath.Join("..", "..", "charts", "ssdcache", "dashboards", "ssdcache.json")}
-	if note, err := drawDashboard(context.Background(), o); err != nil || note != "" {
+	r := &bench.Report{Results: []bench.Result{
+		{WorkingSet: "50% restaged", StartedAt: time.UnixMilli(1_800_000_040_000)},
+		{WorkingSet: "50%", StartedAt: time.UnixMilli(1_800_000_010_000)},
+		{WorkingSet: "50%", StartedAt: time.UnixMilli(1_800_000_005_000)},
+	}}
+	if note, err := drawDashboard(context.Background(), o, r); err != nil || note != "" {
 		t.Fatalf("without a metrics log: note %q, err %v; want neither", note, err)
 	}
 	var log strings.Builder
@@ -30,11 +37,11 @@ func TestDashboardIsDrawnOverTheRecordedMetrics(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(o.outputDir, "parts", parts.MetricsLog), []byte(log.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	note, err := drawDashboard(context.Background(), o)
+	note, err := drawDashboard(context.Background(), o, r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"## The dashboard over this run", "13 scrapes over 1m0s", "- Cache fill by volume: no data"} {
+	for _, want := range []string{"## The dashboard over this run", "13 scrapes over 1m0s", "- Cache fill by volume: no data", "began: 1 50%, 2 50% restaged."} {
 		if !strings.Contains(note, want) {
 			t.Errorf("section lacks %q:\n%s", want, note)
 		}

@@ -195,7 +195,7 @@ func writeMerged(ctx context.Context, o options) error {
 	if err := bench.WriteFiles(o.outputDir, r); err != nil {
 		return err
 	}
-	dashboardNote, err := drawDashboard(ctx, o)
+	dashboardNote, err := drawDashboard(ctx, o, r)
 	if err != nil {
 		return err
 	}
