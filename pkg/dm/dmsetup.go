@@ -60,7 +60,7 @@ func (d *Dmsetup) Create(ctx context.Context, name string, table Table) error {
 
 func (d *Dmsetup) Load(ctx context.Context, name string, table Table) error {
 	if d.kernel != nil {
-		return d.kernel.load(name, table)
+		return d.kernel.load(ctx, name, table)
 	}
 	_, err := d.run.RunWithInput(ctx, []byte(table.String()+"\n"), "dmsetup", "load", name)
 	return err
@@ -68,7 +68,7 @@ func (d *Dmsetup) Load(ctx context.Context, name string, table Table) error {
 
 func (d *Dmsetup) Suspend(ctx context.Context, name string) error {
 	if d.kernel != nil {
-		return d.kernel.suspend(name, true)
+		return d.kernel.suspend(ctx, name, true)
 	}
 	_, err := d.dmsetup(ctx, "suspend", name)
 	return err
@@ -76,7 +76,7 @@ func (d *Dmsetup) Suspend(ctx context.Context, name string) error {
 
 func (d *Dmsetup) Resume(ctx context.Context, name string) error {
 	if d.kernel != nil {
-		return d.kernel.suspend(name, false)
+		return d.kernel.suspend(ctx, name, false)
 	}
 	_, err := d.dmsetup(ctx, "resume", name)
 	return err

@@ -2,11 +2,14 @@ package dm
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -128,18 +131,20 @@ func align8(n int) int { return (n + 7) &^ 7 }
 // suspend suspends name (on) or resumes it, which makes a loaded table
 // live. A suspend flushes and waits for the I/O in flight, and freezes a
 // filesystem on the device, as `dmsetup suspend` does.
-func (k kernelIoctls) suspend(name string, on bool) error {
+func (k kernelIoctls) suspend(ctx context.Context, name string, on bool) error {
 	flags := uint32(0)
 	if on {
 		flags = flagSuspend
 	}
-	_, err := k.call(cmdDevSuspend, name, flags)
-	return err
+	return interruptible(ctx, func() error {
+		_, err := k.call(cmdDevSuspend, name, flags)
+		return err
+	})
 }
 
 // load puts t into name's inactive slot: one struct dm_target_spec (start,
 // length, status, next, target type) followed by its parameter string.
-func (k kernelIoctls) load(name string, t Table) error {
+func (k kernelIoctls) load(ctx context.Context, name string, t Table) error {
 	typ, params := t.Target.Type(), t.Target.Params()
 	if len(typ) >= 16 {
 		return fmt.Errorf("device-mapper target type %q: longer than 15 bytes", typ)
@@ -151,8 +156,52 @@ func (k kernelIoctls) load(name string, t Table) error {
 	ne.PutUint32(spec[20:], uint32(len(spec)))
 	copy(spec[24:40], typ)
 	copy(spec[targetSpecHeaderSize:], params)
-	_, err := k.callWith(cmdTableLoad, name, 0, spec, 1)
-	return err
+	return interruptible(ctx, func() error {
+		_, err := k.callWith(cmdTableLoad, name, 0, spec, 1)
+		return err
+	})
+}
+
+// interruptible makes a table change that may wait on I/O (a suspend waits
+// for the I/O in flight, a resume with a new table suspends first) end with
+// ctx, as killing a dmsetup process did: the call runs on a locked OS
+// thread, which is sent SIGURG once ctx ends, and the kernel undoes the
+// suspend with EINTR. The Go runtime takes SIGURG for its own preemption
+// and ignores it otherwise. EINTR from any other signal (a child's SIGCHLD)
+// is tried again.
+func interruptible(ctx context.Context, call func() error) error {
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := onSignalledThread(ctx, call); !errors.Is(err, unix.EINTR) {
+			return err
+		}
+	}
+}
+
+func onSignalledThread(ctx context.Context, call func() error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	pid, tid := unix.Getpid(), unix.Gettid()
+	done := make(chan struct{})
+	defer close(done) // before the thread is unlocked
+	go func() {
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+		}
+		for { // again, in case the signal came just before the call blocked
+			_ = unix.Tgkill(pid, tid, unix.SIGURG)
+			select {
+			case <-done:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}()
+	return call()
 }
 
 // message sends a message to sector 0 of device name, as `dmsetup message

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -38,6 +39,11 @@ type fakeKernel struct {
 	answers  map[string]map[string]string
 	messages []string
 	cleared  int
+	// interrupted is how many suspends and loads are to fail with EINTR, as
+	// when a signal reaches the thread waiting in the kernel.
+	interrupted int
+	// loads are the buffers of the table loads, from data_start.
+	loads [][]byte
 }
 
 type fakeDevice struct {
@@ -95,6 +101,10 @@ func (k *fakeKernel) Ioctl(cmd uintptr, buf []byte) error {
 		flags |= flagInactivePresent
 	}
 	ne.PutUint32(buf[offFlags:], flags)
+	if nr := cmd & 0xff; (nr == cmdDevSuspend || nr == cmdTableLoad) && k.interrupted > 0 {
+		k.interrupted--
+		return unix.EINTR
+	}
 	switch cmd & 0xff {
 	case cmdTargetMsg:
 		return k.message(buf, name, start, size, flags)
@@ -141,12 +151,18 @@ func (k *fakeKernel) Ioctl(cmd uintptr, buf []byte) error {
 // parameter string NUL-terminated within the buffer.
 func (k *fakeKernel) load(buf []byte, name string, start, size int) error {
 	ne := binary.NativeEndian
+	k.loads = append(k.loads, bytes.Clone(buf[start:size]))
 	var lines []string
 	for i, off := 0, start; i < int(ne.Uint32(buf[offTargetCount:])); i++ {
-		if off+targetSpecHeaderSize > size || bytes.IndexByte(buf[off+targetSpecHeaderSize:size], 0) < 0 {
-			return unix.EINVAL
+		nul := -1
+		if off+targetSpecHeaderSize <= size {
+			nul = bytes.IndexByte(buf[off+targetSpecHeaderSize:size], 0)
 		}
 		spec := buf[off:]
+		// next leads to the following spec: 8-byte aligned, past this one's NUL.
+		if next := int(ne.Uint32(spec[20:])); nul < 0 || next%8 != 0 || next <= targetSpecHeaderSize+nul {
+			return unix.EINVAL
+		}
 		lines = append(lines, strings.TrimRight(fmt.Sprintf("%d %d %s %s", ne.Uint64(spec), ne.Uint64(spec[8:]), cString(spec[24:40]), cString(spec[targetSpecHeaderSize:])), " "))
 		off += int(ne.Uint32(spec[20:]))
 	}
@@ -389,5 +405,54 @@ func TestKernelLoadsSuspendsAndResumes(t *testing.T) {
 	}
 	if err := d.Suspend(ctx, "gone"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Suspend on a missing device: %v, want ErrNotFound", err)
+	}
+}
+
+// TestKernelLoadLaysOutTheTargetSpec checks the bytes of a load against
+// struct dm_target_spec written out by hand: sector_start and length (u64),
+// status (s32), next (u32), target_type (char[16]), then the parameters,
+// NUL-terminated and padded to 8 bytes.
+func TestKernelLoadLaysOutTheTargetSpec(t *testing.T) {
+	k := kernelDevices()
+	table := Table{Length: 1024, Target: LinearTarget{Device: DevNum{8, 0}, Offset: 4096}}
+	if err := NewDmsetup(nil).ReadingFrom(k).Load(context.Background(), "ssdcache-pvc-2", table); err != nil {
+		t.Fatal(err)
+	}
+	want := make([]byte, 56) // 40 + len("8:0 4096") + NUL = 49, padded to 56
+	binary.LittleEndian.PutUint64(want[8:], 1024)
+	binary.LittleEndian.PutUint32(want[20:], 56)
+	copy(want[24:], "linear")
+	copy(want[40:], "8:0 4096")
+	if got := k.loads[0][:56]; !bytes.Equal(got, want) {
+		t.Errorf("target spec\n got %x\nwant %x", got, want)
+	}
+}
+
+// TestKernelSuspendEndsWithItsContext: EINTR from a stray signal is tried
+// again; a context that ended stops the retries, and interrupts a call that
+// waits in the kernel (here a poll that only a signal ends).
+func TestKernelSuspendEndsWithItsContext(t *testing.T) {
+	k := kernelDevices()
+	k.interrupted = 2
+	d := NewDmsetup(nil).ReadingFrom(k)
+	calls := k.calls
+	if err := d.Suspend(context.Background(), "ssdcache-pvc-1"); err != nil || k.calls-calls != 3 {
+		t.Errorf("after two EINTRs: %v in %d calls, want success on the third", err, k.calls-calls)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	calls = k.calls
+	if err := d.Resume(ctx, "ssdcache-pvc-1"); !errors.Is(err, context.Canceled) || k.calls != calls {
+		t.Errorf("with an ended context: %v after %d calls, want context.Canceled and none", err, k.calls-calls)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err := interruptible(ctx, func() error {
+		_, err := unix.Poll(nil, -1)
+		return err
+	})
+	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 10*time.Second {
+		t.Errorf("a call waiting in the kernel: %v after %v, want the deadline's error soon after 50ms", err, time.Since(start))
 	}
 }
