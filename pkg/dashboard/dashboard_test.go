@@ -5,17 +5,13 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	clocktesting "k8s.io/utils/clock/testing"
+	"github.com/ssdcache/ssdcache/pkg/dashboard/scrapelog"
 )
 
 var start = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
@@ -25,7 +21,7 @@ var start = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 func scrapeLog() string {
 	var b strings.Builder
 	for s := 0; s <= 60; s += 2 {
-		fmt.Fprintf(&b, "%s%d\n", scrapeMarker, start.Add(time.Duration(s)*time.Second).UnixMilli())
+		fmt.Fprintf(&b, "%s%d\n", scrapelog.Marker, start.Add(time.Duration(s)*time.Second).UnixMilli())
 		vol := `namespace="team-a",persistentvolumeclaim="data",volume="pvc-a"`
 		fmt.Fprintf(&b, "# TYPE ssdcache_cache_read_hits_total counter\nssdcache_cache_read_hits_total{%s} %d\n", vol, 3*s)
 		fmt.Fprintf(&b, "# TYPE ssdcache_cache_read_misses_total counter\nssdcache_cache_read_misses_total{%s} %d\n", vol, s)
@@ -146,12 +142,12 @@ func TestParseRefusesPanelsOffTheGrid(t *testing.T) {
 	}
 }
 
-func TestLoadRefusesBadLogs(t *testing.T) {
+func TestLoadRefusesLogsWithoutAGoodScrape(t *testing.T) {
 	for name, log := range map[string]string{
 		"empty":             "",
-		"time going back":   scrapeMarker + "2000\nx 1\n" + scrapeMarker + "1000\nx 2\n",
-		"not a time":        scrapeMarker + "soon\n",
-		"broken exposition": scrapeMarker + "1000\nx{ 1\n",
+		"not a time":        scrapelog.Marker + "soon\nx 1\n",
+		"broken exposition": scrapelog.Marker + "1000\nx{ 1\n",
+		"only failures":     scrapelog.Marker + "1000" + scrapelog.FailedMarker + "connection refused\n",
 	} {
 		if _, _, err := Render(context.Background(), Dashboard{Panels: []Panel{{}}}, strings.NewReader(log), t.TempDir(), &bytes.Buffer{}, SVG, nil); err == nil {
 			t.Errorf("%s: no error", name)
@@ -159,63 +155,54 @@ func TestLoadRefusesBadLogs(t *testing.T) {
 	}
 }
 
-// TestRecorderSkipsFailedScrapes: a scrape that fails leaves nothing in the
-// log; the ones around it are stamped with the clock's time.
-func TestRecorderSkipsFailedScrapes(t *testing.T) {
-	var calls atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		if calls.Add(1) == 2 {
-			http.Error(w, "restarting", http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "up 1")
-	}))
-	defer srv.Close()
-	clock := clocktesting.NewFakeClock(start)
-	var log syncBuffer
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() {
-		done <- Recorder{URL: srv.URL, Interval: time.Second, Client: srv.Client(), Clock: clock}.Run(ctx, &log)
-	}()
-	for i := int32(1); i <= 3; i++ {
-		for !clock.HasWaiters() {
-			time.Sleep(time.Millisecond)
-		}
-		clock.Step(time.Second)
-		for calls.Load() < i {
-			time.Sleep(time.Millisecond)
+// TestLoadMarksGoneSeriesStale: a series missing from a scrape, and every
+// series at a failed or unreadable scrape, is stale from there, as in
+// Prometheus, so a panel shows no value in the gap and draws no line across
+// it; entries out of order are left out and counted.
+func TestLoadMarksGoneSeriesStale(t *testing.T) {
+	entry := func(s int, body string) string {
+		return fmt.Sprintf("%s%d\n%s\n", scrapelog.Marker, start.Add(time.Duration(s)*time.Second).UnixMilli(), body)
+	}
+	failed := func(s int) string {
+		return fmt.Sprintf("%s%d%sconnection refused\n", scrapelog.Marker, start.Add(time.Duration(s)*time.Second).UnixMilli(), scrapelog.FailedMarker)
+	}
+	var log strings.Builder
+	for s := 0; s <= 600; s += 10 {
+		switch {
+		case s > 100 && s < 300: // the plugin is down: both gone
+			log.WriteString(failed(s))
+		case s == 300:
+			log.WriteString(entry(s, "a 1\nb{ 2")) // cut short
+		case s > 400 && s < 500: // b is gone
+			log.WriteString(entry(s, "a 1"))
+		default:
+			log.WriteString(entry(s, "a 1\nb 2"))
 		}
 	}
-	cancel()
-	if err := <-done; err != nil {
+	log.WriteString(entry(590, "a 1")) // out of order
+	d, err := Parse([]byte(`{"panels": [{"title": "p", "gridPos": {"w": 24, "h": 8}, "targets": [{"expr": "a"}, {"expr": "b"}]}]}`))
+	if err != nil {
 		t.Fatal(err)
 	}
-	want := fmt.Sprintf("%s%d\nup 1\n\n%s%d\nup 1\n\n", scrapeMarker, start.Add(time.Second).UnixMilli(), scrapeMarker, start.Add(3*time.Second).UnixMilli())
-	if got := log.String(); got != want {
-		t.Errorf("log:\n%s\nwant:\n%s", got, want)
+	var svg bytes.Buffer
+	shown, span, err := Render(context.Background(), d, strings.NewReader(log.String()), t.TempDir(), &svg, SVG, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if err := (Recorder{URL: srv.URL, Clock: clock}).Run(ctx, &log); err == nil {
-		t.Error("a zero interval was taken")
+	if span.Scrapes != 41 || span.Failed != 20 || span.Skipped != 1 {
+		t.Errorf("span %+v, want 41 scrapes, 20 failed (19 logged, 1 unreadable), 1 skipped", span)
 	}
-}
-
-// syncBuffer is a log the recorder writes while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	for _, l := range shown[0].Lines {
+		var gaps []string
+		segs := segments(l, span, shown[0].Step)
+		for i := 1; i < len(segs); i++ {
+			gaps = append(gaps, fmt.Sprintf("%.2f-%.2f", segs[i-1][len(segs[i-1])-1].X, segs[i][0].X))
+		}
+		want := map[string]string{"a": "1.67-5.17", "b": "1.67-5.17 6.67-8.33"}[l.Legend]
+		if got := strings.Join(gaps, " "); got != want {
+			t.Errorf("series %s: gaps in minutes %q, want %q", l.Legend, got, want)
+		}
+	}
 }
 
 func TestFormatValue(t *testing.T) {

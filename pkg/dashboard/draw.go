@@ -11,7 +11,6 @@ import (
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/font"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
@@ -102,16 +101,22 @@ func drawPanel(c draw.Canvas, s Shown, span Span, marks []Mark) error {
 	}
 	legend := plot.NewLegend()
 	legend.TextStyle.Font.Size = 7
+	unit := s.Panel.FieldConfig.Defaults.Unit
 	for i, l := range s.Lines {
-		line, err := plotter.NewLine(pointsOf(l, span))
-		if err != nil {
-			return err
+		var first *plotter.Line
+		for _, seg := range segments(l, span, s.Step) {
+			line, err := plotter.NewLine(seg)
+			if err != nil {
+				return err
+			}
+			line.Color, line.Width = paletteColor(i), vg.Points(1)
+			p.Add(line)
+			if first == nil {
+				first = line
+			}
 		}
-		line.Color, line.Width = plotutil.Color(i), vg.Points(1)
-		p.Add(line)
-		if i < maxLegend {
-			last := l.Points[len(l.Points)-1].F
-			legend.Add(fmt.Sprintf("%s  %s", l.Legend, formatValue(s.Panel.FieldConfig.Defaults.Unit, last)), line)
+		if last, ok := lastValue(l); ok && first != nil && i < maxLegend {
+			legend.Add(fmt.Sprintf("%s  %s", l.Legend, formatValue(unit, last)), first)
 		}
 	}
 	split := c.Min.X + (c.Max.X-c.Min.X)*0.68
@@ -151,15 +156,47 @@ func truncate(s string, n int) string {
 	return s[:n] + "…"
 }
 
-func pointsOf(l Line, span Span) plotter.XYs {
-	xys := make(plotter.XYs, 0, len(l.Points))
+// segments are a line's points in minutes from span's start, split where
+// the series was absent for more than a step (stale: a restart, a reboot),
+// so no line is drawn across the gap, as Grafana draws none.
+func segments(l Line, span Span, step time.Duration) []plotter.XYs {
+	var out []plotter.XYs
+	var cur plotter.XYs
+	prev := int64(0)
 	for _, pt := range l.Points {
 		if math.IsNaN(pt.F) || math.IsInf(pt.F, 0) {
 			continue
 		}
-		xys = append(xys, plotter.XY{X: float64(pt.T-span.First.UnixMilli()) / 60000, Y: pt.F})
+		if len(cur) > 0 && time.Duration(pt.T-prev)*time.Millisecond > step*3/2 {
+			out, cur = append(out, cur), nil
+		}
+		cur = append(cur, plotter.XY{X: float64(pt.T-span.First.UnixMilli()) / 60000, Y: pt.F})
+		prev = pt.T
 	}
-	return xys
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out
+}
+
+// lastValue is Grafana's lastNotNull: the last value that is a number.
+func lastValue(l Line) (float64, bool) {
+	for i := len(l.Points) - 1; i >= 0; i-- {
+		if v := l.Points[i].F; !math.IsNaN(v) && !math.IsInf(v, 0) {
+			return v, true
+		}
+	}
+	return 0, false
+}
+
+// paletteColor is line i's colour, from Grafana's classic palette.
+func paletteColor(i int) color.Color {
+	palette := [...]color.RGBA{
+		{0x7e, 0xb2, 0x6d, 0xff}, {0xea, 0xb8, 0x39, 0xff}, {0x6e, 0xd0, 0xe0, 0xff}, {0xef, 0x84, 0x3c, 0xff},
+		{0xe2, 0x4d, 0x42, 0xff}, {0x1f, 0x78, 0xc1, 0xff}, {0xba, 0x43, 0xa9, 0xff}, {0x70, 0x5d, 0xa0, 0xff},
+		{0x50, 0x86, 0x42, 0xff}, {0xcc, 0xa3, 0x00, 0xff}, {0x44, 0x7e, 0xbc, 0xff}, {0xc1, 0x5c, 0x17, 0xff},
+	}
+	return palette[i%len(palette)]
 }
 
 // markLine draws a Mark across a panel's data area, its label at the top.

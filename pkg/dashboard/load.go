@@ -15,7 +15,10 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/storage"
+
+	"github.com/ssdcache/ssdcache/pkg/dashboard/scrapelog"
 )
 
 // Span is the time a log covers and how often it was scraped.
@@ -25,50 +28,120 @@ type Span struct {
 	// time between two of them.
 	Scrapes  int
 	Interval time.Duration
+	// Failed scrapes were logged as failed or could not be read (a write
+	// cut short); Skipped entries had no time or one not after the entry
+	// before, and were left out.
+	Failed, Skipped int
 }
 
-// Load appends every sample of a scrape log (Recorder) to app, stamped with
-// its scrape's time, and commits. Histograms and summaries become the
-// series Prometheus stores for them (_bucket with le, _sum, _count).
+// Load appends every sample of a scrape log (scrapelog.Recorder) to app,
+// stamped with its scrape's time, and commits. Histograms and summaries
+// become the series Prometheus stores for them (_bucket with le, _sum,
+// _count). As in Prometheus, a series missing from a scrape, and every
+// series at a failed scrape, is marked stale there, so no panel draws a
+// line across a restart. Only a log without one good scrape is an error.
 func Load(log io.Reader, app storage.Appender) (Span, error) {
-	var times []int64
-	var block bytes.Buffer
-	flush := func() error {
-		if len(times) == 0 {
-			return nil
-		}
-		err := appendScrape(app, block.Bytes(), times[len(times)-1])
-		block.Reset()
-		return err
-	}
+	l := loader{app: app, live: map[string]labels.Labels{}}
 	sc := bufio.NewScanner(log)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, scrapeMarker) {
-			block.WriteString(line)
-			block.WriteByte('\n')
-			continue
-		}
-		if err := flush(); err != nil {
+		if err := l.line(sc.Text()); err != nil {
 			return Span{}, err
 		}
-		ms, err := strconv.ParseInt(strings.TrimPrefix(line, scrapeMarker), 10, 64)
-		if err != nil || (len(times) > 0 && ms <= times[len(times)-1]) {
-			return Span{}, fmt.Errorf("scrape log: line %q: want %q and Unix milliseconds after the previous scrape's", line, scrapeMarker)
-		}
-		times = append(times, ms)
 	}
 	if err := sc.Err(); err != nil {
 		return Span{}, err
 	}
-	if err := flush(); err != nil {
+	if err := l.flush(); err != nil {
 		return Span{}, err
 	}
-	if len(times) == 0 {
-		return Span{}, fmt.Errorf("scrape log: no scrape in it")
+	if len(l.times) == 0 {
+		return Span{}, fmt.Errorf("scrape log: no readable scrape in it (%d failed, %d skipped)", l.span.Failed, l.span.Skipped)
 	}
-	return spanOf(times), app.Commit()
+	span := spanOf(l.times)
+	span.Failed, span.Skipped = l.span.Failed, l.span.Skipped
+	return span, app.Commit()
+}
+
+// loader reads a log line by line: a marker line starts an entry, which
+// the next marker or the end of the log completes.
+type loader struct {
+	app storage.Appender
+	// at is the entry being read (0: none, or one to skip) and block its text.
+	at    int64
+	block bytes.Buffer
+	// last is the newest entry's time, times the good scrapes' times.
+	last  int64
+	times []int64
+	// live are the series of the last good scrape, by their label string.
+	live map[string]labels.Labels
+	span Span
+}
+
+func (l *loader) line(line string) error {
+	rest, isMarker := strings.CutPrefix(line, scrapelog.Marker)
+	if !isMarker {
+		if l.at != 0 {
+			l.block.WriteString(line + "\n")
+		}
+		return nil
+	}
+	if err := l.flush(); err != nil {
+		return err
+	}
+	stamp, _, failed := strings.Cut(rest, scrapelog.FailedMarker)
+	ms, err := strconv.ParseInt(stamp, 10, 64)
+	if err != nil || ms <= l.last {
+		l.span.Skipped++
+		return nil
+	}
+	l.last = ms
+	if failed {
+		l.span.Failed++
+		return l.stale(ms, map[string]labels.Labels{})
+	}
+	l.at = ms
+	return nil
+}
+
+// flush appends the entry read so far; one that cannot be read counts as a
+// failed scrape.
+func (l *loader) flush() error {
+	if l.at == 0 {
+		return nil
+	}
+	at := l.at
+	l.at = 0
+	defer l.block.Reset()
+	samples, err := parseScrape(l.block.Bytes())
+	if err != nil {
+		l.span.Failed++
+		return l.stale(at, map[string]labels.Labels{})
+	}
+	seen := map[string]labels.Labels{}
+	for _, s := range samples {
+		if _, err := l.app.Append(0, s.labels, at, s.value); err != nil {
+			return fmt.Errorf("scrape at %s: series %s: %w", time.UnixMilli(at).UTC().Format(time.RFC3339), s.labels, err)
+		}
+		seen[s.labels.String()] = s.labels
+	}
+	l.times = append(l.times, at)
+	return l.stale(at, seen)
+}
+
+// stale marks the live series that seen lacks stale at ms, and makes seen
+// the live series.
+func (l *loader) stale(ms int64, seen map[string]labels.Labels) error {
+	for key, ls := range l.live {
+		if _, ok := seen[key]; ok {
+			continue
+		}
+		if _, err := l.app.Append(0, ls, ms, math.Float64frombits(value.StaleNaN)); err != nil {
+			return fmt.Errorf("marking %s stale: %w", ls, err)
+		}
+	}
+	l.live = seen
+	return nil
 }
 
 func spanOf(times []int64) Span {
@@ -84,22 +157,20 @@ func spanOf(times []int64) Span {
 	return s
 }
 
-func appendScrape(app storage.Appender, text []byte, ms int64) error {
+// parseScrape reads one scrape's text exposition into samples.
+func parseScrape(text []byte) ([]sample, error) {
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(bytes.NewReader(text))
 	if err != nil {
-		return fmt.Errorf("scrape at %s: %w", time.UnixMilli(ms).UTC().Format(time.RFC3339), err)
+		return nil, err
 	}
+	var out []sample
 	for name, f := range families {
 		for _, m := range f.GetMetric() {
-			for _, s := range samplesOf(name, f.GetType(), m) {
-				if _, err := app.Append(0, s.labels, ms, s.value); err != nil {
-					return fmt.Errorf("scrape at %s: series %s: %w", time.UnixMilli(ms).UTC().Format(time.RFC3339), s.labels, err)
-				}
-			}
+			out = append(out, samplesOf(name, f.GetType(), m)...)
 		}
 	}
-	return nil
+	return out, nil
 }
 
 type sample struct {

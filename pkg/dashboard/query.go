@@ -73,12 +73,13 @@ func Parse(data []byte) (Dashboard, error) {
 	return d, nil
 }
 
-// Shown is what one panel shows: a line per series its queries returned,
-// and the queries that failed.
+// Shown is what one panel shows: a line per series its queries returned
+// at every Step, and the queries that failed.
 type Shown struct {
 	Panel  Panel
 	Lines  []Line
 	Errors []string
+	Step   time.Duration
 }
 
 // Line is one series of a panel, named as Grafana names it.
@@ -98,10 +99,11 @@ func Evaluate(ctx context.Context, d Dashboard, q storage.Queryable, span Span) 
 	if err != nil {
 		return nil, err
 	}
-	engine := promql.NewEngine(promql.EngineOpts{MaxSamples: 50_000_000, Timeout: time.Minute, LookbackDelta: 5 * time.Minute})
+	engine := promql.NewEngine(promql.EngineOpts{MaxSamples: 50_000_000, Timeout: time.Minute, LookbackDelta: 5 * time.Minute,
+		NoStepSubqueryIntervalFn: func(int64) int64 { return step.Milliseconds() }})
 	var out []Shown
 	for _, p := range d.Panels {
-		s := Shown{Panel: p}
+		s := Shown{Panel: p, Step: step}
 		for _, t := range p.Targets {
 			lines, err := rangeQuery(ctx, engine, q, expand(t.Expr, vars), t.LegendFormat, span, step)
 			if err != nil {
@@ -182,10 +184,14 @@ func rangeQuery(ctx context.Context, engine *promql.Engine, q storage.Queryable,
 var legendRef = regexp.MustCompile(`\{\{\s*(\w+)\s*\}\}`)
 
 // legendOf names a series as Grafana does: the legend format with each
-// {{label}} replaced, or the label set when there is no format.
+// {{label}} replaced, or without a format the metric name and its labels.
 func legendOf(format string, ls labels.Labels) string {
 	if format == "" {
-		return ls.String()
+		name, rest := ls.Get(labels.MetricName), ls.DropMetricName()
+		if rest.IsEmpty() {
+			return name
+		}
+		return name + rest.String()
 	}
 	return strings.TrimSpace(legendRef.ReplaceAllStringFunc(format, func(ref string) string {
 		return ls.Get(legendRef.FindStringSubmatch(ref)[1])

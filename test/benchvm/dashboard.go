@@ -23,13 +23,23 @@ const DashboardSVG = "dashboard.svg"
 // drawDashboard draws the chart's Grafana dashboard over the node's metrics
 // as the guest recorded them into dashboard.svg, each working set's start
 // marked, and returns report.md's section on it: what it shows, the marks,
-// and the panels that had nothing to show.
-func drawDashboard(ctx context.Context, o options, r *bench.Report) (string, error) {
+// and the panels that had nothing to show. The dashboard is a view of the
+// run, not its result: when it cannot be drawn, the section says why and
+// the bench's report stands.
+func drawDashboard(ctx context.Context, o options, r *bench.Report) string {
 	logPath := filepath.Join(o.outputDir, "parts", parts.MetricsLog)
-	log, err := os.Open(logPath)
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", nil // parts of a run before the guest recorded metrics
+	if _, err := os.Stat(logPath); errors.Is(err, fs.ErrNotExist) {
+		return "" // parts of a run before the guest recorded metrics
 	}
+	section, err := renderDashboard(ctx, o, r, logPath)
+	if err != nil {
+		return fmt.Sprintf("## The dashboard over this run\n\nNot drawn: %v\n", err)
+	}
+	return section
+}
+
+func renderDashboard(ctx context.Context, o options, r *bench.Report, logPath string) (string, error) {
+	log, err := os.Open(logPath)
 	if err != nil {
 		return "", err
 	}
@@ -84,8 +94,8 @@ func partMarks(r *bench.Report) ([]dashboard.Mark, []string) {
 func dashboardSection(path string, shown []dashboard.Shown, span dashboard.Span, marks []string) string {
 	var b strings.Builder
 	b.WriteString("## The dashboard over this run\n\n")
-	fmt.Fprintf(&b, "[%s](%s): every panel of `%s`, evaluated by Prometheus's PromQL engine (pkg/dashboard) over ssdcache-node's `/metrics` as the guest scraped it every %v, %d scrapes over %s, both boots; minutes from the first scrape. Gaps are the plugin restart and the reboot. The numbered dashed lines are where each working set began: %s.\n\n",
-		DashboardSVG, DashboardSVG, path, span.Interval, span.Scrapes, span.Last.Sub(span.First).Round(time.Second), strings.Join(marks, ", "))
+	fmt.Fprintf(&b, "[%s](%s): every panel of `%s`, evaluated by Prometheus's PromQL engine (pkg/dashboard) over ssdcache-node's `/metrics` as the guest scraped it every %v, %d scrapes over %s, both boots (%d failed: the plugin restart and the reboot, the gaps in the lines); minutes from the first scrape. The numbered dashed lines are where each working set began: %s.\n\n",
+		DashboardSVG, DashboardSVG, path, span.Interval, span.Scrapes, span.Last.Sub(span.First).Round(time.Second), span.Failed, strings.Join(marks, ", "))
 	for _, s := range shown {
 		switch {
 		case len(s.Errors) > 0:

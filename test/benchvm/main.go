@@ -195,10 +195,7 @@ func writeMerged(ctx context.Context, o options) error {
 	if err := bench.WriteFiles(o.outputDir, r); err != nil {
 		return err
 	}
-	dashboardNote, err := drawDashboard(ctx, o, r)
-	if err != nil {
-		return err
-	}
+	dashboardNote := drawDashboard(ctx, o, r)
 	if err := appendMethod(filepath.Join(o.outputDir, bench.ReportMarkdown), r, restages, dashboardNote, o); err != nil {
 		return err
 	}

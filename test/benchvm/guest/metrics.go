@@ -9,7 +9,7 @@ import (
 
 	"k8s.io/utils/clock"
 
-	"github.com/ssdcache/ssdcache/pkg/dashboard"
+	"github.com/ssdcache/ssdcache/pkg/dashboard/scrapelog"
 	"github.com/ssdcache/ssdcache/test/benchvm/parts"
 	"github.com/ssdcache/ssdcache/test/vm/guest"
 )
@@ -32,7 +32,7 @@ func recordMetrics(ctx context.Context, o options) (stop func(), err error) {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
-	rec := dashboard.Recorder{URL: "http://" + guest.MetricsAddress + "/metrics", Interval: metricsInterval, Client: &http.Client{}, Clock: clock.RealClock{}}
+	rec := scrapelog.Recorder{URL: "http://" + guest.MetricsAddress + "/metrics", Interval: metricsInterval, Client: &http.Client{}, Clock: clock.RealClock{}}
 	go func() {
 		defer close(done)
 		_ = rec.Run(ctx, log) // ends with ctx, without error
