@@ -23,6 +23,8 @@ mount -t tmpfs tmpfs /dev/shm
 # The host's /tmp shows through the overlay; the guest gets its own.
 mount -t tmpfs -o size=50% tmpfs /tmp
 hostname ssdcache-vm
+# A node has its loopback up: ssdcache-node serves /metrics on 127.0.0.1.
+ip link set lo up
 echo 1 > /proc/sys/kernel/sysrq
 
 boot_log() { echo "vm-init: $*" >> $V/boot.log; }
