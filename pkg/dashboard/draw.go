@@ -114,6 +114,14 @@ func drawPanel(c draw.Canvas, s Shown, span Span, marks []Mark) error {
 			if first == nil {
 				first = line
 			}
+			if len(seg) == 1 { // a line of one point draws nothing: Grafana shows a dot
+				dot, err := plotter.NewScatter(seg)
+				if err != nil {
+					return err
+				}
+				dot.Color, dot.Radius, dot.Shape = paletteColor(i), vg.Points(1.5), draw.CircleGlyph{}
+				p.Add(dot)
+			}
 		}
 		if last, ok := lastValue(l); ok && first != nil && i < maxLegend {
 			legend.Add(fmt.Sprintf("%s  %s", l.Legend, formatValue(unit, last)), first)
