@@ -1,13 +1,10 @@
 package scrapelog
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -30,20 +27,19 @@ func TestRecorderLogsFailedScrapes(t *testing.T) {
 	}))
 	defer srv.Close()
 	clock := clocktesting.NewFakeClock(start)
-	var log syncBuffer
+	entries := make(entryLog, 3)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() {
-		done <- Recorder{URL: srv.URL, Interval: time.Second, Client: srv.Client(), Clock: clock}.Run(ctx, &log)
+		done <- Recorder{URL: srv.URL, Interval: time.Second, Client: srv.Client(), Clock: clock}.Run(ctx, entries)
 	}()
-	for i := 1; i <= 3; i++ {
+	var got string
+	for range 3 {
 		for !clock.HasWaiters() {
 			time.Sleep(time.Millisecond)
 		}
 		clock.Step(time.Second)
-		for strings.Count(log.String(), Marker) < i { // the scrape is in the log, not only asked for
-			time.Sleep(time.Millisecond)
-		}
+		got += <-entries // the scrape is in the log, not only asked for
 	}
 	cancel()
 	if err := <-done; err != nil {
@@ -51,28 +47,18 @@ func TestRecorderLogsFailedScrapes(t *testing.T) {
 	}
 	want := fmt.Sprintf("%s%d\nup 1\n\n%s%d%sstatus 503 Service Unavailable\n%s%d\nup 1\n\n", Marker, start.Add(time.Second).UnixMilli(),
 		Marker, start.Add(2*time.Second).UnixMilli(), FailedMarker, Marker, start.Add(3*time.Second).UnixMilli())
-	if got := log.String(); got != want {
+	if got != want {
 		t.Errorf("log:\n%s\nwant:\n%s", got, want)
 	}
-	if err := (Recorder{URL: srv.URL, Clock: clock}).Run(ctx, &log); err == nil {
+	if err := (Recorder{URL: srv.URL, Clock: clock}).Run(ctx, entries); err == nil {
 		t.Error("a zero interval was taken")
 	}
 }
 
-// syncBuffer is a log the recorder writes while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
+// entryLog hands each write, one log entry, to the test.
+type entryLog chan string
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+func (l entryLog) Write(p []byte) (int, error) {
+	l <- string(p)
+	return len(p), nil
 }
