@@ -88,10 +88,11 @@ func tile(whole draw.Canvas, p Panel, height vg.Length) draw.Canvas {
 func drawPanel(c draw.Canvas, s Shown, span Span, marks []Mark) error {
 	c.SetColor(color.Gray{Y: 200})
 	c.Stroke(c.Rectangle.Path())
+	unit := s.Panel.FieldConfig.Defaults.Unit
 	p := plot.New()
 	p.Title.Text = s.Panel.Title
 	p.X.Label.Text = "minutes"
-	p.Y.Tick.Marker = unitTicks(s.Panel.FieldConfig.Defaults.Unit)
+	p.Y.Tick.Marker = unitTicks(unit)
 	if d := s.Panel.FieldConfig.Defaults; d.Min != nil && d.Max != nil {
 		p.Y.Min, p.Y.Max = *d.Min, *d.Max
 	}
@@ -101,7 +102,6 @@ func drawPanel(c draw.Canvas, s Shown, span Span, marks []Mark) error {
 	}
 	legend := plot.NewLegend()
 	legend.TextStyle.Font.Size = 7
-	unit := s.Panel.FieldConfig.Defaults.Unit
 	for i, l := range s.Lines {
 		var first *plotter.Line
 		for _, seg := range segments(l, span, s.Step) {

@@ -56,10 +56,10 @@ func Load(log io.Reader, app storage.Appender) (Span, error) {
 		return Span{}, err
 	}
 	if len(l.times) == 0 {
-		return Span{}, fmt.Errorf("scrape log: no readable scrape in it (%d failed, %d skipped)", l.span.Failed, l.span.Skipped)
+		return Span{}, fmt.Errorf("scrape log: no readable scrape in it (%d failed, %d skipped)", l.failed, l.skipped)
 	}
 	span := spanOf(l.times)
-	span.Failed, span.Skipped = l.span.Failed, l.span.Skipped
+	span.Failed, span.Skipped = l.failed, l.skipped
 	return span, app.Commit()
 }
 
@@ -75,7 +75,8 @@ type loader struct {
 	times []int64
 	// live are the series of the last good scrape, by their label string.
 	live map[string]labels.Labels
-	span Span
+	// failed and skipped count entries as Span does.
+	failed, skipped int
 }
 
 func (l *loader) line(line string) error {
@@ -92,12 +93,12 @@ func (l *loader) line(line string) error {
 	stamp, _, failed := strings.Cut(rest, scrapelog.FailedMarker)
 	ms, err := strconv.ParseInt(stamp, 10, 64)
 	if err != nil || ms <= l.last {
-		l.span.Skipped++
+		l.skipped++
 		return nil
 	}
 	l.last = ms
 	if failed {
-		l.span.Failed++
+		l.failed++
 		return l.stale(ms, map[string]labels.Labels{})
 	}
 	l.at = ms
@@ -115,7 +116,7 @@ func (l *loader) flush() error {
 	defer l.block.Reset()
 	samples, err := parseScrape(l.block.Bytes())
 	if err != nil {
-		l.span.Failed++
+		l.failed++
 		return l.stale(at, map[string]labels.Labels{})
 	}
 	seen := map[string]labels.Labels{}
@@ -187,8 +188,8 @@ func samplesOf(name string, typ dto.MetricType, m *dto.Metric) []sample {
 	}
 	one := func(suffix string, v float64, extra ...string) sample {
 		ls := map[string]string{labels.MetricName: name + suffix}
-		for k, v := range base {
-			ls[k] = v
+		for k, val := range base {
+			ls[k] = val
 		}
 		for i := 0; i+1 < len(extra); i += 2 {
 			ls[extra[i]] = extra[i+1]

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -28,22 +29,22 @@ const DashboardSVG = "dashboard.svg"
 // the bench's report stands.
 func drawDashboard(ctx context.Context, o options, r *bench.Report) string {
 	logPath := filepath.Join(o.outputDir, "parts", parts.MetricsLog)
-	if _, err := os.Stat(logPath); errors.Is(err, fs.ErrNotExist) {
+	log, err := os.Open(logPath)
+	if errors.Is(err, fs.ErrNotExist) {
 		return "" // parts of a run before the guest recorded metrics
 	}
-	section, err := renderDashboard(ctx, o, r, logPath)
+	var section string
+	if err == nil {
+		defer log.Close()
+		section, err = renderDashboard(ctx, o, r, log, logPath)
+	}
 	if err != nil {
 		return fmt.Sprintf("## The dashboard over this run\n\nNot drawn: %v\n", err)
 	}
 	return section
 }
 
-func renderDashboard(ctx context.Context, o options, r *bench.Report, logPath string) (string, error) {
-	log, err := os.Open(logPath)
-	if err != nil {
-		return "", err
-	}
-	defer log.Close()
+func renderDashboard(ctx context.Context, o options, r *bench.Report, log io.Reader, logPath string) (string, error) {
 	data, err := os.ReadFile(o.dashboard)
 	if err != nil {
 		return "", err
