@@ -149,3 +149,21 @@ func TestStagedVolumesLabelTheirMetricsWithTheirPVC(t *testing.T) {
 		}
 	}
 }
+
+func TestCacheBlockSizeFlag(t *testing.T) {
+	for v, want := range map[string]uint64{"32Ki": 64, "64Ki": 128, "256Ki": 512, "1Mi": 2048, "1Gi": 2097152} {
+		var b blockSize
+		if err := b.Set(v); err != nil || b.sectors != want {
+			t.Errorf("--cache-block-size=%s: %d sectors (%v), want %d", v, b.sectors, err, want)
+		}
+	}
+	for _, v := range []string{"100Ki", "0", "16Ki", "2Gi", "-64Ki", "fast"} {
+		var b blockSize
+		if err := b.Set(v); err == nil {
+			t.Errorf("--cache-block-size=%s accepted as %d sectors", v, b.sectors)
+		}
+	}
+	if got := (&blockSize{512}).String(); got != "256Ki" {
+		t.Errorf("default shown as %q, want 256Ki", got)
+	}
+}

@@ -52,6 +52,10 @@ type fakeNode struct {
 	monitor *Monitor
 }
 
+// testBlockSize: the engine of the tests makes 64 KiB cache blocks, in which
+// the tests count their reads and promotions.
+var testBlockSize = cache.WithBlockSectors(128)
+
 func newNode(t *testing.T) *fakeNode {
 	t.Helper()
 	n := &fakeNode{dm: dmfake.New(), dev: blockdevfake.New(), lvm: lvmfake.New(), meta: dmfake.NewMetadata(), hotSets: &hotset.Memory{},
@@ -63,7 +67,7 @@ func newNode(t *testing.T) *fakeNode {
 		t.Fatal(err)
 	}
 	n.engine = cache.NewEngine(cache.Layers{DM: n.dm, LVM: n.lvm, Dev: n.dev, Metadata: n.meta, HotSets: n.hotSets},
-		cache.Pools{OriginVG: "hdd", CacheVGs: map[string]string{"nvme": "nvme"}, DefaultClass: "nvme"}, nil)
+		cache.Pools{OriginVG: "hdd", CacheVGs: map[string]string{"nvme": "nvme"}, DefaultClass: "nvme"}, nil, testBlockSize)
 	var err error
 	if n.metrics, err = NewMetrics(n.reg); err != nil {
 		t.Fatal(err)
@@ -180,7 +184,7 @@ func TestMonitorAsksLVMOnlyWhenTheTableChanges(t *testing.T) {
 	n := newNode(t)
 	n.stage(t, &cache.Spec{SizeBytes: gib, Mode: cache.ModeReadCache})
 	counting := &countingLVM{Interface: n.lvm}
-	engine := cache.NewEngine(cache.Layers{DM: n.dm, LVM: counting, Dev: n.dev}, cache.Pools{OriginVG: "hdd", CacheVGs: map[string]string{"nvme": "nvme"}, DefaultClass: "nvme"}, nil)
+	engine := cache.NewEngine(cache.Layers{DM: n.dm, LVM: counting, Dev: n.dev}, cache.Pools{OriginVG: "hdd", CacheVGs: map[string]string{"nvme": "nvme"}, DefaultClass: "nvme"}, nil, testBlockSize)
 	mon := NewMonitor(engine, n.dev, n.locks, n.samples, n.metrics, MonitorOptions{Clock: n.clock})
 	for range 10 {
 		mon.Tick(context.Background())
@@ -443,7 +447,7 @@ func TestMonitorSkipsAVolumeUnstagedDuringTheTick(t *testing.T) {
 	n := newNode(t)
 	n.stage(t, &cache.Spec{SizeBytes: gib, Mode: cache.ModeReadCache})
 	engine := cache.NewEngine(cache.Layers{DM: unstagingDM{n.dm}, LVM: n.lvm, Dev: n.dev},
-		cache.Pools{OriginVG: "hdd", CacheVGs: map[string]string{"nvme": "nvme"}, DefaultClass: "nvme"}, nil)
+		cache.Pools{OriginVG: "hdd", CacheVGs: map[string]string{"nvme": "nvme"}, DefaultClass: "nvme"}, nil, testBlockSize)
 	var dropped []string
 	mon := NewMonitor(engine, n.dev, n.locks, n.samples, n.metrics, MonitorOptions{Clock: n.clock, OnDrop: func(id string) { dropped = append(dropped, id) }})
 	mon.Tick(context.Background())
@@ -540,7 +544,7 @@ func TestMonitorKeepsACacheReplacedAfterItsProbe(t *testing.T) {
 	n.stage(t, &cache.Spec{SizeBytes: gib, Mode: cache.ModeReadCache})
 	probe := &racingProbe{Devices: n.dev}
 	n.engine = cache.NewEngine(cache.Layers{DM: n.dm, LVM: n.lvm, Dev: probe, Metadata: n.meta, HotSets: n.hotSets},
-		cache.Pools{OriginVG: "hdd", CacheVGs: map[string]string{"nvme": "nvme"}, DefaultClass: "nvme"}, nil)
+		cache.Pools{OriginVG: "hdd", CacheVGs: map[string]string{"nvme": "nvme"}, DefaultClass: "nvme"}, nil, testBlockSize)
 	n.monitor = NewMonitor(n.engine, probe, n.locks, n.samples, n.metrics, MonitorOptions{Clock: n.clock})
 	probe.race = func() {
 		if _, err := n.engine.SetCache(context.Background(), vol, &cache.Spec{SizeBytes: 2 * gib, Mode: cache.ModeReadCache}); err != nil {

@@ -87,7 +87,7 @@ func (a *applier) removeCacheLVs(ctx context.Context) error {
 // the two leaves one LV, which the next plan removes and recreates.
 func (a *applier) createCacheLVs(ctx context.Context) error {
 	size := a.want.cache.SizeBytes
-	meta, err := a.lvm.CreateLV(ctx, a.want.vg, metadataLVName(a.volumeID), metadataBytes(size),
+	meta, err := a.lvm.CreateLV(ctx, a.want.vg, metadataLVName(a.volumeID), a.want.metadataBytes(),
 		a.tags(lvm.RoleCacheMetadata))
 	if err != nil {
 		return err

@@ -70,20 +70,37 @@ type Engine struct {
 	metadata dm.MetadataTools
 	hotSets  hotset.Store
 	faults   FaultPoints
+	// minBlockSectors is the block size of new caches, before doubling for
+	// large ones (dm.BlockSectorsFor).
+	minBlockSectors uint64
 
 	poolsMu sync.RWMutex
 	pools   Pools
 }
 
+// Option changes an engine's defaults.
+type Option func(*Engine)
+
+// WithBlockSectors makes new caches use blocks of at least sectors (a valid
+// dm-cache block size, dm.ValidateBlockSectors) instead of
+// dm.DefaultBlockSectors. Caches already made keep theirs until they are
+// made again (resize, or attach after a detach).
+func WithBlockSectors(sectors uint64) Option {
+	return func(e *Engine) { e.minBlockSectors = sectors }
+}
+
 // NewEngine returns an engine over the given OS layers.
-func NewEngine(l Layers, pools Pools, faults FaultPoints) *Engine {
+func NewEngine(l Layers, pools Pools, faults FaultPoints, opts ...Option) *Engine {
 	if faults == nil {
 		faults = NoFaults{}
 	}
 	pools.CacheVGs = maps.Clone(pools.CacheVGs) // AddCachePool changes the engine's own
-	e := &Engine{dm: l.DM, lvm: l.LVM, dev: l.Dev, pools: pools, faults: faults}
+	e := &Engine{dm: l.DM, lvm: l.LVM, dev: l.Dev, pools: pools, faults: faults, minBlockSectors: dm.DefaultBlockSectors}
 	if l.Metadata != nil && l.HotSets != nil {
 		e.metadata, e.hotSets = l.Metadata, l.HotSets
+	}
+	for _, o := range opts {
+		o(e)
 	}
 	return e
 }

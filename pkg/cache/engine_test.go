@@ -54,7 +54,7 @@ func newWorld(t *testing.T) *world {
 		if w.faults != nil {
 			w.faults.Reached(ctx, p)
 		}
-	}))
+	}), WithBlockSectors(blockSecs))
 	return w
 }
 
@@ -144,7 +144,7 @@ func TestStageCachedBuildsWritethroughTable(t *testing.T) {
 	if !ok {
 		t.Fatalf("table %q is not a cache", w.table(t))
 	}
-	if c.Mode != dm.Writethrough || c.Policy != "smq" || c.BlockSectors != 128 || c.Origin != (dm.DevNum{Major: 254, Minor: 1}) {
+	if c.Mode != dm.Writethrough || c.Policy != "smq" || c.BlockSectors != blockSecs || c.Origin != (dm.DevNum{Major: 254, Minor: 1}) {
 		t.Fatalf("cache target %+v", c)
 	}
 	if got := w.cacheLVs(t); !slices.Equal(got, []string{"pvc-1.cache-data", "pvc-1.cache-meta"}) {
@@ -528,7 +528,7 @@ func TestInspectLooksAgainWhenTheTableChangesUnderIt(t *testing.T) {
 	w := newWorld(t)
 	w.stage(t, readCache(gib))
 	racy := &swappedOnce{DM: w.dm}
-	e := NewEngine(Layers{DM: racy, LVM: w.lvm, Dev: w.dev, Metadata: w.meta, HotSets: w.hotSets}, testPools, nil)
+	e := NewEngine(Layers{DM: racy, LVM: w.lvm, Dev: w.dev, Metadata: w.meta, HotSets: w.hotSets}, testPools, nil, WithBlockSectors(blockSecs))
 	st, err := e.Inspect(context.Background(), vol)
 	if err != nil || !racy.swapped || !st.Cached || st.Status == nil {
 		t.Fatalf("Inspect = %+v, %v (status swapped: %v); want the cache's state from a second look", st, err, racy.swapped)

@@ -52,7 +52,7 @@ func (e *Engine) stageTarget(spec StageSpec) (desired, error) {
 	if spec.Origin.DevNum.IsZero() || spec.Origin.Bytes < dm.SectorSize {
 		return desired{}, fmt.Errorf("origin %+v of volume %s is unknown or empty: %w", spec.Origin, spec.VolumeID, ErrInvalid)
 	}
-	return desired{origin: spec.Origin.DevNum, length: spec.Origin.Bytes / dm.SectorSize}, nil
+	return desired{origin: spec.Origin.DevNum, length: spec.Origin.Bytes / dm.SectorSize, minBlockSectors: e.minBlockSectors}, nil
 }
 
 // checkStaged verifies an existing device maps the right origin and undoes a
@@ -104,7 +104,7 @@ func (e *Engine) current(ctx context.Context, volumeID string) (observed, desire
 	if err := e.RecoverInterruptedReload(ctx, volumeID); err != nil {
 		return obs, desired{}, err
 	}
-	return obs, desired{origin: origin, length: obs.table.Length}, nil
+	return obs, desired{origin: origin, length: obs.table.Length, minBlockSectors: e.minBlockSectors}, nil
 }
 
 func opName(obs observed, spec *Spec) string {

@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 
@@ -26,6 +27,18 @@ type desired struct {
 	length uint64 // sectors
 	cache  *Spec  // nil: no cache
 	vg     string // cache pool of cache.Class
+	// minBlockSectors: the engine's smallest block size for a new cache.
+	minBlockSectors uint64
+}
+
+// blockSectors is the block size of the cache wanted.
+func (d desired) blockSectors() uint64 {
+	return dm.BlockSectorsFor(d.cache.SizeBytes, cmp.Or(d.minBlockSectors, dm.DefaultBlockSectors))
+}
+
+// metadataBytes is the metadata LV size of the cache wanted.
+func (d desired) metadataBytes() uint64 {
+	return dm.MetadataBytesFor(d.cache.SizeBytes, d.blockSectors())
 }
 
 type step string
@@ -118,7 +131,7 @@ func fittingLVs(lvs []lvm.LV, want desired) (meta, data lvm.LV, fit bool) {
 	size := want.cache.SizeBytes
 	fit = meta.Name != "" && data.Name != "" && meta.VG == want.vg && data.VG == want.vg &&
 		!meta.DevNum.IsZero() && !data.DevNum.IsZero() &&
-		requestedBytes(data) == size && meta.Size >= metadataBytes(size)
+		requestedBytes(data) == size && meta.Size >= want.metadataBytes()
 	return meta, data, fit
 }
 
@@ -136,15 +149,11 @@ func requestedBytes(data lvm.LV) uint64 {
 
 func cacheBytesTag(size uint64) string { return fmt.Sprintf("%s%d", cacheBytesTagPrefix, size) }
 
-func metadataBytes(dataBytes uint64) uint64 {
-	return dm.MetadataBytesFor(dataBytes, dm.BlockSectorsFor(dataBytes))
-}
-
 // cacheTable builds the writethrough dm-cache table for want over the given LVs.
 func cacheTable(want desired, meta, data lvm.LV) (dm.Table, error) {
 	target := dm.CacheTarget{
 		Metadata: meta.DevNum, Data: data.DevNum, Origin: want.origin,
-		BlockSectors: dm.BlockSectorsFor(want.cache.SizeBytes), Mode: dm.Writethrough, Policy: "smq",
+		BlockSectors: want.blockSectors(), Mode: dm.Writethrough, Policy: "smq",
 		// Format 2 keeps dirty bits apart from the mappings, as lvm2 does by default.
 		ExtraFeatures: []string{"metadata2"},
 	}

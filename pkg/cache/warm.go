@@ -133,7 +133,7 @@ func (a *applier) warm(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	bs := dm.BlockSectorsFor(a.want.cache.SizeBytes)
+	bs := a.want.blockSectors()
 	w := newWarming(bs, data.Size/(bs*dm.SectorSize), a.want.length)
 	limit := w.cacheBlocks
 	if l := a.want.cache.WarmLimitBytes; l > 0 {

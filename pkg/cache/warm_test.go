@@ -13,8 +13,10 @@ import (
 )
 
 const (
-	metaPath    = "/dev/ssdcache-nvme/pvc-1.cache-meta"
-	blockSecs   = 128 // dm.BlockSectorsFor(gib): 64 KiB blocks
+	metaPath = "/dev/ssdcache-nvme/pvc-1.cache-meta"
+	// blockSecs: the engine of the tests makes 64 KiB blocks (WithBlockSectors),
+	// in which their block numbers are counted.
+	blockSecs   = 128
 	cacheBlocks = gib / (blockSecs * dm.SectorSize)
 )
 

@@ -2,16 +2,22 @@ package dm
 
 import "fmt"
 
-// Cache block and metadata sizing, following lvm2's rules so that a cache
-// made by ssdcache behaves like one made by lvmcache:
-//   - blocks are 64 KiB unless that would exceed a million blocks, in which
-//     case the block size doubles until it fits (large blocks waste SSD and
-//     bandwidth on every promotion, so they are used only when necessary);
+// Cache block and metadata sizing, following lvm2's rules except for the
+// smallest block size:
+//   - blocks are at least 256 KiB (lvm2: 64 KiB), and larger when that would
+//     exceed a million blocks: the block size doubles until it fits;
 //   - metadata is 4 MiB plus 44 bytes a block, between 2 MiB and 16 GiB.
+//
+// Why 256 KiB: a read cache is judged by how soon reads reach SSD speed.
+// Measured on a raw writethrough smq cache (256 MiB cache, 128 MiB read
+// sequentially pass after pass), 256 KiB blocks against 64 KiB read the
+// first pass at 0.82 of the HDD instead of 0.48, reached a 0.9 hit ratio at
+// pass 5 instead of 11, and read twice as fast once warm. The cost is SSD
+// room on scattered small reads; --cache-block-size sets it per node.
 const (
 	MinBlockSectors     = 64      // 32 KiB
 	MaxBlockSectors     = 2097152 // 1 GiB
-	DefaultBlockSectors = 128     // 64 KiB
+	DefaultBlockSectors = 512     // 256 KiB
 	MaxCacheBlocks      = 1000000
 
 	metadataBaseBytes     = 4 << 20
@@ -28,9 +34,11 @@ func ValidateBlockSectors(sectors uint64) error {
 	return nil
 }
 
-// BlockSectorsFor returns the cache block size for a cache data device of dataBytes.
-func BlockSectorsFor(dataBytes uint64) uint64 {
-	block := uint64(DefaultBlockSectors)
+// BlockSectorsFor returns the cache block size for a cache data device of
+// dataBytes: minSectors (a valid block size), doubled while the device would
+// hold more than MaxCacheBlocks blocks.
+func BlockSectorsFor(dataBytes, minSectors uint64) uint64 {
+	block := minSectors
 	for block < MaxBlockSectors && dataBytes/(block*SectorSize) > MaxCacheBlocks {
 		block *= 2
 	}

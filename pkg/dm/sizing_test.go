@@ -7,14 +7,14 @@ func TestBlockSectorsFor(t *testing.T) {
 		dataBytes uint64
 		want      uint64
 	}{
-		{1 << 30, 128},  // 1 GiB: 16,384 blocks of 64 KiB
-		{60 << 30, 128}, // 60 GiB: 983,040 blocks, still 64 KiB
-		{64 << 30, 256}, // 64 GiB: 1,048,576 blocks would be too many
-		{1 << 40, 4096}, // 1 TiB: 2 MiB blocks
+		{1 << 30, 512},    // 1 GiB: 4,096 blocks of 256 KiB
+		{240 << 30, 512},  // 240 GiB: 983,040 blocks, still 256 KiB
+		{256 << 30, 1024}, // 256 GiB: 1,048,576 blocks would be too many
+		{1 << 40, 4096},   // 1 TiB: 2 MiB blocks
 		{1 << 60, MaxBlockSectors},
 	}
 	for _, c := range cases {
-		got := BlockSectorsFor(c.dataBytes)
+		got := BlockSectorsFor(c.dataBytes, DefaultBlockSectors)
 		if got != c.want {
 			t.Errorf("BlockSectorsFor(%d) = %d, want %d", c.dataBytes, got, c.want)
 		}
@@ -24,6 +24,16 @@ func TestBlockSectorsFor(t *testing.T) {
 		if c.dataBytes < 1<<50 && c.dataBytes/(got*SectorSize) > MaxCacheBlocks {
 			t.Errorf("BlockSectorsFor(%d) = %d leaves more than %d blocks", c.dataBytes, got, MaxCacheBlocks)
 		}
+	}
+}
+
+// lvm2's own smallest block, 64 KiB, doubles at the same point as it does in lvm2.
+func TestBlockSectorsForASmallerMinimum(t *testing.T) {
+	if got := BlockSectorsFor(60<<30, 128); got != 128 {
+		t.Errorf("60 GiB from 64 KiB: %d sectors, want 128", got)
+	}
+	if got := BlockSectorsFor(64<<30, 128); got != 256 {
+		t.Errorf("64 GiB from 64 KiB: %d sectors, want 256 (a million blocks of 64 KiB would be too many)", got)
 	}
 }
 

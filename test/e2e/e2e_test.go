@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/klog/v2"
+
 	"github.com/ssdcache/ssdcache/test/e2e/cluster"
 	"github.com/ssdcache/ssdcache/test/vm"
 )
@@ -42,6 +44,9 @@ type suite struct {
 	// previousRuns keeps when restarted containers' previous runs began
 	// (runBegan), by namespace/pod/container/restart count.
 	previousRuns map[string]time.Time
+	// log is the whole test's: the cluster and its disks outlive the step
+	// that starts them, and a subtest's logger warns once the step is over.
+	log klog.Logger
 }
 
 type timing struct {
@@ -56,7 +61,7 @@ func TestEndToEnd(t *testing.T) {
 	// Every wait of the steps ends at this deadline at the latest (see stepsDeadline).
 	ctx, cancel := context.WithDeadline(context.Background(), stepsDeadline(t))
 	defer cancel()
-	s := &suite{workDir: workDir(t), repo: repoRoot(t), previousRuns: map[string]time.Time{}}
+	s := &suite{workDir: workDir(t), repo: repoRoot(t), previousRuns: map[string]time.Time{}, log: testLogger(t)}
 	steps := []struct {
 		name string
 		run  func(context.Context, *testing.T)
@@ -110,7 +115,7 @@ func (s *suite) startCluster(ctx context.Context, t *testing.T) {
 			WorkDir: filepath.Join(s.workDir, fmt.Sprintf("cluster-%d", attempt)), Bin: requireEnv(t, binEnv), EnvtestBin: requireEnv(t, envtestEnv),
 			Images: s.images.archives, PauseImage: s.images.pause, PauseArchive: s.images.pauseArchive,
 			VM:     vm.Config{HDDSize: 4 << 30, SSDSize: 1 << 30, Timeout: time.Until(deadline) + stepsMargin},
-			Logger: testLogger(t),
+			Logger: s.log,
 		}
 		startBy := deadline // the second start may take all that is left
 		if attempt == 1 {

@@ -57,7 +57,7 @@ func TestPowerLossWrite(t *testing.T) {
 	for i := 0; i < powerLossRecords; i++ {
 		writeRecord(t, dev, i, 0, false)
 	}
-	for pass := 0; pass < 15 && cachedBlocks(t, v.id) < 64; pass++ {
+	for pass := 0; pass < 15 && cachedBytes(t, v.id) < 4<<20; pass++ {
 		sh(t, "dd if=%s iflag=direct bs=1M count=16 of=/dev/null status=none", dev)
 		time.Sleep(time.Second)
 	}

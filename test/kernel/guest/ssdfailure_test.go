@@ -108,13 +108,23 @@ func countBadReads(t *testing.T, out string, dropped time.Time) (before, after i
 
 // cachedBlocks counts the blocks a cache holds, promoted by dm-cache or by
 // the plugin's promoter.
-func cachedBlocks(t testing.TB, id string) uint64 {
+func cachedBlocks(t testing.TB, id string) uint64 { return liveStatus(t, id).CacheUsed }
+
+// cachedBytes is what a cache holds, in bytes (its block size is the plugin's choice).
+func cachedBytes(t testing.TB, id string) uint64 {
+	st := liveStatus(t, id)
+	return st.CacheUsed * st.BlockSectors * dm.SectorSize
+}
+
+// liveStatus is the status of a working cache; zero when the cache failed
+// or the device is no cache.
+func liveStatus(t testing.TB, id string) dm.CacheStatus {
 	t.Helper()
 	st, err := dm.ParseCacheStatus(sh(t, "dmsetup status --noflush %s", cache.DeviceName(id)))
 	if err != nil || st.Failed {
-		return 0
+		return dm.CacheStatus{}
 	}
-	return st.CacheUsed
+	return st
 }
 
 // waitLinear waits for the plugin's monitor to drop the cache of volume id,
