@@ -12,7 +12,11 @@ import (
 	"k8s.io/klog/v2/ktesting"
 )
 
-func testLogger(t *testing.T) klog.Logger { return ktesting.NewLogger(t, ktesting.NewConfig()) }
+// testLogger logs at klog's level 4 and below: level 5 is the NBD server's
+// line per disk request, hundreds a second over the whole test.
+func testLogger(t *testing.T) klog.Logger {
+	return ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(4)))
+}
 
 // kubectl runs kubectl and fails the test on error.
 func (s *suite) kubectl(ctx context.Context, t *testing.T, args ...string) string {
