@@ -164,6 +164,6 @@ func TestCacheBlockSizeFlag(t *testing.T) {
 		}
 	}
 	if got := (&blockSize{512}).String(); got != "256Ki" {
-		t.Errorf("default shown as %q, want 256Ki", got)
+		t.Errorf("512 sectors shown as %q, want 256Ki", got)
 	}
 }

@@ -7,10 +7,10 @@ func TestBlockSectorsFor(t *testing.T) {
 		dataBytes uint64
 		want      uint64
 	}{
-		{1 << 30, 512},    // 1 GiB: 4,096 blocks of 256 KiB
-		{240 << 30, 512},  // 240 GiB: 983,040 blocks, still 256 KiB
-		{256 << 30, 1024}, // 256 GiB: 1,048,576 blocks would be too many
-		{1 << 40, 4096},   // 1 TiB: 2 MiB blocks
+		{1 << 30, 128},  // 1 GiB: 16,384 blocks of 64 KiB
+		{60 << 30, 128}, // 60 GiB: 983,040 blocks, still 64 KiB
+		{64 << 30, 256}, // 64 GiB: 1,048,576 blocks would be too many
+		{1 << 40, 4096}, // 1 TiB: 2 MiB blocks
 		{1 << 60, MaxBlockSectors},
 	}
 	for _, c := range cases {
@@ -27,13 +27,28 @@ func TestBlockSectorsFor(t *testing.T) {
 	}
 }
 
-// lvm2's own smallest block, 64 KiB, doubles at the same point as it does in lvm2.
-func TestBlockSectorsForASmallerMinimum(t *testing.T) {
-	if got := BlockSectorsFor(60<<30, 128); got != 128 {
-		t.Errorf("60 GiB from 64 KiB: %d sectors, want 128", got)
+// A node's larger block (--cache-block-size=256Ki) doubles only once a
+// million of them would not fit.
+func TestBlockSectorsForALargerMinimum(t *testing.T) {
+	if got := BlockSectorsFor(240<<30, 512); got != 512 {
+		t.Errorf("240 GiB from 256 KiB: %d sectors, want 512", got)
 	}
-	if got := BlockSectorsFor(64<<30, 128); got != 256 {
-		t.Errorf("64 GiB from 64 KiB: %d sectors, want 256 (a million blocks of 64 KiB would be too many)", got)
+	if got := BlockSectorsFor(256<<30, 512); got != 1024 {
+		t.Errorf("256 GiB from 256 KiB: %d sectors, want 1024 (a million blocks of 256 KiB would be too many)", got)
+	}
+}
+
+// LVM takes sizes in sectors: 48 MiB of 256 KiB blocks is 4 MiB + 192 x 44
+// bytes, 8,448 bytes over 4 MiB, which lvcreate refused until it was rounded up.
+func TestMetadataBytesAreWholeSectors(t *testing.T) {
+	for _, data := range []uint64{48 << 20, 20 << 20, 1 << 30, 3<<30 + 4<<20} {
+		for _, block := range []uint64{64, 128, 512, 2048} {
+			got := MetadataBytesFor(data, block)
+			exact := uint64(metadataBaseBytes) + data/(block*SectorSize)*metadataBytesPerBlock
+			if got%SectorSize != 0 || got < exact || got >= exact+SectorSize {
+				t.Errorf("MetadataBytesFor(%d, %d) = %d, want %d rounded up to a sector", data, block, got, exact)
+			}
+		}
 	}
 }
 
