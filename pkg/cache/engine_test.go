@@ -414,7 +414,7 @@ func TestVolumeLockWaitsForItsHolderWithinItsContext(t *testing.T) {
 
 func ExampleEngine_SetCache() {
 	fmt.Println(plan(observed{staged: true, table: dm.Table{Length: 8, Target: dm.LinearTarget{Device: dm.DevNum{Major: 8}}}},
-		desired{origin: dm.DevNum{Major: 8}, length: 8, cache: readCache(gib), vg: "ssdcache-nvme"}))
+		desired{origin: dm.DevNum{Major: 8}, length: 8, cache: readCache(gib), vg: "ssdcache-nvme", minBlockSectors: blockSecs}))
 	// Output: [create-cache-lvs zero-metadata load-cache]
 }
 

@@ -1,7 +1,6 @@
 package cache
 
 import (
-	"cmp"
 	"fmt"
 	"strconv"
 
@@ -27,13 +26,14 @@ type desired struct {
 	length uint64 // sectors
 	cache  *Spec  // nil: no cache
 	vg     string // cache pool of cache.Class
-	// minBlockSectors: the engine's smallest block size for a new cache.
+	// minBlockSectors: the engine's smallest block size for a new cache
+	// (Engine.minBlockSectors; needed with a cache).
 	minBlockSectors uint64
 }
 
 // blockSectors is the block size of the cache wanted.
 func (d desired) blockSectors() uint64 {
-	return dm.BlockSectorsFor(d.cache.SizeBytes, cmp.Or(d.minBlockSectors, dm.DefaultBlockSectors))
+	return dm.BlockSectorsFor(d.cache.SizeBytes, d.minBlockSectors)
 }
 
 // metadataBytes is the metadata LV size of the cache wanted.
