@@ -116,7 +116,7 @@ func parseFlags() options {
 	flag.DurationVar(&o.commandTimeout, "command-timeout", command.DefaultTimeout, "a dmsetup, lvm, wipefs or blockdev command still running after this long is killed (a hung tool must not hold a volume forever); 0 leaves only the caller's deadline")
 	flag.DurationVar(&o.awaitCSI, "await-csi", 0, "do not run the plugin: wait up to this long for the plugin at --csi-endpoint to answer, then exit (0 once it answers); for a postStart hook that holds the sidecars back until the plugin serves")
 	flag.StringVar(&o.stateDir, "state-dir", "/var/lib/ssdcache", "directory on the node's root disk for what must outlive the process and a reboot: each volume's hot set (hotsets/), with which a new cache of the volume is filled; empty keeps none")
-	flag.Var(&o.cacheBlockSize, "cache-block-size", "dm-cache block size of new caches; a cache of more than a million such blocks gets larger ones, as lvm2 does. Larger blocks fill a cache in fewer promotions and read sequentially faster; smaller ones waste less SSD on scattered small reads (lvm2's default: 64Ki). Caches made before a change keep theirs until they are made again")
+	flag.Var(&o.cacheBlockSize, "cache-block-size", "dm-cache block size of new caches; a cache of more than a million such blocks gets larger ones, as lvm2 does. Larger blocks fill a cache in fewer promotions and read sequentially faster; smaller ones waste less SSD on scattered small reads (lvm2's default is 64Ki). Caches made before a change keep theirs until they are made again")
 	flag.BoolVar(&o.printVersion, "version", false, "print the version and exit")
 	flag.StringVar(&o.faultPoint, "fault-point", "", "TESTING ONLY: kill the process with SIGKILL at this fault point, e.g. attach/zero-metadata")
 	flag.Parse()

@@ -7,10 +7,10 @@ func TestBlockSectorsFor(t *testing.T) {
 		dataBytes uint64
 		want      uint64
 	}{
-		{1 << 30, 128},  // 1 GiB: 16,384 blocks of 64 KiB
-		{60 << 30, 128}, // 60 GiB: 983,040 blocks, still 64 KiB
-		{64 << 30, 256}, // 64 GiB: 1,048,576 blocks would be too many
-		{1 << 40, 4096}, // 1 TiB: 2 MiB blocks
+		{1 << 30, 512},    // 1 GiB: 4,096 blocks of 256 KiB
+		{240 << 30, 512},  // 240 GiB: 983,040 blocks, still 256 KiB
+		{256 << 30, 1024}, // 256 GiB: 1,048,576 blocks would be too many
+		{1 << 40, 4096},   // 1 TiB: 2 MiB blocks
 		{1 << 60, MaxBlockSectors},
 	}
 	for _, c := range cases {
@@ -27,14 +27,14 @@ func TestBlockSectorsFor(t *testing.T) {
 	}
 }
 
-// A node's larger block (--cache-block-size=256Ki) doubles only once a
-// million of them would not fit.
-func TestBlockSectorsForALargerMinimum(t *testing.T) {
-	if got := BlockSectorsFor(240<<30, 512); got != 512 {
-		t.Errorf("240 GiB from 256 KiB: %d sectors, want 512", got)
+// A node's other block (--cache-block-size=64Ki, lvm2's) doubles only once
+// a million of them would not fit.
+func TestBlockSectorsForAnotherMinimum(t *testing.T) {
+	if got := BlockSectorsFor(60<<30, 128); got != 128 {
+		t.Errorf("60 GiB from 64 KiB: %d sectors, want 128", got)
 	}
-	if got := BlockSectorsFor(256<<30, 512); got != 1024 {
-		t.Errorf("256 GiB from 256 KiB: %d sectors, want 1024 (a million blocks of 256 KiB would be too many)", got)
+	if got := BlockSectorsFor(64<<30, 128); got != 256 {
+		t.Errorf("64 GiB from 64 KiB: %d sectors, want 256 (a million blocks of 64 KiB would be too many)", got)
 	}
 }
 

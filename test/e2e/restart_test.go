@@ -18,7 +18,6 @@ import (
 const (
 	revokedVolume = "revoked-data"
 	droppedVolume = "dropped-data"
-	smallVolume   = "128Mi"
 )
 
 // nodePluginRestart: the node plugin is stopped (its DaemonSet moved off the
@@ -39,7 +38,7 @@ const (
 //
 // The volumes keep serving reads and writes.
 func (s *suite) nodePluginRestart(ctx context.Context, t *testing.T) {
-	s.startSmallCachedVolumes(ctx, t, revokedVolume, droppedVolume)
+	s.startBoundVolumes(ctx, t, revokedVolume, droppedVolume)
 	s.apply(ctx, t, cacheBinding(reader, cacheSize))
 	s.waitReady(ctx, t, object{ns: "default", name: "cachebinding/" + reader})
 	orphan, revoked, dropped := s.volumeHandle(ctx, t, reader), s.volumeHandle(ctx, t, revokedVolume), s.volumeHandle(ctx, t, droppedVolume)
@@ -82,11 +81,11 @@ func (s *suite) nodePluginRestart(ctx context.Context, t *testing.T) {
 	}
 }
 
-// startSmallCachedVolumes starts a pod on a new volume of the uncached class
+// startBoundVolumes starts a pod on a new volume of the uncached class
 // for each name, each with a CacheBinding, and waits for the caches.
-func (s *suite) startSmallCachedVolumes(ctx context.Context, t *testing.T, names ...string) {
+func (s *suite) startBoundVolumes(ctx context.Context, t *testing.T, names ...string) {
 	for _, name := range names {
-		s.apply(ctx, t, pvcAndPod(name, "e2e-uncached", smallVolume, s.images.project, writeDataSet+"sleep infinity"))
+		s.apply(ctx, t, pvcAndPod(name, "e2e-uncached", volumeSize, s.images.project, writeDataSet+"sleep infinity"))
 		s.apply(ctx, t, cacheBinding(name, cacheSize))
 	}
 	for _, name := range names {

@@ -90,7 +90,10 @@ func (c *Cluster) start(ctx context.Context) error {
 	if err := c.waitNodeReady(ctx); err != nil {
 		return err
 	}
-	return c.waitImages(ctx)
+	if err := c.waitImages(ctx); err != nil {
+		return err
+	}
+	return c.waitServiceIP(ctx)
 }
 
 // nodeReport is the end of the node script's output and of kubelet's log,

@@ -68,6 +68,20 @@ func (c *Cluster) waitImages(ctx context.Context) error {
 	})
 }
 
+// waitServiceIP waits, until ctx ends, for the API server to answer on its
+// Service IP from the node: kube-proxy programs that rule some time after it
+// starts, and csi-provisioner exits if its first API call times out there.
+func (c *Cluster) waitServiceIP(ctx context.Context) error {
+	probe := fmt.Sprintf("timeout 5 bash -c '</dev/tcp/%s/443'", ServiceAPIIP)
+	return c.poll(ctx, "the API server on its Service IP "+ServiceAPIIP, time.Second, func() (bool, string, error) {
+		out, err := c.NodeExec(ctx, probe)
+		if err != nil {
+			return false, strings.TrimSpace(out + " " + err.Error()), nil
+		}
+		return true, "", nil
+	})
+}
+
 // NodeExec runs a bash script as root on the node (in the guest, outside any
 // container) and returns its combined output. A non-zero exit is an error.
 func (c *Cluster) NodeExec(ctx context.Context, script string) (string, error) {
