@@ -51,6 +51,10 @@ func (c ControlDevice) Ioctl(cmd uintptr, buf []byte) error {
 // version 4): field offsets, commands and flags used here.
 const (
 	ioctlHeaderSize = 312
+	// offData is offsetof(struct dm_ioctl, data): the data_size the kernel
+	// leaves in an answer that carries no data, such as the table of a
+	// device that has none live yet (between its creation and first resume).
+	offData = 305
 	offDataSize     = 12
 	offDataStart    = 16
 	offTargetCount  = 20
@@ -150,6 +154,9 @@ func (r dmReply) flags() uint32      { return r.u32(offFlags) }
 // data is the answer's payload: from data_start to data_size.
 func (r dmReply) data() ([]byte, error) {
 	start, end := int(r.u32(offDataStart)), int(r.u32(offDataSize))
+	if end == offData {
+		return nil, nil
+	}
 	if start < ioctlHeaderSize || end > len(r) || start > end {
 		return nil, fmt.Errorf("device-mapper answer: data from %d to %d in a %d-byte buffer", start, end, len(r))
 	}

@@ -100,6 +100,10 @@ func (k *fakeKernel) Ioctl(cmd uintptr, buf []byte) error {
 	if flags&flagStatusTable != 0 {
 		lines = d.table
 	}
+	if lines == nil { // no live table: the kernel writes no data
+		ne.PutUint32(buf[offDataSize:], offData)
+		return nil
+	}
 	off := 0
 	for _, line := range lines {
 		f := append(strings.SplitN(line, " ", 4), "") // no parameters: f[3] is ""
@@ -196,6 +200,22 @@ func TestKernelReadsListDevicesAndTheirStates(t *testing.T) {
 	}
 	if s, err := d.Status(ctx, "two-targets"); err != nil || s != "0 8 zero\n8 8 error" {
 		t.Fatalf("Status of a two-target device %q (%v), want both lines as dmsetup prints them", s, err)
+	}
+}
+
+// A device without a live table (LVM creates, loads and resumes in three
+// steps) answers with no data; it is listed, and States leaves it out
+// instead of failing for every device.
+func TestKernelReadsADeviceWithoutATable(t *testing.T) {
+	k := kernelDevices()
+	k.devices["vg-being--created"] = fakeDevice{major: 254, minor: 11}
+	d := NewDmsetup(nil).ReadingFrom(k)
+	states, err := d.States(context.Background())
+	if err != nil || len(states) != 3 {
+		t.Fatalf("States with a device without a table: %d devices (%v), want the 3 with one target", len(states), err)
+	}
+	if out, err := d.read(context.Background(), "vg-being--created", true); err != nil || out != "" {
+		t.Fatalf("table of a device without one: %q (%v), want none", out, err)
 	}
 }
 
