@@ -54,15 +54,15 @@ const (
 	// offData is offsetof(struct dm_ioctl, data): the data_size the kernel
 	// leaves in an answer that carries no data, such as the table of a
 	// device that has none live yet (between its creation and first resume).
-	offData = 305
-	offDataSize     = 12
-	offDataStart    = 16
-	offTargetCount  = 20
-	offOpenCount    = 24
-	offFlags        = 28
-	offDev          = 40
-	offName         = 48
-	nameLen         = 128
+	offData        = 305
+	offDataSize    = 12
+	offDataStart   = 16
+	offTargetCount = 20
+	offOpenCount   = 24
+	offFlags       = 28
+	offDev         = 40
+	offName        = 48
+	nameLen        = 128
 
 	cmdListDevices = 2
 	cmdDevStatus   = 7
