@@ -171,9 +171,8 @@ func (a *applier) toFetch(w *warming, blocks []uint64) []uint64 {
 	return picked
 }
 
-// fetch starts counting writes, waits out the writes already in flight (a
-// suspend returns once they completed) and reads f's blocks from the
-// origin while the cache serves: a writethrough origin holds every
+// fetch starts counting writes (underWriteTracking) and reads f's blocks
+// from the origin while the cache serves: a writethrough origin holds every
 // completed write, and reading it directly leaves the volume's read
 // counters, its tracked reads and smq's statistics to the application.
 func (a *applier) fetch(ctx context.Context, w *warming, f *fetched) error {

@@ -157,10 +157,12 @@ func (a *applier) copyHotBlocks(ctx context.Context, w *warming, data lvm.LV) er
 	return a.underWriteTracking(ctx, w, func() error { return a.copyBlocks(ctx, w, data) })
 }
 
-// underWriteTracking starts counting writes, waits out the writes already
-// in flight (a suspend returns once they completed), and runs read, which
-// reads blocks whose later writes the count must see. On failure the
-// tracking stops again.
+// underWriteTracking starts counting writes and runs read, which reads
+// blocks whose later writes the count must see. No write in flight escapes
+// the count: the kernel's @stats_create suspends the device internally and
+// waits for every I/O in flight to complete before the region counts (so
+// that "newly created statistics will be exact", dm-stats.c). On failure
+// the tracking stops again.
 func (a *applier) underWriteTracking(ctx context.Context, w *warming, read func() error) error {
 	name := DeviceName(a.volumeID)
 	region, err := a.dm.TrackWrites(ctx, name, w.areaSectors())
@@ -168,11 +170,7 @@ func (a *applier) underWriteTracking(ctx context.Context, w *warming, read func(
 		return err
 	}
 	w.region = region
-	err = a.drain(ctx, name)
-	if err == nil {
-		err = read()
-	}
-	if err != nil {
+	if err := read(); err != nil {
 		return errors.Join(err, a.dm.Untrack(ctx, name, region))
 	}
 	return nil
@@ -191,18 +189,6 @@ func (a *applier) copyBlocks(ctx context.Context, w *warming, data lvm.LV) error
 		what = "Copied the blocks read"
 	}
 	klog.V(2).InfoS(what, "volumeID", a.volumeID, "blocks", len(w.copies), "extents", len(extents), "duration", time.Since(start))
-	return nil
-}
-
-// drain suspends and resumes the device: the suspend returns once every
-// write in flight has completed.
-func (a *applier) drain(ctx context.Context, name string) error {
-	if err := a.dm.Suspend(ctx, name); err != nil {
-		return errors.Join(err, a.rollback(ctx, name))
-	}
-	if err := a.dm.Resume(ctx, name); err != nil {
-		return errors.Join(err, a.rollback(ctx, name))
-	}
 	return nil
 }
 
