@@ -20,6 +20,9 @@ const copyChunk = 4 << 20
 // every device ssdcache uses (4Kn disks included).
 const directAlign = 4096
 
+// CopyExtents reads the next chunk from src while it writes the last one to
+// dst, so that a copy from an HDD to an SSD takes about as long as the
+// HDD's read alone.
 func (h *Host) CopyExtents(ctx context.Context, src, dst string, want dm.DevNum, extents []Extent) error {
 	if err := checkAligned(src, dst, extents); err != nil {
 		return err
@@ -34,21 +37,71 @@ func (h *Host) CopyExtents(ctx context.Context, src, dst string, want dm.DevNum,
 		return err
 	}
 	defer out.Close()
-	buf := DirectBuffer(copyChunk)
-	for _, e := range extents {
-		for done := uint64(0); done < e.Length; {
-			n := min(e.Length-done, copyChunk)
-			chunk := Extent{Src: e.Src + done, Length: n}
-			if err := readExtent(ctx, in, chunk, buf); err != nil {
-				return err
-			}
-			if err := writeExtent(ctx, out, Extent{Dst: e.Dst + done, Length: n}, buf); err != nil {
-				return err
-			}
-			done += n
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	read := make(chan readChunk, 1)
+	free := make(chan []byte, 2)
+	free <- DirectBuffer(copyChunk)
+	free <- DirectBuffer(copyChunk)
+	go readChunks(ctx, in, chunksOf(extents), free, read)
+	for c := range read {
+		if c.err != nil {
+			return c.err
 		}
+		if err := writeExtent(ctx, out, Extent{Dst: c.Dst, Length: c.Length}, c.buf); err != nil {
+			cancel()
+			for range read { // the reader stops; in closes after it
+			}
+			return err
+		}
+		free <- c.buf
+	}
+	if err := ctx.Err(); err != nil {
+		return err // the reader stopped early, without an error of its own
 	}
 	return syncClose(out)
+}
+
+// readChunk is a chunk of an extent read into buf, or the error that ended
+// the reading.
+type readChunk struct {
+	Extent
+	buf []byte
+	err error
+}
+
+// readChunks reads each chunk into a buffer from free and sends it on read,
+// which it closes when done, failed or cancelled.
+func readChunks(ctx context.Context, in *os.File, chunks []Extent, free <-chan []byte, read chan<- readChunk) {
+	defer close(read)
+	for _, c := range chunks {
+		var buf []byte
+		select {
+		case buf = <-free:
+		case <-ctx.Done():
+			return
+		}
+		err := readExtent(ctx, in, Extent{Src: c.Src, Length: c.Length}, buf)
+		select {
+		case read <- readChunk{Extent: c, buf: buf, err: err}:
+		case <-ctx.Done():
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// chunksOf splits extents into pieces of at most copyChunk bytes.
+func chunksOf(extents []Extent) []Extent {
+	var chunks []Extent
+	for _, e := range extents {
+		for done := uint64(0); done < e.Length; done += copyChunk {
+			chunks = append(chunks, Extent{Src: e.Src + done, Dst: e.Dst + done, Length: min(e.Length-done, copyChunk)})
+		}
+	}
+	return chunks
 }
 
 func (h *Host) ReadExtents(ctx context.Context, src dm.DevNum, extents []Extent, buf []byte) error {
