@@ -15,16 +15,18 @@ import (
 type Dmsetup struct {
 	run *command.Runner
 	// kernel, when set, answers List, Info, Table, Status and States.
-	kernel *kernelReader
+	kernel *kernelIoctls
 }
 
 // NewDmsetup returns an Interface that runs dmsetup through run.
 func NewDmsetup(run *command.Runner) *Dmsetup { return &Dmsetup{run: run} }
 
-// ReadingFrom makes d read devices, tables and statuses with ioctls on c
-// rather than dmsetup processes; changes still run dmsetup.
+// ReadingFrom makes d read devices, tables and statuses, load tables and
+// suspend and resume devices with ioctls on c rather than dmsetup
+// processes; creating and removing devices still run dmsetup, which makes
+// and removes their /dev/mapper nodes.
 func (d *Dmsetup) ReadingFrom(c Control) *Dmsetup {
-	d.kernel = &kernelReader{ctl: c}
+	d.kernel = &kernelIoctls{ctl: c}
 	return d
 }
 
@@ -57,16 +59,25 @@ func (d *Dmsetup) Create(ctx context.Context, name string, table Table) error {
 }
 
 func (d *Dmsetup) Load(ctx context.Context, name string, table Table) error {
+	if d.kernel != nil {
+		return d.kernel.load(ctx, name, table)
+	}
 	_, err := d.run.RunWithInput(ctx, []byte(table.String()+"\n"), "dmsetup", "load", name)
 	return err
 }
 
 func (d *Dmsetup) Suspend(ctx context.Context, name string) error {
+	if d.kernel != nil {
+		return d.kernel.suspend(ctx, name, true)
+	}
 	_, err := d.dmsetup(ctx, "suspend", name)
 	return err
 }
 
 func (d *Dmsetup) Resume(ctx context.Context, name string) error {
+	if d.kernel != nil {
+		return d.kernel.suspend(ctx, name, false)
+	}
 	_, err := d.dmsetup(ctx, "resume", name)
 	return err
 }

@@ -2,11 +2,14 @@ package dm
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -17,10 +20,12 @@ import (
 // the promoter every cached volume's dm-stats reads every two seconds; as a
 // dmsetup process each read cost a fork, an exec and libdevmapper's set-up
 // (a tenth of a second of CPU each under emulation, seven a second for an
-// idle node), where the ioctl behind it costs microseconds. Table changes
-// still go through dmsetup, which also waits for udev to make the
-// /dev/mapper nodes; dm-stats messages need no udev and go through the
-// control device too.
+// idle node), where the ioctl behind it costs microseconds. Table loads,
+// suspends and resumes go through the control device too: a warm-up, a
+// promotion and a resize each make several, and as dmsetup processes they
+// were most of the fixed time a warm-up took beside its copy. So do dm-stats
+// messages. Creating and removing devices still run dmsetup, which makes and
+// removes their /dev/mapper nodes.
 
 // Control issues one device-mapper ioctl: cmd with the struct dm_ioctl (and
 // the data after it) in buf, which the kernel overwrites with its answer.
@@ -65,7 +70,9 @@ const (
 	nameLen        = 128
 
 	cmdListDevices = 2
+	cmdDevSuspend  = 6
 	cmdDevStatus   = 7
+	cmdTableLoad   = 9
 	cmdTableStatus = 12
 	cmdTargetMsg   = 14
 
@@ -84,17 +91,19 @@ const (
 // ioctlCmd is _IOWR(DM_IOCTL, nr, struct dm_ioctl).
 func ioctlCmd(nr uintptr) uintptr { return 3<<30 | ioctlHeaderSize<<16 | 0xfd<<8 | nr }
 
-// kernelReader answers the read-only part of Interface with ioctls.
-type kernelReader struct{ ctl Control }
+// kernelIoctls answers the reads of Interface, and makes its table loads,
+// suspends and resumes, with ioctls.
+type kernelIoctls struct{ ctl Control }
 
 // call runs command nr on device name ("" for none) with flags, growing the
 // buffer while the kernel says its answer did not fit.
-func (k kernelReader) call(nr uintptr, name string, flags uint32) (dmReply, error) {
-	return k.callWith(nr, name, flags, nil)
+func (k kernelIoctls) call(nr uintptr, name string, flags uint32) (dmReply, error) {
+	return k.callWith(nr, name, flags, nil, 0)
 }
 
-// callWith is call with payload (a struct the command reads) at data_start.
-func (k kernelReader) callWith(nr uintptr, name string, flags uint32, payload []byte) (dmReply, error) {
+// callWith is call with payload (a struct the command reads, or targets
+// target specs) at data_start.
+func (k kernelIoctls) callWith(nr uintptr, name string, flags uint32, payload []byte, targets uint32) (dmReply, error) {
 	if len(name) >= nameLen {
 		return nil, fmt.Errorf("device-mapper name %q: longer than %d bytes", name, nameLen-1)
 	}
@@ -105,6 +114,7 @@ func (k kernelReader) callWith(nr uintptr, name string, flags uint32, payload []
 		ne.PutUint32(buf[offDataSize:], uint32(size))
 		ne.PutUint32(buf[offDataStart:], ioctlHeaderSize)
 		ne.PutUint32(buf[offFlags:], flags)
+		ne.PutUint32(buf[offTargetCount:], targets)
 		copy(buf[offName:], name)
 		copy(buf[ioctlHeaderSize:], payload)
 		if err := k.ctl.Ioctl(ioctlCmd(nr), buf); err != nil {
@@ -122,16 +132,92 @@ func (k kernelReader) callWith(nr uintptr, name string, flags uint32, payload []
 
 func align8(n int) int { return (n + 7) &^ 7 }
 
+// suspend suspends name (on) or resumes it, which makes a loaded table
+// live. A suspend flushes and waits for the I/O in flight, and freezes a
+// filesystem on the device, as `dmsetup suspend` does.
+func (k kernelIoctls) suspend(ctx context.Context, name string, on bool) error {
+	flags := uint32(0)
+	if on {
+		flags = flagSuspend
+	}
+	return interruptible(ctx, func() error {
+		_, err := k.call(cmdDevSuspend, name, flags)
+		return err
+	})
+}
+
+// load puts t into name's inactive slot: one struct dm_target_spec (start,
+// length, status, next, target type) followed by its parameter string.
+func (k kernelIoctls) load(ctx context.Context, name string, t Table) error {
+	typ, params := t.Target.Type(), t.Target.Params()
+	if len(typ) >= 16 {
+		return fmt.Errorf("device-mapper target type %q: longer than 15 bytes", typ)
+	}
+	spec := make([]byte, align8(targetSpecHeaderSize+len(params)+1))
+	ne := binary.NativeEndian
+	ne.PutUint64(spec[0:], 0)
+	ne.PutUint64(spec[8:], t.Length)
+	ne.PutUint32(spec[20:], uint32(len(spec)))
+	copy(spec[24:40], typ)
+	copy(spec[targetSpecHeaderSize:], params)
+	return interruptible(ctx, func() error {
+		_, err := k.callWith(cmdTableLoad, name, 0, spec, 1)
+		return err
+	})
+}
+
+// interruptible makes a table change that may wait on I/O (a suspend waits
+// for the I/O in flight, a resume with a new table suspends first) end with
+// ctx, as killing a dmsetup process did: the call runs on a locked OS
+// thread, which is sent SIGURG once ctx ends, and the kernel undoes the
+// suspend with EINTR. The Go runtime takes SIGURG for its own preemption
+// and ignores it otherwise. EINTR from any other signal (a child's SIGCHLD)
+// is tried again.
+func interruptible(ctx context.Context, call func() error) error {
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := onSignalledThread(ctx, call); !errors.Is(err, unix.EINTR) {
+			return err
+		}
+	}
+}
+
+func onSignalledThread(ctx context.Context, call func() error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	pid, tid := unix.Getpid(), unix.Gettid()
+	done := make(chan struct{})
+	defer close(done) // before the thread is unlocked
+	go func() {
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+		}
+		for { // again, in case the signal came just before the call blocked
+			_ = unix.Tgkill(pid, tid, unix.SIGURG)
+			select {
+			case <-done:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}()
+	return call()
+}
+
 // message sends a message to sector 0 of device name, as `dmsetup message
 // name 0 msg` does (a struct dm_target_msg: the sector, then the text), and
 // returns the kernel's answer, "" when it gave none. The kernel writes the
 // answer where the message was, as libdevmapper lays it out; an answer that
 // did not fit is asked again with a larger buffer, and dm-stats clears a
 // region's counters (@stats_print_clear) only once its answer fit.
-func (k kernelReader) message(name, msg string) (string, error) {
+func (k kernelIoctls) message(name, msg string) (string, error) {
 	payload := make([]byte, 8+len(msg)+1) // sector 0, the text, its NUL
 	copy(payload[8:], msg)
-	reply, err := k.callWith(cmdTargetMsg, name, 0, payload)
+	reply, err := k.callWith(cmdTargetMsg, name, 0, payload, 0)
 	if err != nil {
 		return "", err
 	}
@@ -180,7 +266,7 @@ func cString(b []byte) string {
 
 // names lists every device-mapper device (struct dm_name_list records,
 // each giving the offset of the next).
-func (k kernelReader) names() ([]string, error) {
+func (k kernelIoctls) names() ([]string, error) {
 	reply, err := k.call(cmdListDevices, "", 0)
 	if err != nil {
 		return nil, err
@@ -203,7 +289,7 @@ func (k kernelReader) names() ([]string, error) {
 	}
 }
 
-func (k kernelReader) info(name string) (Device, error) {
+func (k kernelIoctls) info(name string) (Device, error) {
 	reply, err := k.call(cmdDevStatus, name, 0)
 	if err != nil {
 		return Device{}, err
@@ -211,7 +297,7 @@ func (k kernelReader) info(name string) (Device, error) {
 	return reply.device(name), nil
 }
 
-func (k kernelReader) list() ([]Device, error) {
+func (k kernelIoctls) list() ([]Device, error) {
 	names, err := k.names()
 	if err != nil {
 		return nil, err
@@ -232,7 +318,7 @@ func (k kernelReader) list() ([]Device, error) {
 
 // lines returns name's live table (table true) or status (--noflush), one
 // "<start> <length> <type> <params>" line per target, as dmsetup prints them.
-func (k kernelReader) lines(name string, table bool) ([]string, error) {
+func (k kernelIoctls) lines(name string, table bool) ([]string, error) {
 	flags := uint32(flagNoFlush)
 	if table {
 		flags = flagStatusTable
@@ -260,7 +346,7 @@ func (k kernelReader) lines(name string, table bool) ([]string, error) {
 	return lines, nil
 }
 
-func (k kernelReader) states() (map[string]DeviceState, error) {
+func (k kernelIoctls) states() (map[string]DeviceState, error) {
 	names, err := k.names()
 	if err != nil {
 		return nil, err

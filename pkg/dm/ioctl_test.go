@@ -1,6 +1,7 @@
 package dm
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -10,13 +11,15 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
 
 // The command numbers of include/uapi/linux/dm-ioctl.h, as strace shows them.
 func TestIoctlCommandsAreTheKernels(t *testing.T) {
-	for nr, want := range map[uintptr]uintptr{cmdListDevices: 0xc138fd02, cmdDevStatus: 0xc138fd07, cmdTableStatus: 0xc138fd0c, cmdTargetMsg: 0xc138fd0e} {
+	for nr, want := range map[uintptr]uintptr{cmdListDevices: 0xc138fd02, cmdDevSuspend: 0xc138fd06, cmdDevStatus: 0xc138fd07,
+		cmdTableLoad: 0xc138fd09, cmdTableStatus: 0xc138fd0c, cmdTargetMsg: 0xc138fd0e} {
 		if got := ioctlCmd(nr); got != want {
 			t.Errorf("ioctl %d = %#x, want %#x", nr, got, want)
 		}
@@ -36,6 +39,11 @@ type fakeKernel struct {
 	answers  map[string]map[string]string
 	messages []string
 	cleared  int
+	// interrupted is how many suspends and loads are to fail with EINTR, as
+	// when a signal reaches the thread waiting in the kernel.
+	interrupted int
+	// loads are the buffers of the table loads, from data_start.
+	loads [][]byte
 }
 
 type fakeDevice struct {
@@ -43,6 +51,8 @@ type fakeDevice struct {
 	suspended, loaded bool
 	open              int32
 	table, status     []string // "<start> <length> <type> <params>"
+	// inactive is the loaded table, which a resume makes live.
+	inactive []string
 }
 
 func (k *fakeKernel) Ioctl(cmd uintptr, buf []byte) error {
@@ -50,6 +60,7 @@ func (k *fakeKernel) Ioctl(cmd uintptr, buf []byte) error {
 	ne := binary.NativeEndian
 	start, size := int(ne.Uint32(buf[offDataStart:])), int(ne.Uint32(buf[offDataSize:]))
 	flags := ne.Uint32(buf[offFlags:])
+	asked := flags // before the device's state is written into flags
 	name := cString(buf[offName : offName+nameLen])
 	out, room := buf[start:size], size-start
 	full := func() error { ne.PutUint32(buf[offFlags:], flags|flagBufferFull); return nil }
@@ -90,8 +101,18 @@ func (k *fakeKernel) Ioctl(cmd uintptr, buf []byte) error {
 		flags |= flagInactivePresent
 	}
 	ne.PutUint32(buf[offFlags:], flags)
-	if cmd&0xff == cmdTargetMsg {
+	if nr := cmd & 0xff; (nr == cmdDevSuspend || nr == cmdTableLoad) && k.interrupted > 0 {
+		k.interrupted--
+		return unix.EINTR
+	}
+	switch cmd & 0xff {
+	case cmdTargetMsg:
 		return k.message(buf, name, start, size, flags)
+	case cmdTableLoad:
+		return k.load(buf, name, start, size)
+	case cmdDevSuspend:
+		k.suspendOrResume(name, asked&flagSuspend != 0)
+		return nil
 	}
 	if cmd&0xff != cmdTableStatus {
 		return nil
@@ -127,6 +148,49 @@ func (k *fakeKernel) Ioctl(cmd uintptr, buf []byte) error {
 	ne.PutUint32(buf[offTargetCount:], uint32(len(lines)))
 	ne.PutUint32(buf[offDataSize:], uint32(start+off))
 	return nil
+}
+
+// load reads the target specs as populate_table() does: the first at
+// data_start, each next one next bytes after the one before, each
+// parameter string NUL-terminated within the buffer.
+func (k *fakeKernel) load(buf []byte, name string, start, size int) error {
+	ne := binary.NativeEndian
+	k.loads = append(k.loads, bytes.Clone(buf[start:size]))
+	var lines []string
+	for i, off := 0, start; i < int(ne.Uint32(buf[offTargetCount:])); i++ {
+		nul := -1
+		if off+targetSpecHeaderSize <= size {
+			nul = bytes.IndexByte(buf[off+targetSpecHeaderSize:size], 0)
+		}
+		spec := buf[off:]
+		// next leads to the following spec: 8-byte aligned, past this one's NUL.
+		if next := int(ne.Uint32(spec[20:])); nul < 0 || next%8 != 0 || next <= targetSpecHeaderSize+nul {
+			return unix.EINVAL
+		}
+		lines = append(lines, strings.TrimRight(fmt.Sprintf("%d %d %s %s", ne.Uint64(spec), ne.Uint64(spec[8:]), cString(spec[24:40]), cString(spec[targetSpecHeaderSize:])), " "))
+		off += int(ne.Uint32(spec[20:]))
+	}
+	if len(lines) == 0 {
+		return unix.EINVAL
+	}
+	d := k.devices[name]
+	d.inactive, d.loaded = lines, true
+	k.devices[name] = d
+	return nil
+}
+
+// suspendOrResume is do_suspend() or do_resume(): a resume swaps in a loaded table.
+func (k *fakeKernel) suspendOrResume(name string, suspend bool) {
+	d := k.devices[name]
+	switch {
+	case suspend:
+		d.suspended = true
+	case d.loaded:
+		d.table, d.status, d.inactive, d.loaded, d.suspended = d.inactive, nil, nil, false, false
+	default:
+		d.suspended = false
+	}
+	k.devices[name] = d
 }
 
 // message answers as target_message() does: the struct dm_target_msg at
@@ -311,5 +375,104 @@ func TestKernelMessageErrors(t *testing.T) {
 	cancel()
 	if _, err := d.message(ctx, "ssdcache-pvc-1", "@stats_list"); !errors.Is(err, context.Canceled) {
 		t.Errorf("message after the context ended: %v", err)
+	}
+}
+
+// TestKernelLoadsSuspendsAndResumes: a table loaded through the control
+// device is the one the kernel reads back once resumed, parameters and all,
+// and suspend and resume set and clear the device's suspended state, with
+// no dmsetup process.
+func TestKernelLoadsSuspendsAndResumes(t *testing.T) {
+	k := kernelDevices()
+	d := NewDmsetup(nil).ReadingFrom(k)
+	ctx := context.Background()
+	want := Table{Length: 524288, Target: CacheTarget{Metadata: DevNum{254, 4}, Data: DevNum{254, 5}, Origin: DevNum{254, 2},
+		BlockSectors: 128, Mode: Writethrough, Policy: "smq", ExtraFeatures: []string{"metadata2"}}}
+	if err := d.Suspend(ctx, "ssdcache-pvc-1"); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := d.Info(ctx, "ssdcache-pvc-1"); err != nil || !info.Suspended {
+		t.Fatalf("after Suspend: %+v, %v; want suspended", info, err)
+	}
+	if err := d.Load(ctx, "ssdcache-pvc-1", want); err != nil {
+		t.Fatal(err)
+	}
+	if info, _ := d.Info(ctx, "ssdcache-pvc-1"); !info.InactiveTable {
+		t.Fatal("after Load: no inactive table")
+	}
+	if err := d.Resume(ctx, "ssdcache-pvc-1"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := d.Table(ctx, "ssdcache-pvc-1")
+	if err != nil || !got.Equal(want) {
+		t.Fatalf("live table %v (%v), want %v", got, err, want)
+	}
+	if info, _ := d.Info(ctx, "ssdcache-pvc-1"); info.Suspended || info.InactiveTable {
+		t.Errorf("after Resume: %+v, want live and nothing loaded", info)
+	}
+	linear := Table{Length: 8, Target: LinearTarget{Device: DevNum{8, 0}, Offset: 2048}}
+	if err := d.Load(ctx, "two-targets", linear); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Resume(ctx, "two-targets"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := d.Table(ctx, "two-targets"); !got.Equal(linear) {
+		t.Errorf("a parameter string of %d bytes: table %v, want %v", len(linear.Target.Params()), got, linear)
+	}
+	if err := d.Load(ctx, "gone", linear); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Load on a missing device: %v, want ErrNotFound", err)
+	}
+	if err := d.Suspend(ctx, "gone"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Suspend on a missing device: %v, want ErrNotFound", err)
+	}
+}
+
+// TestKernelLoadLaysOutTheTargetSpec checks the bytes of a load against
+// struct dm_target_spec written out by hand: sector_start and length (u64),
+// status (s32), next (u32), target_type (char[16]), then the parameters,
+// NUL-terminated and padded to 8 bytes.
+func TestKernelLoadLaysOutTheTargetSpec(t *testing.T) {
+	k := kernelDevices()
+	table := Table{Length: 1024, Target: LinearTarget{Device: DevNum{8, 0}, Offset: 4096}}
+	if err := NewDmsetup(nil).ReadingFrom(k).Load(context.Background(), "ssdcache-pvc-2", table); err != nil {
+		t.Fatal(err)
+	}
+	want := make([]byte, 56) // 40 + len("8:0 4096") + NUL = 49, padded to 56
+	binary.LittleEndian.PutUint64(want[8:], 1024)
+	binary.LittleEndian.PutUint32(want[20:], 56)
+	copy(want[24:], "linear")
+	copy(want[40:], "8:0 4096")
+	if got := k.loads[0][:56]; !bytes.Equal(got, want) {
+		t.Errorf("target spec\n got %x\nwant %x", got, want)
+	}
+}
+
+// TestKernelSuspendEndsWithItsContext: EINTR from a stray signal is tried
+// again; a context that ended stops the retries, and interrupts a call that
+// waits in the kernel (here a poll that only a signal ends).
+func TestKernelSuspendEndsWithItsContext(t *testing.T) {
+	k := kernelDevices()
+	k.interrupted = 2
+	d := NewDmsetup(nil).ReadingFrom(k)
+	calls := k.calls
+	if err := d.Suspend(context.Background(), "ssdcache-pvc-1"); err != nil || k.calls-calls != 3 {
+		t.Errorf("after two EINTRs: %v in %d calls, want success on the third", err, k.calls-calls)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	calls = k.calls
+	if err := d.Resume(ctx, "ssdcache-pvc-1"); !errors.Is(err, context.Canceled) || k.calls != calls {
+		t.Errorf("with an ended context: %v after %d calls, want context.Canceled and none", err, k.calls-calls)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err := interruptible(ctx, func() error {
+		_, err := unix.Poll(nil, -1)
+		return err
+	})
+	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 10*time.Second {
+		t.Errorf("a call waiting in the kernel: %v after %v, want the deadline's error soon after 50ms", err, time.Since(start))
 	}
 }
