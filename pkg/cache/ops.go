@@ -347,12 +347,23 @@ func (e *Engine) Health(ctx context.Context) (map[string]State, error) {
 
 // IsCached says, from its table alone, whether a volume's live table is a cache.
 func (e *Engine) IsCached(ctx context.Context, volumeID string) (bool, error) {
-	table, err := e.dm.Table(ctx, DeviceName(volumeID))
-	if errors.Is(err, dm.ErrNotFound) {
-		return false, nil
-	}
+	table, _, err := e.LiveTable(ctx, volumeID)
 	_, cached := table.Target.(dm.CacheTarget)
 	return cached, err
+}
+
+// LiveTable returns a volume's live table and whether the volume is staged
+// (has a device), from the kernel alone: no LVM scan, which kubelet's volume
+// statistics, asked of every volume every minute, would otherwise cost.
+func (e *Engine) LiveTable(ctx context.Context, volumeID string) (dm.Table, bool, error) {
+	table, err := e.dm.Table(ctx, DeviceName(volumeID))
+	switch {
+	case errors.Is(err, dm.ErrNotFound):
+		return dm.Table{}, false, nil
+	case err != nil:
+		return dm.Table{}, false, err
+	}
+	return table, true, nil
 }
 
 // ProbeCacheDevices reads from each device of a cached volume's cache. dm-cache

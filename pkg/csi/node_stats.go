@@ -30,17 +30,17 @@ func (s *NodeServer) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVol
 	if cache.ValidateVolumeID(id) != nil {
 		return nil, status.Errorf(codes.NotFound, "volume %s does not exist", id)
 	}
-	st, err := s.engine.Inspect(ctx, id)
+	table, staged, err := s.engine.LiveTable(ctx, id)
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	if !st.Staged {
+	if !staged {
 		return nil, status.Errorf(codes.NotFound, "volume %s is not staged on this node", id)
 	}
 	if !isDir {
 		// A raw block volume: its size is the dm device's.
 		return &csi.NodeGetVolumeStatsResponse{Usage: []*csi.VolumeUsage{
-			{Unit: csi.VolumeUsage_BYTES, Total: int64(st.Table.Length * dm.SectorSize)}}}, nil
+			{Unit: csi.VolumeUsage_BYTES, Total: int64(table.Length * dm.SectorSize)}}}, nil
 	}
 	fs, err := s.mounter.FSStats(path)
 	if err != nil {
