@@ -18,6 +18,7 @@ import (
 
 	ssdv1 "github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
 	"github.com/ssdcache/ssdcache/pkg/cache"
+	"github.com/ssdcache/ssdcache/pkg/dm"
 )
 
 // EventSource is the reporting controller of the agent's Events.
@@ -127,11 +128,12 @@ type note struct{ kind, reason, action, text string }
 
 func (r *BindingReconciler) apply(ctx context.Context, b *ssdv1.CacheBinding) outcome {
 	vol := b.Status.VolumeHandle
-	st, err := r.engine.Inspect(ctx, vol)
+	// The kernel's table says enough here; SetCache looks at the LVs itself.
+	table, staged, err := r.engine.LiveTable(ctx, vol)
 	if err != nil {
 		return failed(err, "Inspect")
 	}
-	if !st.Staged {
+	if !staged {
 		return outcome{phase: ssdv1.PhaseAdmitted, ready: cond(ssdv1.ConditionReady, false, ssdv1.ReasonVolumeNotStaged,
 			fmt.Sprintf("volume %s is not staged on node %s; the cache attaches when a pod uses the volume", vol, r.nodeName))}
 	}
@@ -151,7 +153,8 @@ func (r *BindingReconciler) apply(ctx context.Context, b *ssdv1.CacheBinding) ou
 	if err != nil {
 		return failed(err, "Attach")
 	}
-	out := attached(b, spec, res.Changed, st.Cached)
+	_, wasCached := table.Target.(dm.CacheTarget)
+	out := attached(b, spec, res.Changed, wasCached)
 	if w := res.Warmed; w.Blocks > 0 {
 		out.warmup = &ssdv1.WarmupRecord{Bytes: int64(w.Bytes), Blocks: int64(w.Blocks), WrittenBlocks: int64(w.Dropped),
 			Duration: metav1.Duration{Duration: w.Duration.Round(time.Millisecond)}, CompletionTime: metav1.NewTime(r.clock.Now())}
