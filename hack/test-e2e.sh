@@ -7,7 +7,9 @@
 # (hack/envtest-assets.sh), node binaries, containerd, helm, csi-provisioner
 # (hack/e2e-assets.sh); the project image's Debian layer (test/e2e/images).
 # Needs root (network namespace, tap device). Extra arguments go to `go test`.
-# SSDCACHE_E2E_KEEP=1 keeps the work dir of a failed run.
+# SSDCACHE_E2E_KEEP=1 keeps the work dir of a failed run. The whole output
+# is also kept in ${CACHE_DIR}/logs/test-e2e.log: CI's clone is gone when
+# someone reads why a run failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" -eq 0 ] || { echo "test-e2e: needs root (ip netns, tap device, apt-get)" >&2; exit 1; }
@@ -18,5 +20,7 @@ export KUBEBUILDER_ASSETS SSDCACHE_E2E_BIN SSDCACHE_E2E=1
 # test/e2e/images checks the project image against the Dockerfile and imports
 # every archive into a host containerd.
 export SSDCACHE_CONTAINERD_DIR=$SSDCACHE_E2E_BIN
+LOG_DIR=${CACHE_DIR:-$HOME/.cache/ssdcache}/logs
+mkdir -p "$LOG_DIR"
 # One package at a time: the cluster needs both cores.
-exec go test -p 1 -count=1 -timeout 60m -v "$@" ./test/e2e/...
+go test -p 1 -count=1 -timeout 60m -v "$@" ./test/e2e/... 2>&1 | tee "$LOG_DIR/test-e2e.log"
