@@ -189,9 +189,7 @@ func writeMerged(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	// A restaged, restarted or rebooted set's run 1 is warm, not a cold miss: its own
-	// section (restagedSection) compares it.
-	r.Overhead = slices.DeleteFunc(r.Overhead, func(o bench.Overhead) bool { _, after := afterDisruption(o.WorkingSet); return after })
+	judgeAgainstColdSets(r)
 	if err := bench.WriteFiles(o.outputDir, r); err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/ssdcache/ssdcache/pkg/bench"
@@ -41,11 +42,35 @@ type restagedRow struct {
 
 type resultKey struct{ workingSet, target, test string }
 
-func restagedRows(r *bench.Report) []restagedRow {
+// warmCeilings are the warm ceilings of r's working sets, by test and target.
+func warmCeilings(r *bench.Report) map[resultKey]*float64 {
 	ceiling := map[resultKey]*float64{}
 	for _, w := range r.Warmth {
 		ceiling[resultKey{w.WorkingSet, w.Target, w.Test}] = w.CeilingMBps
 	}
+	return ceiling
+}
+
+// judgeAgainstColdSets: a restaged, restarted or rebooted set runs once,
+// warm from its start, so its own runs cannot set its warm ceiling (they
+// would be judged against themselves) and its run 1 is no cold miss. Its
+// results are judged against its cold set's ceiling, and its warm-up and
+// overhead rows are left to restagedSection, which compares it there.
+func judgeAgainstColdSets(r *bench.Report) {
+	ceiling := warmCeilings(r)
+	for i := range r.Results {
+		res := &r.Results[i]
+		if cold, after := afterDisruption(res.WorkingSet); after {
+			res.FractionOfCeiling = bench.Fraction(res.MBps, ceiling[resultKey{cold, res.Target, res.Test}])
+		}
+	}
+	disrupted := func(ws string) bool { _, after := afterDisruption(ws); return after }
+	r.Warmth = slices.DeleteFunc(r.Warmth, func(w bench.Warmth) bool { return disrupted(w.WorkingSet) })
+	r.Overhead = slices.DeleteFunc(r.Overhead, func(o bench.Overhead) bool { return disrupted(o.WorkingSet) })
+}
+
+func restagedRows(r *bench.Report) []restagedRow {
+	ceiling := warmCeilings(r)
 	coldRun1 := map[resultKey]float64{}
 	for _, res := range r.Results {
 		if res.Run == 1 {

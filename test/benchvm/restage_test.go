@@ -33,6 +33,18 @@ func TestRestagedRunIsJudgedAgainstItsColdWorkingSet(t *testing.T) {
 	add("50%"+restagedLabel, 1, 49, 0.97)
 	add("50%"+restartedLabel, 1, 51, 1)
 	bench.Analyze(r)
+	judgeAgainstColdSets(r)
+	for _, w := range r.Warmth {
+		if _, after := afterDisruption(w.WorkingSet); after {
+			t.Errorf("warm-up row of %s, which ran once: its ceiling would be its own run", w.WorkingSet)
+		}
+	}
+	for _, res := range r.Results {
+		if res.WorkingSet == "50%"+restagedLabel && res.Target == "ssdcache" &&
+			(res.FractionOfCeiling == nil || math.Abs(*res.FractionOfCeiling-49.0/51) > 1e-9) {
+			t.Errorf("restaged run's fraction of the warm ceiling = %s, want 0.96 (49/51: the cold set's ceiling)", num(res.FractionOfCeiling))
+		}
+	}
 
 	rows := restagedRows(r)
 	if len(rows) != 2 || rows[1].workingSet != "50%"+restartedLabel || rows[1].ofColdRun1 == nil || *rows[1].ofColdRun1 != 5.1 {
