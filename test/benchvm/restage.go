@@ -42,22 +42,16 @@ type restagedRow struct {
 
 type resultKey struct{ workingSet, target, test string }
 
-// warmCeilings are the warm ceilings of r's working sets, by test and target.
-func warmCeilings(r *bench.Report) map[resultKey]*float64 {
-	ceiling := map[resultKey]*float64{}
-	for _, w := range r.Warmth {
-		ceiling[resultKey{w.WorkingSet, w.Target, w.Test}] = w.CeilingMBps
-	}
-	return ceiling
-}
-
 // judgeAgainstColdSets: a restaged, restarted or rebooted set runs once,
 // warm from its start, so its own runs cannot set its warm ceiling (they
 // would be judged against themselves) and its run 1 is no cold miss. Its
 // results are judged against its cold set's ceiling, and its warm-up and
 // overhead rows are left to restagedSection, which compares it there.
 func judgeAgainstColdSets(r *bench.Report) {
-	ceiling := warmCeilings(r)
+	ceiling := map[resultKey]*float64{}
+	for _, w := range r.Warmth {
+		ceiling[resultKey{w.WorkingSet, w.Target, w.Test}] = w.CeilingMBps
+	}
 	for i := range r.Results {
 		res := &r.Results[i]
 		if cold, after := afterDisruption(res.WorkingSet); after {
@@ -69,8 +63,9 @@ func judgeAgainstColdSets(r *bench.Report) {
 	r.Overhead = slices.DeleteFunc(r.Overhead, func(o bench.Overhead) bool { return disrupted(o.WorkingSet) })
 }
 
+// restagedRows reads each row's fraction of the warm ceiling from its
+// result, as judgeAgainstColdSets set it.
 func restagedRows(r *bench.Report) []restagedRow {
-	ceiling := warmCeilings(r)
 	coldRun1 := map[resultKey]float64{}
 	for _, res := range r.Results {
 		if res.Run == 1 {
@@ -86,8 +81,7 @@ func restagedRows(r *bench.Report) []restagedRow {
 		}
 		k := resultKey{cold, res.Target, res.Test}
 		row := restagedRow{workingSet: res.WorkingSet, target: res.Target, test: res.Test,
-			hitRatio: res.HitRatio, mbps: res.MBps, ofSSD: res.FractionOfSSD}
-		row.ofCeiling = bench.Fraction(res.MBps, ceiling[k])
+			hitRatio: res.HitRatio, mbps: res.MBps, ofCeiling: res.FractionOfCeiling, ofSSD: res.FractionOfSSD}
 		if run1, ok := coldRun1[k]; ok {
 			row.ofColdRun1 = bench.Fraction(res.MBps, &run1)
 		}
