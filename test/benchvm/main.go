@@ -132,17 +132,6 @@ func partNames(o options) []string {
 	return names
 }
 
-// disruption returns the working-set label of a part measured after a
-// restage, a plugin restart or a reboot: "ws-50-restage" is "50% restaged".
-func disruption(part string) (label string, ok bool) {
-	for suffix, label := range map[string]string{parts.RestagedSuffix: restagedLabel, parts.RestartedSuffix: restartedLabel, parts.RebootedSuffix: rebootedLabel} {
-		if cold, ok := strings.CutSuffix(part, suffix); ok {
-			return strings.TrimPrefix(cold, "ws-") + "%" + label, true
-		}
-	}
-	return "", false
-}
-
 // saveParts copies each invocation's report and the node's log out of the
 // share dir, whatever happened, so a failed run can be looked at.
 func saveParts(out string, o options) error {

@@ -9,35 +9,38 @@ import (
 	"github.com/ssdcache/ssdcache/test/benchvm/parts"
 )
 
-// restagedLabel and restartedLabel end the label of a working set measured
-// after its caches were restaged or after ssdcache-node was restarted; the
-// rest of the label names its cold working set.
+// A working set measured after its caches were restaged, after
+// ssdcache-node was restarted or after the VM rebooted is labelled by its
+// cold working set and one of these.
 const (
 	restagedLabel  = " restaged"
 	restartedLabel = " plugin restarted"
 	rebootedLabel  = " rebooted"
 )
 
+// disruptionLabels maps a part's name suffix to its working set's label suffix.
+var disruptionLabels = map[string]string{parts.RestagedSuffix: restagedLabel, parts.RestartedSuffix: restartedLabel, parts.RebootedSuffix: rebootedLabel}
+
+// disruption returns the working-set label of a part measured after a
+// restage, a plugin restart or a reboot: "ws-50-restage" is "50% restaged".
+func disruption(part string) (label string, ok bool) {
+	for suffix, label := range disruptionLabels {
+		if cold, ok := strings.CutSuffix(part, suffix); ok {
+			return strings.TrimPrefix(cold, "ws-") + "%" + label, true
+		}
+	}
+	return "", false
+}
+
 // afterDisruption returns the cold working set of a restaged, restarted or
 // rebooted one's label.
 func afterDisruption(label string) (cold string, ok bool) {
-	for _, suffix := range []string{restagedLabel, restartedLabel, rebootedLabel} {
+	for _, suffix := range disruptionLabels {
 		if cold, ok = strings.CutSuffix(label, suffix); ok {
 			return cold, true
 		}
 	}
 	return label, false
-}
-
-// restagedRow is a cached target's first read of a test after its cache was
-// restaged, against the same working set's cold runs.
-type restagedRow struct {
-	workingSet, target, test string
-	hitRatio                 *float64
-	mbps                     float64
-	// ofCeiling is over the cold runs' warm ceiling (their median MB/s at a
-	// hit ratio of 0.95 or more), ofColdRun1 over the cold run 1.
-	ofCeiling, ofSSD, ofColdRun1 *float64
 }
 
 type resultKey struct{ workingSet, target, test string }
@@ -63,71 +66,62 @@ func judgeAgainstColdSets(r *bench.Report) {
 	r.Overhead = slices.DeleteFunc(r.Overhead, func(o bench.Overhead) bool { return disrupted(o.WorkingSet) })
 }
 
-// restagedRows reads each row's fraction of the warm ceiling from its
-// result, as judgeAgainstColdSets set it.
-func restagedRows(r *bench.Report) []restagedRow {
+// restagedSection is report.md's account of the restage, restart and
+// reboot steps: each cached target's first run of a test after them,
+// against the cold set's warm ceiling and run 1, and how long each took.
+func restagedSection(r *bench.Report, restages map[string][]parts.Restage) string {
 	coldRun1 := map[resultKey]float64{}
 	for _, res := range r.Results {
 		if res.Run == 1 {
 			coldRun1[resultKey{res.WorkingSet, res.Target, res.Test}] = res.MBps
 		}
 	}
-	var rows []restagedRow
+	var rows strings.Builder
+	var sets []string
 	for _, res := range r.Results {
 		cold, after := afterDisruption(res.WorkingSet)
 		isReference := res.Target == r.Config.SSDReference || res.Target == r.Config.HDDReference
 		if !after || isReference || res.Run != 1 || res.Pass == 0 {
 			continue
 		}
-		k := resultKey{cold, res.Target, res.Test}
-		row := restagedRow{workingSet: res.WorkingSet, target: res.Target, test: res.Test,
-			hitRatio: res.HitRatio, mbps: res.MBps, ofCeiling: res.FractionOfCeiling, ofSSD: res.FractionOfSSD}
-		if run1, ok := coldRun1[k]; ok {
-			row.ofColdRun1 = bench.Fraction(res.MBps, &run1)
+		var ofColdRun1 *float64
+		if run1, ok := coldRun1[resultKey{cold, res.Target, res.Test}]; ok {
+			ofColdRun1 = bench.Fraction(res.MBps, &run1)
 		}
-		rows = append(rows, row)
+		// FractionOfCeiling is over the cold set's warm ceiling, as
+		// judgeAgainstColdSets set it.
+		fmt.Fprintf(&rows, "| %s | %s | %s | %s | %.1f | %s | %s | %s |\n", res.WorkingSet, res.Target, res.Test,
+			num(res.HitRatio), res.MBps, num(res.FractionOfCeiling), num(res.FractionOfSSD), num(ofColdRun1))
+		sets = append(sets, res.WorkingSet)
 	}
-	return rows
-}
-
-// restagedSection is report.md's account of the restage step: how long
-// each restage took, and the first run after it.
-func restagedSection(r *bench.Report, restages map[string][]parts.Restage) string {
-	rows := restagedRows(r)
-	if len(rows) == 0 {
+	if len(sets) == 0 {
 		return ""
 	}
 	var b strings.Builder
 	b.WriteString("## Run 1 after restage, plugin restart and reboot\n\n")
-	b.WriteString(disruptionsText(rows))
+	b.WriteString(disruptionsText(sets))
 	b.WriteString("| working set | target | test | hit ratio | MB/s | of warm ceiling | of raw SSD | x cold run 1 |\n|---|---|---|---|---|---|---|---|\n")
-	for _, row := range rows {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %.1f | %s | %s | %s |\n", row.workingSet, row.target, row.test,
-			num(row.hitRatio), row.mbps, num(row.ofCeiling), num(row.ofSSD), num(row.ofColdRun1))
-	}
+	b.WriteString(rows.String())
 	writeRestageTimes(&b, r, restages)
 	return b.String()
 }
 
 // disruptionsText says how the caches were disrupted, for the steps the
-// rows show.
-func disruptionsText(rows []restagedRow) string {
-	var restaged, restarted, rebooted bool
-	for _, row := range rows {
-		restaged = restaged || strings.HasSuffix(row.workingSet, restagedLabel)
-		restarted = restarted || strings.HasSuffix(row.workingSet, restartedLabel)
-		rebooted = rebooted || strings.HasSuffix(row.workingSet, rebootedLabel)
+// rows' working sets show.
+func disruptionsText(sets []string) string {
+	shown := func(label string) bool {
+		return slices.ContainsFunc(sets, func(ws string) bool { return strings.HasSuffix(ws, label) })
 	}
 	var b strings.Builder
-	if restaged {
+	if shown(restagedLabel) {
 		b.WriteString("Restaged (`<set> restaged`): after the working set's cold runs every cache was taken down and brought up again, as a node does when a volume's pod is replaced: " +
 			"ssdcache through CSI (NodeUnpublishVolume, NodeUnstageVolume, NodeStageVolume, NodePublishVolume: the hot set saved at unstage, the new cache filled from it at stage), " +
 			"lvmcache with `lvchange -an` and `-ay`, bcache by stopping its device and registering the backing device again; then every target ran once more. ")
 	}
-	if restarted {
+	if shown(restartedLabel) {
 		b.WriteString("Plugin restarted (`<set> plugin restarted`): ssdcache-node was stopped with SIGTERM and started again with its volume staged and published, as a DaemonSet rollout does, and every target ran once more; lvmcache and bcache have no plugin and stay as they were. ")
 	}
-	if rebooted {
+	if shown(rebootedLabel) {
 		b.WriteString("Rebooted (`<set> rebooted`): the caches were left up while the VM's guest program exited (ssdcache-node stopped with SIGTERM), the guest synced and powered off without taking any device-mapper table down, and booted again on the same disks; " +
 			"ssdcache came up through NodeStageVolume and NodePublishVolume, filled from the hot set it had saved last, lvmcache through LVM's autoactivation at boot (and `lvchange -ay`), bcache by registering its devices; then every target ran once more. ")
 	}
@@ -154,18 +148,11 @@ func writeRestageTimes(b *strings.Builder, r *bench.Report, restages map[string]
 		hddMBps := hddRate(r, cold)
 		for _, f := range restages[ws.Label] {
 			var hddSeconds *float64
-			if f.WarmBytes > 0 && hddMBps > 0 {
-				hddSeconds = ptr(float64(f.WarmBytes) / 1e6 / hddMBps)
+			if s := float64(f.WarmBytes) / 1e6 / hddMBps; f.WarmBytes > 0 && hddMBps > 0 {
+				hddSeconds = &s
 			}
-			warmUp := "-"
-			if f.WarmUpSeconds > 0 {
-				warmUp = fmt.Sprintf("%.1f", f.WarmUpSeconds)
-			}
-			down := "-" // a reboot takes nothing down
-			if f.DownSeconds > 0 {
-				down = fmt.Sprintf("%.1f", f.DownSeconds)
-			}
-			fmt.Fprintf(b, "| %s | %s | %s | %.1f | %s | %.1f | %s | %s |\n", ws.Label, f.Target, down, f.UpSeconds, warmUp,
+			// A reboot takes nothing down; lvmcache and bcache warm nothing up.
+			fmt.Fprintf(b, "| %s | %s | %s | %.1f | %s | %.1f | %s | %s |\n", ws.Label, f.Target, seconds(f.DownSeconds), f.UpSeconds, seconds(f.WarmUpSeconds),
 				float64(f.WarmBytes)/(1<<20), num(bench.Fraction(f.UpSeconds, hddSeconds)), num(bench.Fraction(f.WarmUpSeconds, hddSeconds)))
 		}
 	}
@@ -180,7 +167,13 @@ func hddRate(r *bench.Report, workingSet string) float64 {
 	return 0
 }
 
-func ptr(f float64) *float64 { return &f }
+// seconds is a time of the restage table, "-" for none.
+func seconds(s float64) string {
+	if s <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", s)
+}
 
 func num(f *float64) string {
 	if f == nil {

@@ -46,17 +46,6 @@ func TestRestagedRunIsJudgedAgainstItsColdWorkingSet(t *testing.T) {
 		}
 	}
 
-	rows := restagedRows(r)
-	if len(rows) != 2 || rows[1].workingSet != "50%"+restartedLabel || rows[1].ofColdRun1 == nil || *rows[1].ofColdRun1 != 5.1 {
-		t.Fatalf("rows %+v, want ssdcache's restaged run, then its restarted run against the same cold run 1", rows)
-	}
-	row := rows[0]
-	for name, got := range map[string]*float64{"of ceiling": row.ofCeiling, "of raw SSD": row.ofSSD, "x cold run 1": row.ofColdRun1} {
-		want := map[string]float64{"of ceiling": 49.0 / 51, "of raw SSD": 0.49, "x cold run 1": 4.9}[name]
-		if got == nil || math.Abs(*got-want) > 1e-9 {
-			t.Errorf("%s = %v, want %.3f", name, got, want)
-		}
-	}
 	md := restagedSection(r, map[string][]parts.Restage{"50%" + restagedLabel: {
 		{Target: "ssdcache", DownSeconds: 1.5, UpSeconds: 12, WarmUpSeconds: 4.8, WarmBytes: 40e6}, {Target: "lvmcache", DownSeconds: 0.5, UpSeconds: 0.7}},
 		"50%" + restartedLabel: {{Target: "ssdcache", DownSeconds: 0.3, UpSeconds: 2.5}}})
@@ -75,20 +64,5 @@ func TestRestagedRunIsJudgedAgainstItsColdWorkingSet(t *testing.T) {
 	}
 	if !strings.Contains(md, "Restaged (`<set> restaged`)") || !strings.Contains(md, "Plugin restarted (") || strings.Contains(md, "Rebooted (") {
 		t.Errorf("the section describes other steps than the restage and restart its rows show:\n%s", md)
-	}
-}
-
-func TestDisruptedPartsAreLabelledByTheirColdSet(t *testing.T) {
-	for part, want := range map[string]struct{ label, cold string }{
-		"ws-50-restage": {"50%" + restagedLabel, "50%"}, "ws-25-restart": {"25%" + restartedLabel, "25%"},
-		"ws-75-reboot": {"75%" + rebootedLabel, "75%"}, "ws-50": {}, "writes": {},
-	} {
-		label, ok := disruption(part)
-		if label != want.label || ok != (want.label != "") {
-			t.Errorf("disruption(%q) = %q, %v; want %q", part, label, ok, want.label)
-		}
-		if cold, after := afterDisruption(label); ok && (!after || cold != want.cold) {
-			t.Errorf("afterDisruption(%q) = %q, %v; want %q", label, cold, after, want.cold)
-		}
 	}
 }
