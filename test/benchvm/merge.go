@@ -1,14 +1,13 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/ssdcache/ssdcache/pkg/bench"
+	"github.com/ssdcache/ssdcache/test/benchvm/parts"
 )
 
 // part is one ssdcache-bench invocation on freshly created caches.
@@ -23,11 +22,11 @@ type part struct {
 // results side by side, then derives references, fractions, convergence and
 // overhead again with pkg/bench's own analysis. Every invocation measured the
 // same targets; each working set ran on caches created cold for it.
-func merge(parts []part) (*bench.Report, error) {
+func merge(invocations []part) (*bench.Report, error) {
 	var merged *bench.Report
 	var errs []string
-	for _, p := range parts {
-		r, err := readReport(filepath.Join(p.dir, bench.ReportJSON))
+	for _, p := range invocations {
+		r, err := parts.ReadReport(p.dir)
 		if err != nil {
 			return nil, err
 		}
@@ -58,18 +57,6 @@ func merge(parts []part) (*bench.Report, error) {
 	merged.Error = strings.Join(errs, "; ")
 	bench.Analyze(merged)
 	return merged, nil
-}
-
-func readReport(path string) (*bench.Report, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var r bench.Report
-	if err := json.Unmarshal(data, &r); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return &r, nil
 }
 
 func relabel(r *bench.Report, label string) {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ssdcache/ssdcache/pkg/bench"
+	"github.com/ssdcache/ssdcache/test/benchvm/parts"
 )
 
 func writePart(t *testing.T, dir, ws string, runs int, tests []string, mbps map[string]float64) part {
@@ -82,7 +83,7 @@ func TestMergeKeepsWorkingSetsApartAndReanalyses(t *testing.T) {
 func TestMergeRefusesDifferentTargets(t *testing.T) {
 	a := writePart(t, "a", "25%", 1, []string{"seq1m-q1t1-read"}, map[string]float64{})
 	b := writePart(t, "b", "50%", 1, []string{"seq1m-q1t1-read"}, map[string]float64{})
-	r, _ := readReport(filepath.Join(b.dir, bench.ReportJSON))
+	r, _ := parts.ReadReport(b.dir)
 	r.Config.Targets[2].Name = "bcache"
 	if err := bench.WriteFiles(b.dir, r); err != nil {
 		t.Fatal(err)

@@ -10,7 +10,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -20,6 +19,7 @@ import (
 	"time"
 
 	"github.com/ssdcache/ssdcache/pkg/bench"
+	"github.com/ssdcache/ssdcache/test/benchvm/parts"
 	"github.com/ssdcache/ssdcache/test/vm"
 	"github.com/ssdcache/ssdcache/test/vm/job"
 )
@@ -60,7 +60,7 @@ func run(ctx context.Context, o options) error {
 	if err := job.Run(ctx); err != nil {
 		return err
 	}
-	r, err := readReport(filepath.Join(o.outputDir, bench.ReportJSON))
+	r, err := parts.ReadReport(o.outputDir)
 	if err != nil {
 		return err
 	}
@@ -68,7 +68,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	printTables(os.Stdout, r)
-	restaged, err := readReport(filepath.Join(o.outputDir, restagedDir, bench.ReportJSON))
+	restaged, err := parts.ReadReport(filepath.Join(o.outputDir, restagedDir))
 	if err != nil {
 		return err
 	}
@@ -106,18 +106,6 @@ func collect(guestOut, outputDir string) error {
 		}
 	}
 	return nil
-}
-
-func readReport(path string) (*bench.Report, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var r bench.Report
-	if err := json.Unmarshal(data, &r); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return &r, nil
 }
 
 // check fails the demo when the report does not show what it claims: every

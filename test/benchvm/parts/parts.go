@@ -1,14 +1,18 @@
 // Package parts holds what make bench's guest hands its host beside each
-// ssdcache-bench invocation's report.
+// ssdcache-bench invocation's report, and reads such a report back (make
+// demo's host reads its own with it too).
 package parts
 
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/ssdcache/ssdcache/pkg/bench"
 )
 
 // Part names: the guest writes each ssdcache-bench invocation's report
@@ -73,4 +77,18 @@ func ReadRestage(dir string) ([]Restage, error) {
 	}
 	var figures []Restage
 	return figures, json.Unmarshal(data, &figures)
+}
+
+// ReadReport reads the report.json an ssdcache-bench invocation wrote into dir.
+func ReadReport(dir string) (*bench.Report, error) {
+	path := filepath.Join(dir, bench.ReportJSON)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var r bench.Report
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &r, nil
 }
