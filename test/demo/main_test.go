@@ -37,14 +37,3 @@ func TestCheck(t *testing.T) {
 		t.Fatal("report of a failed benchmark accepted")
 	}
 }
-
-func TestPrintRestagedShowsRunOneOfEachTest(t *testing.T) {
-	r := demoReport(1, true)
-	hit := 0.97
-	r.Results[0].MBps, r.Results[0].HitRatio = 42.5, &hit
-	var out strings.Builder
-	printRestaged(&out, r)
-	if !strings.Contains(out.String(), "RND4K Q1T1 read") || !strings.Contains(out.String(), "42.5") || !strings.Contains(out.String(), "0.97") {
-		t.Errorf("restaged table lacks the test, its MB/s or hit ratio:\n%s", out.String())
-	}
-}
