@@ -21,13 +21,22 @@ import (
 // cache is one caching layer under test. Create builds it cold on fixed
 // regions of the disks; Restage takes it down and brings it up again as a
 // node does when the volume's last pod goes and a new one starts (its data
-// and its cache devices stay); Destroy removes it so the next Create starts
-// cold again on the same regions.
+// and its cache devices stay); AfterReboot brings it up in the VM's second
+// boot (reboot.go); Destroy removes it so the next Create starts cold again
+// on the same regions.
 type cache interface {
 	Name() string
-	Create(ctx context.Context) (device, dmName string, err error)
+	Create(ctx context.Context) (benchTarget, error)
 	Restage(ctx context.Context) (parts.Restage, error)
+	AfterReboot(ctx context.Context) (benchTarget, parts.Restage, error)
 	Destroy(ctx context.Context) error
+}
+
+// regions are where lvmcache and bcache put their origin and cache LVs in
+// the bench VG.
+type regions struct {
+	hddPV, ssdPV        string
+	originMiB, cacheMiB int64
 }
 
 // timed runs down (nil: nothing to take down), then up, and records how
@@ -59,16 +68,20 @@ type ssdcacheLayer struct {
 
 func (s *ssdcacheLayer) Name() string { return "ssdcache" }
 
-func (s *ssdcacheLayer) Create(ctx context.Context) (string, string, error) {
+func (s *ssdcacheLayer) Create(ctx context.Context) (benchTarget, error) {
 	v, err := s.plugin.CreateVolume(ctx, "pvc-bench", s.volumeBytes, guest.ReadCacheParams(s.cacheSize), guest.BlockCapability())
 	if err != nil {
-		return "", "", err
+		return benchTarget{}, err
 	}
 	if err := s.plugin.StageAndPublish(ctx, v); err != nil {
-		return "", "", err
+		return benchTarget{}, err
 	}
 	s.vol = v
-	return v.Target, guest.DMName(v.ID), nil
+	return s.target(), nil
+}
+
+func (s *ssdcacheLayer) target() benchTarget {
+	return benchTarget{name: s.Name(), path: s.vol.Target, dmName: guest.DMName(s.vol.ID)}
 }
 
 // Restage is NodeUnpublish and NodeUnstage, then NodeStage and
@@ -123,26 +136,25 @@ func (s *ssdcacheLayer) Destroy(ctx context.Context) error {
 // lvmcacheLayer is LVM's cache: an origin LV on the HDD and a cache pool on
 // the SSD joined with lvconvert --type cache, writethrough, default policy
 // (smq) and chunk size.
-type lvmcacheLayer struct {
-	vg, hddPV, ssdPV    string
-	originMiB, cacheMiB int64
-}
+type lvmcacheLayer struct{ regions }
 
 func (l *lvmcacheLayer) Name() string { return "lvmcache" }
 
-func (l *lvmcacheLayer) Create(ctx context.Context) (string, string, error) {
-	if err := lvcreate(ctx, l.vg, "lvmcache", l.originMiB, l.hddPV); err != nil {
-		return "", "", err
+func (l *lvmcacheLayer) target() benchTarget {
+	return benchTarget{name: l.Name(), path: "/dev/" + benchVG + "/lvmcache", dmName: benchVG + "-lvmcache"}
+}
+
+func (l *lvmcacheLayer) Create(ctx context.Context) (benchTarget, error) {
+	if err := lvcreate(ctx, "lvmcache", l.originMiB, l.hddPV); err != nil {
+		return benchTarget{}, err
 	}
 	if _, err := guest.Run(ctx, "lvcreate", "--yes", "--type", "cache-pool",
-		"-L", fmt.Sprintf("%dm", l.cacheMiB), "-n", "lvmcache_pool", l.vg, l.ssdPV); err != nil {
-		return "", "", err
+		"-L", fmt.Sprintf("%dm", l.cacheMiB), "-n", "lvmcache_pool", benchVG, l.ssdPV); err != nil {
+		return benchTarget{}, err
 	}
-	if _, err := guest.Run(ctx, "lvconvert", "--yes", "--type", "cache", "--cachemode", "writethrough",
-		"--cachepool", l.vg+"/lvmcache_pool", l.vg+"/lvmcache"); err != nil {
-		return "", "", err
-	}
-	return "/dev/" + l.vg + "/lvmcache", l.vg + "-lvmcache", nil
+	_, err := guest.Run(ctx, "lvconvert", "--yes", "--type", "cache", "--cachemode", "writethrough",
+		"--cachepool", benchVG+"/lvmcache_pool", benchVG+"/lvmcache")
+	return l.target(), err
 }
 
 // Restage deactivates and activates the cached LV; LVM keeps the cache
@@ -150,7 +162,7 @@ func (l *lvmcacheLayer) Create(ctx context.Context) (string, string, error) {
 func (l *lvmcacheLayer) Restage(ctx context.Context) (parts.Restage, error) {
 	lvchange := func(flag string) func() error {
 		return func() error {
-			_, err := guest.Run(ctx, "lvchange", flag, l.vg+"/lvmcache")
+			_, err := guest.Run(ctx, "lvchange", flag, benchVG+"/lvmcache")
 			return err
 		}
 	}
@@ -161,14 +173,14 @@ func (l *lvmcacheLayer) Restage(ctx context.Context) (parts.Restage, error) {
 // it, and a pool left behind by a failed lvconvert is removed too.
 func (l *lvmcacheLayer) Destroy(ctx context.Context) error {
 	for _, lv := range []string{"lvmcache", "lvmcache_pool"} {
-		out, err := guest.Run(ctx, "lvs", "--noheadings", "-o", "lv_name", l.vg)
+		out, err := guest.Run(ctx, "lvs", "--noheadings", "-o", "lv_name", benchVG)
 		if err != nil {
 			return err
 		}
 		if !slices.Contains(strings.Fields(out), lv) {
 			continue
 		}
-		if _, err := guest.Run(ctx, "lvremove", "--yes", l.vg+"/"+lv); err != nil {
+		if _, err := guest.Run(ctx, "lvremove", "--yes", benchVG+"/"+lv); err != nil {
 			return err
 		}
 	}
@@ -179,50 +191,54 @@ func (l *lvmcacheLayer) Destroy(ctx context.Context) error {
 // backing LV on the HDD and a cache LV on the SSD. The device is reached
 // through a stable symlink because the bcacheN number is the kernel's choice.
 type bcacheLayer struct {
-	vg, hddPV, ssdPV    string
-	originMiB, cacheMiB int64
-	link                string
-	step                func(format string, args ...any) // progress line
-	dev, cset           string                           // bcacheN and the cache set's sysfs dir while it exists
+	regions
+	link      string
+	step      func(format string, args ...any) // progress line
+	dev, cset string                           // bcacheN and the cache set's sysfs dir while it exists
 }
+
+// The bcache layer's backing and cache LVs.
+const (
+	bcacheBacking = "/dev/" + benchVG + "/bcache_origin"
+	bcacheCache   = "/dev/" + benchVG + "/bcache_cache"
+)
 
 func (b *bcacheLayer) Name() string { return "bcache" }
 
-func (b *bcacheLayer) Create(ctx context.Context) (string, string, error) {
-	if err := lvcreate(ctx, b.vg, "bcache_origin", b.originMiB, b.hddPV); err != nil {
-		return "", "", err
+func (b *bcacheLayer) Create(ctx context.Context) (benchTarget, error) {
+	if err := lvcreate(ctx, "bcache_origin", b.originMiB, b.hddPV); err != nil {
+		return benchTarget{}, err
 	}
-	if err := lvcreate(ctx, b.vg, "bcache_cache", b.cacheMiB, b.ssdPV); err != nil {
-		return "", "", err
+	if err := lvcreate(ctx, "bcache_cache", b.cacheMiB, b.ssdPV); err != nil {
+		return benchTarget{}, err
 	}
-	backing, cacheDev := "/dev/"+b.vg+"/bcache_origin", "/dev/"+b.vg+"/bcache_cache"
 	// Formatting both at once makes the backing device join the cache set
 	// when both are registered.
-	args := []string{"--wipe-bcache", "-B", backing, "-C", cacheDev}
+	args := []string{"--wipe-bcache", "-B", bcacheBacking, "-C", bcacheCache}
 	if bucket := bcacheBucket(b.cacheMiB); bucket != "" {
 		args = append(args, "--bucket", bucket)
 	}
 	if _, err := guest.Run(ctx, "make-bcache", args...); err != nil {
-		return "", "", err
+		return benchTarget{}, err
 	}
-	for _, d := range []string{cacheDev, backing} {
+	for _, d := range []string{bcacheCache, bcacheBacking} {
 		// udev may have registered it already; a second registration fails
 		// harmlessly, a real failure shows as an unattached device below.
 		if err := register(d); err != nil {
 			b.step("bcache: registering %s: %v", d, err)
 		}
 	}
-	cset, err := csetUUID(ctx, cacheDev)
-	if err != nil {
-		return "", "", err
+	return b.attachCacheSet(ctx)
+}
+
+// attachCacheSet attaches the registered backing device to the cache set
+// on the cache LV, tunes it and links it.
+func (b *bcacheLayer) attachCacheSet(ctx context.Context) (benchTarget, error) {
+	cset, err := csetUUID(ctx, bcacheCache)
+	if err == nil {
+		err = b.attach(ctx, cset)
 	}
-	if err := b.waitAttached(ctx, backing, cset); err != nil {
-		return "", "", err
-	}
-	if err := b.tuneAndLink(); err != nil {
-		return "", "", err
-	}
-	return b.link, "", nil
+	return benchTarget{name: b.Name(), path: b.link}, err
 }
 
 // setCacheMode switches between writethrough (the bench's) and writearound
@@ -230,35 +246,6 @@ func (b *bcacheLayer) Create(ctx context.Context) (string, string, error) {
 func (b *bcacheLayer) setCacheMode(mode string) error {
 	if err := os.WriteFile("/sys/block/"+b.dev+"/bcache/cache_mode", []byte(mode), 0o644); err != nil {
 		return fmt.Errorf("bcache cache_mode %s: %w", mode, err)
-	}
-	return nil
-}
-
-// tuneAndLink tunes the attached device and points the stable link at it.
-func (b *bcacheLayer) tuneAndLink() error {
-	if err := b.tune(); err != nil {
-		return err
-	}
-	_ = os.Remove(b.link)
-	return os.Symlink("/dev/"+b.dev, b.link)
-}
-
-// tune sets bcache up as its users do for a read cache: by default it
-// bypasses every sequential read of 4 MiB or more and any read while the
-// SSD looks congested, which keeps it below raw HDD speed in the bench.
-func (b *bcacheLayer) tune() error {
-	for path, value := range map[string]string{
-		"/sys/block/" + b.dev + "/bcache/sequential_cutoff": "0",
-		b.cset + "/congested_read_threshold_us":             "0",
-		b.cset + "/congested_write_threshold_us":            "0",
-	} {
-		err := os.WriteFile(path, []byte(value), 0o644)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			b.step("bcache: %s is not in this kernel; left as it is", path)
-		case err != nil:
-			return fmt.Errorf("bcache tuning: %w", err)
-		}
 	}
 	return nil
 }
@@ -319,26 +306,26 @@ func csetUUID(ctx context.Context, cacheDev string) (string, error) {
 	return "", fmt.Errorf("bcache-super-show %s: no cset.uuid in:\n%s", cacheDev, out)
 }
 
-// waitAttached finds the bcache device over the backing LV, attaches it to
-// the cache set (make-bcache -B -C does not always do it on registration)
-// and waits until it is attached.
-func (b *bcacheLayer) waitAttached(ctx context.Context, backing, cset string) error {
-	real, err := filepath.EvalSymlinks(backing)
+// attach finds the bcache device over the backing LV, attaches it to the
+// cache set (make-bcache -B -C does not always do it on registration),
+// waits until it is attached, then tunes it and points the stable link at it.
+func (b *bcacheLayer) attach(ctx context.Context, cset string) error {
+	real, err := filepath.EvalSymlinks(bcacheBacking)
 	if err != nil {
 		return err
 	}
 	sys := "/sys/block/" + filepath.Base(real) + "/bcache"
 	if err := guest.WaitForPath(ctx, sys+"/dev", 30*time.Second); err != nil {
-		return fmt.Errorf("bcache did not register %s: %w", backing, err)
+		return fmt.Errorf("bcache did not register %s: %w", bcacheBacking, err)
 	}
 	if _, err := os.Stat(sys + "/cache"); err != nil {
 		if err := os.WriteFile(sys+"/attach", []byte(cset), 0o200); err != nil {
-			return fmt.Errorf("attaching %s to cache set %s: %w", backing, cset, err)
+			return fmt.Errorf("attaching %s to cache set %s: %w", bcacheBacking, cset, err)
 		}
 	}
 	if err := guest.WaitForPath(ctx, sys+"/cache", 30*time.Second); err != nil {
 		state, _ := os.ReadFile(sys + "/state")
-		return fmt.Errorf("bcache backing %s not attached to a cache set (state %q): %w", backing, strings.TrimSpace(string(state)), err)
+		return fmt.Errorf("bcache backing %s not attached to a cache set (state %q): %w", bcacheBacking, strings.TrimSpace(string(state)), err)
 	}
 	dev, err := filepath.EvalSymlinks(sys + "/dev")
 	if err != nil {
@@ -349,35 +336,64 @@ func (b *bcacheLayer) waitAttached(ctx context.Context, backing, cset string) er
 		return err
 	}
 	b.dev, b.cset = filepath.Base(dev), csetDir
+	if err := b.tune(); err != nil {
+		return err
+	}
+	_ = os.Remove(b.link)
+	return os.Symlink("/dev/"+b.dev, b.link)
+}
+
+// tune sets bcache up as its users do for a read cache: by default it
+// bypasses every sequential read of 4 MiB or more and any read while the
+// SSD looks congested, which keeps it below raw HDD speed in the bench.
+// The settings do not outlive the device.
+func (b *bcacheLayer) tune() error {
+	for path, value := range map[string]string{
+		"/sys/block/" + b.dev + "/bcache/sequential_cutoff": "0",
+		b.cset + "/congested_read_threshold_us":             "0",
+		b.cset + "/congested_write_threshold_us":            "0",
+	} {
+		err := os.WriteFile(path, []byte(value), 0o644)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			b.step("bcache: %s is not in this kernel; left as it is", path)
+		case err != nil:
+			return fmt.Errorf("bcache tuning: %w", err)
+		}
+	}
+	return nil
+}
+
+// stopDevice stops the bcache device over the backing LV.
+func (b *bcacheLayer) stopDevice() error {
+	if err := os.WriteFile("/sys/block/"+b.dev+"/bcache/stop", []byte("1"), 0o200); err != nil {
+		return fmt.Errorf("stopping %s: %w", b.dev, err)
+	}
 	return nil
 }
 
 // Restage stops the bcache device and registers its backing device again:
 // it rejoins its cache set, whose contents bcache keeps.
 func (b *bcacheLayer) Restage(ctx context.Context) (parts.Restage, error) {
-	backing := "/dev/" + b.vg + "/bcache_origin"
 	stop := func() error {
-		if err := os.WriteFile("/sys/block/"+b.dev+"/bcache/stop", []byte("1"), 0o200); err != nil {
-			return fmt.Errorf("stopping %s: %w", b.dev, err)
+		if err := b.stopDevice(); err != nil {
+			return err
 		}
 		return waitGone(ctx, "/sys/block/"+b.dev)
 	}
 	start := func() error {
-		if err := registerAgain(ctx, backing); err != nil {
+		if err := registerAgain(ctx, bcacheBacking); err != nil {
 			return err
 		}
-		if err := b.waitAttached(ctx, backing, filepath.Base(b.cset)); err != nil {
-			return err
-		}
-		return b.tuneAndLink()
+		return b.attach(ctx, filepath.Base(b.cset))
 	}
 	return timed(b.Name(), stop, start)
 }
 
 func (b *bcacheLayer) Destroy(ctx context.Context) error {
 	if b.dev != "" {
-		if err := os.WriteFile("/sys/block/"+b.dev+"/bcache/stop", []byte("1"), 0o200); err != nil {
-			return fmt.Errorf("stopping %s: %w", b.dev, err)
+		if err := b.stopDevice(); err != nil {
+			return err
 		}
 		if err := os.WriteFile(b.cset+"/stop", []byte("1"), 0o200); err != nil {
 			return fmt.Errorf("stopping cache set %s: %w", b.cset, err)
@@ -389,10 +405,10 @@ func (b *bcacheLayer) Destroy(ctx context.Context) error {
 	}
 	_ = os.Remove(b.link)
 	for _, lv := range []string{"bcache_origin", "bcache_cache"} {
-		if _, err := guest.Run(ctx, "wipefs", "--all", "/dev/"+b.vg+"/"+lv); err != nil {
+		if _, err := guest.Run(ctx, "wipefs", "--all", "/dev/"+benchVG+"/"+lv); err != nil {
 			return err
 		}
-		if _, err := guest.Run(ctx, "lvremove", "--yes", b.vg+"/"+lv); err != nil {
+		if _, err := guest.Run(ctx, "lvremove", "--yes", benchVG+"/"+lv); err != nil {
 			return err
 		}
 	}
@@ -410,9 +426,9 @@ func waitGone(ctx context.Context, paths ...string) error {
 	})
 }
 
-// lvcreate makes a plain LV on the given PV, so each layer always lands on
-// the same region of its disk.
-func lvcreate(ctx context.Context, vg, name string, mib int64, pv string) error {
-	_, err := guest.Run(ctx, "lvcreate", "--yes", "--wipesignatures", "y", "-L", fmt.Sprintf("%dm", mib), "-n", name, vg, pv)
+// lvcreate makes a plain LV in the bench VG on the given PV, so each layer
+// always lands on the same region of its disk.
+func lvcreate(ctx context.Context, name string, mib int64, pv string) error {
+	_, err := guest.Run(ctx, "lvcreate", "--yes", "--wipesignatures", "y", "-L", fmt.Sprintf("%dm", mib), "-n", name, benchVG, pv)
 	return err
 }

@@ -2,12 +2,9 @@
 // disk into a partition for ssdcache-node's pool and one for a "bench" volume
 // group that holds the raw references, lvmcache and bcache, so every target
 // sits on the same two disks. For each working set it builds every cache
-// cold (ssdcache through the real node plugin's CSI API, lvmcache with
-// lvconvert-equivalent lvcreate --type cache, bcache with make-bcache), runs
-// ssdcache-bench's read convergence test on all five targets side by side,
-// and tears the caches down; a last pass on fresh caches measures cold
-// writes. Each invocation's report goes to -output-dir/<part>/ for the host
-// to merge.
+// cold, runs ssdcache-bench on all five targets side by side and tears the
+// caches down. Each invocation's report goes to -output-dir/<part>/ for the
+// host to merge.
 package main
 
 import (
@@ -24,32 +21,32 @@ import (
 	"github.com/ssdcache/ssdcache/test/vm/guest"
 )
 
+// The tests of the convergence runs and of the cold-write pass.
+const (
+	readTests  = "seq1m-q8t1-read,seq1m-q1t1-read,rnd4k-q1t1-read"
+	writeTests = "seq1m-q1t1-write,rnd4k-q1t1-write"
+)
+
 type options struct {
 	guest.Options
 	workingSets string
-	readTests   string
-	writeTests  string
 	restageRuns int
 	restartRuns int
 	// treeWorkingSet is the application-load part's tree size ("": none).
 	treeWorkingSet string
 	// rebootWorkingSet is measured last, its caches left up for the VM's
-	// next boot, which runs rebootRuns more runs after reboot ("": none).
+	// next boot, which runs it once more after the reboot ("": none).
 	rebootWorkingSet string
-	rebootRuns       int
 }
 
 func main() {
 	var o options
 	o.Register(flag.CommandLine, "bench", 4*time.Second)
 	flag.StringVar(&o.workingSets, "working-sets", "25%,50%,75%", "working sets (percent of the cache), each on cold caches")
-	flag.StringVar(&o.readTests, "read-tests", "seq1m-q8t1-read,seq1m-q1t1-read,rnd4k-q1t1-read", "tests of the convergence runs")
 	flag.IntVar(&o.restageRuns, "restage-runs", 1, "runs after every cache is restaged (ssdcache: NodeUnstage and NodeStage), per working set; 0: no restage step")
 	flag.StringVar(&o.treeWorkingSet, "tree-working-set", "50%", "size of the application-load part's tree of files (percent of the cache); empty: no such part")
 	flag.IntVar(&o.restartRuns, "restart-runs", 1, "runs after ssdcache-node is restarted with every volume staged, per working set; 0: no restart step")
 	flag.StringVar(&o.rebootWorkingSet, "reboot-working-set", "50%", "working set measured last, its caches left up for the VM's next boot (-after-reboot); empty: no reboot step")
-	flag.IntVar(&o.rebootRuns, "reboot-runs", 1, "runs after the reboot (-after-reboot)")
-	flag.StringVar(&o.writeTests, "write-tests", "seq1m-q1t1-write,rnd4k-q1t1-write", "tests of the cold-write pass (empty: none)")
 	flag.Parse()
 	guest.Main(&o.Options, func(ctx context.Context) error { return run(ctx, o) })
 }
@@ -57,6 +54,7 @@ func main() {
 // layout is where every target lives.
 type layout struct {
 	rawHDD, rawSSD string
+	ssdcache       *ssdcacheLayer
 	caches         []cache
 }
 
@@ -90,11 +88,9 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 	}
-	if o.writeTests != "" {
-		first := strings.Split(o.workingSets, ",")[0]
-		if err := pass(ctx, o, l, parts.Writes, 1, []string{"-working-sets", first, "-tests", o.writeTests}, false); err != nil {
-			return err
-		}
+	first := strings.Split(o.workingSets, ",")[0]
+	if err := pass(ctx, o, l, parts.Writes, 1, []string{"-working-sets", first, "-tests", writeTests}, false); err != nil {
+		return err
 	}
 	if o.treeWorkingSet != "" {
 		if err := treePass(ctx, o, l, parts.Tree); err != nil {
@@ -108,7 +104,7 @@ func run(ctx context.Context, o options) error {
 }
 
 func readArgs(o options, ws string) []string {
-	return []string{"-working-sets", ws, "-read-only", "-tests", o.readTests}
+	return []string{"-working-sets", ws, "-read-only", "-tests", readTests}
 }
 
 // benchLayout makes the bench VG on the second partitions and the raw
@@ -125,20 +121,17 @@ func benchLayout(ctx context.Context, o options, p *guest.Plugin, hddPV, ssdPV s
 		}
 	}
 	if !o.AfterReboot {
-		if err := lvcreate(ctx, benchVG, "raw_hdd", originMiB, hddPV); err != nil {
+		if err := lvcreate(ctx, "raw_hdd", originMiB, hddPV); err != nil {
 			return layout{}, err
 		}
-		if err := lvcreate(ctx, benchVG, "raw_ssd", o.CacheMiB, ssdPV); err != nil {
+		if err := lvcreate(ctx, "raw_ssd", o.CacheMiB, ssdPV); err != nil {
 			return layout{}, err
 		}
 	}
-	l := layout{rawHDD: "/dev/" + benchVG + "/raw_hdd", rawSSD: "/dev/" + benchVG + "/raw_ssd"}
-	l.caches = []cache{
-		&ssdcacheLayer{plugin: p, volumeBytes: originMiB << 20, cacheSize: fmt.Sprintf("%dMi", o.CacheMiB), stateDir: o.StateDir},
-		&lvmcacheLayer{vg: benchVG, hddPV: hddPV, ssdPV: ssdPV, originMiB: originMiB, cacheMiB: o.CacheMiB},
-		&bcacheLayer{vg: benchVG, hddPV: hddPV, ssdPV: ssdPV, originMiB: originMiB, cacheMiB: o.CacheMiB, link: filepath.Join(o.WorkDir, "bcache"), step: o.Step},
-	}
-	return l, nil
+	s := &ssdcacheLayer{plugin: p, volumeBytes: originMiB << 20, cacheSize: fmt.Sprintf("%dMi", o.CacheMiB), stateDir: o.StateDir}
+	r := regions{hddPV: hddPV, ssdPV: ssdPV, originMiB: originMiB, cacheMiB: o.CacheMiB}
+	return layout{rawHDD: "/dev/" + benchVG + "/raw_hdd", rawSSD: "/dev/" + benchVG + "/raw_ssd", ssdcache: s,
+		caches: []cache{s, &lvmcacheLayer{r}, &bcacheLayer{regions: r, link: filepath.Join(o.WorkDir, "bcache"), step: o.Step}}}, nil
 }
 
 // pass builds every cache cold, runs ssdcache-bench once over all targets
@@ -186,12 +179,12 @@ func createCaches(ctx context.Context, o options, l layout, part string) ([]benc
 	o.Step("%s: creating cold caches", part)
 	targets := l.rawTargets()
 	for _, c := range l.caches {
-		dev, dmName, err := c.Create(ctx)
+		t, err := c.Create(ctx)
 		if err != nil {
 			return targets, fmt.Errorf("%s: creating %s: %w", part, c.Name(), err)
 		}
-		targets = append(targets, benchTarget{name: c.Name(), path: dev, dmName: dmName})
-		o.Step("%s: %s at %s", part, c.Name(), dev)
+		targets = append(targets, t)
+		o.Step("%s: %s at %s", part, c.Name(), t.path)
 	}
 	describe(ctx, o, part)
 	return targets, nil
@@ -244,7 +237,7 @@ func restage(ctx context.Context, o options, l layout, part string) error {
 // as a DaemonSet rollout does, and records how long it took beside the
 // report of part. lvmcache and bcache have no plugin: they stay as they are.
 func restartPlugin(ctx context.Context, o options, l layout, part string) error {
-	s := ssdcacheOf(l)
+	s := l.ssdcache
 	down, up, err := s.plugin.Restart(ctx)
 	if err != nil {
 		return fmt.Errorf("%s: restarting ssdcache-node: %w", part, err)

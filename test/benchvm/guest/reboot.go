@@ -25,18 +25,12 @@ import (
 // state across a reboot.
 const rebootStateFile = "reboot-volume.json"
 
-// rebootable is a cache that can be brought up again after the VM rebooted.
-type rebootable interface {
-	cache
-	AfterReboot(ctx context.Context) (benchTarget, parts.Restage, error)
-}
-
 func beforeReboot(ctx context.Context, o options, l layout) error {
 	part := parts.WorkingSet(o.rebootWorkingSet)
 	if err := passUp(ctx, o, l, part, o.Runs, readArgs(o, o.rebootWorkingSet), true); err != nil {
 		return errors.Join(err, destroyCaches(ctx, l, part))
 	}
-	if err := saveRebootVolume(o.OutputDir, ssdcacheOf(l).vol); err != nil {
+	if err := saveRebootVolume(o.OutputDir, l.ssdcache.vol); err != nil {
 		return err
 	}
 	o.Step("%s: caches left up; the VM powers off without taking them down", part)
@@ -49,11 +43,11 @@ func afterReboot(ctx context.Context, o options, l layout) error {
 	if err != nil {
 		return fmt.Errorf("%s: the volume the first boot left: %w", part, err)
 	}
-	ssdcacheOf(l).vol = vol
+	l.ssdcache.vol = vol
 	targets := l.rawTargets()
 	var figures []parts.Restage
 	for _, c := range l.caches {
-		t, f, err := c.(rebootable).AfterReboot(ctx)
+		t, f, err := c.AfterReboot(ctx)
 		if err != nil {
 			return errors.Join(fmt.Errorf("%s: bringing %s up: %w", part, c.Name(), err), destroyCaches(ctx, l, part))
 		}
@@ -63,7 +57,7 @@ func afterReboot(ctx context.Context, o options, l layout) error {
 	describe(ctx, o, part)
 	err = parts.WriteRestage(filepath.Join(o.OutputDir, part), figures)
 	if err == nil {
-		err = o.RunBench(ctx, benchArgs(o, targetArgs(targets), part, o.rebootRuns, readArgs(o, o.rebootWorkingSet)))
+		err = o.RunBench(ctx, benchArgs(o, targetArgs(targets), part, 1, readArgs(o, o.rebootWorkingSet)))
 	}
 	return errors.Join(err, destroyCaches(ctx, l, part))
 }
@@ -91,15 +85,6 @@ func loadRebootVolume(dir string) (*guest.Volume, error) {
 	return v, nil
 }
 
-func ssdcacheOf(l layout) *ssdcacheLayer {
-	for _, c := range l.caches {
-		if s, ok := c.(*ssdcacheLayer); ok {
-			return s
-		}
-	}
-	panic("the bench layout has no ssdcache layer")
-}
-
 // AfterReboot is NodeStageVolume and NodePublishVolume, as kubelet calls
 // them for a pod's volume after the node rebooted: the plugin fills the
 // new cache from the hot set it saved last.
@@ -108,7 +93,7 @@ func (s *ssdcacheLayer) AfterReboot(ctx context.Context) (benchTarget, parts.Res
 	if err == nil {
 		err = s.addWarmUp(&r)
 	}
-	return benchTarget{name: s.Name(), path: s.vol.Target, dmName: guest.DMName(s.vol.ID)}, r, err
+	return s.target(), r, err
 }
 
 // AfterReboot activates the cached LV; udev's LVM autoactivation usually
@@ -116,18 +101,17 @@ func (s *ssdcacheLayer) AfterReboot(ctx context.Context) (benchTarget, parts.Res
 // an lvchange that finds nothing to do.
 func (l *lvmcacheLayer) AfterReboot(ctx context.Context) (benchTarget, parts.Restage, error) {
 	r, err := timed(l.Name(), nil, func() error {
-		_, err := guest.Run(ctx, "lvchange", "-ay", l.vg+"/lvmcache")
+		_, err := guest.Run(ctx, "lvchange", "-ay", benchVG+"/lvmcache")
 		return err
 	})
-	return benchTarget{name: l.Name(), path: "/dev/" + l.vg + "/lvmcache", dmName: l.vg + "-lvmcache"}, r, err
+	return l.target(), r, err
 }
 
-// AfterReboot registers the cache and backing LVs, as bcache's udev rules
+// AfterReboot registers the backing and cache LVs, as bcache's udev rules
 // do at boot, and tunes the device again (sysfs settings do not persist).
-func (b *bcacheLayer) AfterReboot(ctx context.Context) (benchTarget, parts.Restage, error) {
-	backing, cacheDev := "/dev/"+b.vg+"/bcache_origin", "/dev/"+b.vg+"/bcache_cache"
-	r, err := timed(b.Name(), nil, func() error {
-		for _, lv := range []string{backing, cacheDev} {
+func (b *bcacheLayer) AfterReboot(ctx context.Context) (t benchTarget, r parts.Restage, err error) {
+	r, err = timed(b.Name(), nil, func() error {
+		for _, lv := range []string{bcacheBacking, bcacheCache} {
 			if _, err := guest.Run(ctx, "lvchange", "-ay", lv); err != nil {
 				return err
 			}
@@ -135,14 +119,8 @@ func (b *bcacheLayer) AfterReboot(ctx context.Context) (benchTarget, parts.Resta
 				b.step("bcache: registering %s: %v", lv, err) // udev may have done it
 			}
 		}
-		cset, err := csetUUID(ctx, cacheDev)
-		if err == nil {
-			err = b.waitAttached(ctx, backing, cset)
-		}
-		if err == nil {
-			err = b.tuneAndLink()
-		}
+		t, err = b.attachCacheSet(ctx)
 		return err
 	})
-	return benchTarget{name: b.Name(), path: b.link}, r, err
+	return t, r, err
 }
