@@ -77,11 +77,7 @@ func (s *ssdcacheLayer) Create(ctx context.Context) (benchTarget, error) {
 		return benchTarget{}, err
 	}
 	s.vol = v
-	return s.target(), nil
-}
-
-func (s *ssdcacheLayer) target() benchTarget {
-	return benchTarget{name: s.Name(), path: s.vol.Target, dmName: guest.DMName(s.vol.ID)}
+	return benchTarget{name: s.Name(), path: v.Target, dmName: guest.DMName(v.ID)}, nil
 }
 
 // Restage is NodeUnpublish and NodeUnstage, then NodeStage and
@@ -140,10 +136,6 @@ type lvmcacheLayer struct{ regions }
 
 func (l *lvmcacheLayer) Name() string { return "lvmcache" }
 
-func (l *lvmcacheLayer) target() benchTarget {
-	return benchTarget{name: l.Name(), path: "/dev/" + benchVG + "/lvmcache", dmName: benchVG + "-lvmcache"}
-}
-
 func (l *lvmcacheLayer) Create(ctx context.Context) (benchTarget, error) {
 	if err := lvcreate(ctx, "lvmcache", l.originMiB, l.hddPV); err != nil {
 		return benchTarget{}, err
@@ -154,8 +146,10 @@ func (l *lvmcacheLayer) Create(ctx context.Context) (benchTarget, error) {
 	}
 	_, err := guest.Run(ctx, "lvconvert", "--yes", "--type", "cache", "--cachemode", "writethrough",
 		"--cachepool", benchVG+"/lvmcache_pool", benchVG+"/lvmcache")
-	return l.target(), err
+	return lvmcacheTarget, err
 }
+
+var lvmcacheTarget = benchTarget{name: "lvmcache", path: "/dev/" + benchVG + "/lvmcache", dmName: benchVG + "-lvmcache"}
 
 // Restage deactivates and activates the cached LV; LVM keeps the cache
 // pool's mappings across a clean deactivation.
@@ -364,20 +358,12 @@ func (b *bcacheLayer) tune() error {
 	return nil
 }
 
-// stopDevice stops the bcache device over the backing LV.
-func (b *bcacheLayer) stopDevice() error {
-	if err := os.WriteFile("/sys/block/"+b.dev+"/bcache/stop", []byte("1"), 0o200); err != nil {
-		return fmt.Errorf("stopping %s: %w", b.dev, err)
-	}
-	return nil
-}
-
 // Restage stops the bcache device and registers its backing device again:
 // it rejoins its cache set, whose contents bcache keeps.
 func (b *bcacheLayer) Restage(ctx context.Context) (parts.Restage, error) {
 	stop := func() error {
-		if err := b.stopDevice(); err != nil {
-			return err
+		if err := os.WriteFile("/sys/block/"+b.dev+"/bcache/stop", []byte("1"), 0o200); err != nil {
+			return fmt.Errorf("stopping %s: %w", b.dev, err)
 		}
 		return waitGone(ctx, "/sys/block/"+b.dev)
 	}
@@ -392,8 +378,8 @@ func (b *bcacheLayer) Restage(ctx context.Context) (parts.Restage, error) {
 
 func (b *bcacheLayer) Destroy(ctx context.Context) error {
 	if b.dev != "" {
-		if err := b.stopDevice(); err != nil {
-			return err
+		if err := os.WriteFile("/sys/block/"+b.dev+"/bcache/stop", []byte("1"), 0o200); err != nil {
+			return fmt.Errorf("stopping %s: %w", b.dev, err)
 		}
 		if err := os.WriteFile(b.cset+"/stop", []byte("1"), 0o200); err != nil {
 			return fmt.Errorf("stopping cache set %s: %w", b.cset, err)

@@ -93,7 +93,7 @@ func (s *ssdcacheLayer) AfterReboot(ctx context.Context) (benchTarget, parts.Res
 	if err == nil {
 		err = s.addWarmUp(&r)
 	}
-	return s.target(), r, err
+	return benchTarget{name: s.Name(), path: s.vol.Target, dmName: guest.DMName(s.vol.ID)}, r, err
 }
 
 // AfterReboot activates the cached LV; udev's LVM autoactivation usually
@@ -104,7 +104,7 @@ func (l *lvmcacheLayer) AfterReboot(ctx context.Context) (benchTarget, parts.Res
 		_, err := guest.Run(ctx, "lvchange", "-ay", benchVG+"/lvmcache")
 		return err
 	})
-	return l.target(), r, err
+	return lvmcacheTarget, r, err
 }
 
 // AfterReboot registers the backing and cache LVs, as bcache's udev rules
