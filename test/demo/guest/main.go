@@ -18,26 +18,24 @@ import (
 	"github.com/ssdcache/ssdcache/test/vm/guest"
 )
 
-type options struct {
-	guest.Options
-	workingSet string
-	tests      string
-}
+// The demo's working set and its read tests, as ssdcache-bench takes them.
+const (
+	workingSet = "50%"
+	tests      = "seq1m-q8t1-read,rnd4k-q1t1-read"
+)
 
 func main() {
-	var o options
+	var o guest.Options
 	o.Register(flag.CommandLine, "demo", 10*time.Second)
-	flag.StringVar(&o.workingSet, "working-set", "50%", "working set, as ssdcache-bench -working-sets takes it")
-	flag.StringVar(&o.tests, "tests", "seq1m-q8t1-read,rnd4k-q1t1-read", "ssdcache-bench -tests")
 	flag.Parse()
-	guest.Main(&o.Options, func(ctx context.Context) error { return run(ctx, o) })
+	guest.Main(&o, func(ctx context.Context) error { return run(ctx, o) })
 }
 
-func run(ctx context.Context, o options) error {
+func run(ctx context.Context, o guest.Options) error {
 	volumeMiB := 2 * o.CacheMiB
 	// Pool partitions first, then reference partitions the node never sees,
 	// so the raw references are measured on the same disks, untouched by LVM.
-	n, err := guest.StartNode(ctx, &o.Options, []int64{volumeMiB + 64, volumeMiB}, []int64{o.CacheMiB + 64, o.CacheMiB})
+	n, err := guest.StartNode(ctx, &o, []int64{volumeMiB + 64, volumeMiB}, []int64{o.CacheMiB + 64, o.CacheMiB})
 	if err != nil {
 		return err
 	}
@@ -63,8 +61,8 @@ func run(ctx context.Context, o options) error {
 		return []string{
 			"-target", "raw-hdd=" + n.HDDParts[1], "-target", "raw-ssd=" + n.SSDParts[1], "-target", "ssdcache=" + v.Target,
 			"-dm-cache", "ssdcache=" + guest.DMName(v.ID), "-ssd-ref", "raw-ssd", "-hdd-ref", "raw-hdd",
-			"-cache-size", cacheSize, "-working-sets", o.workingSet, "-runs", fmt.Sprint(runs),
-			"-read-only", "-tests", o.tests, "-runtime", o.Runtime.String(), "-output-dir", outputDir,
+			"-cache-size", cacheSize, "-working-sets", workingSet, "-runs", fmt.Sprint(runs),
+			"-read-only", "-tests", tests, "-runtime", o.Runtime.String(), "-output-dir", outputDir,
 		}
 	}
 	benchErr := o.RunBench(ctx, benchArgs(o.Runs, o.OutputDir))
@@ -81,7 +79,7 @@ func run(ctx context.Context, o options) error {
 // restage unstages and stages the volume again, as kubelet does when its
 // pod is replaced, and runs the tests once more: the plugin saved the
 // cache's hot set at unstage and fills the new cache from it.
-func restage(ctx context.Context, o options, p *guest.Plugin, v *guest.Volume, benchArgs []string) error {
+func restage(ctx context.Context, o guest.Options, p *guest.Plugin, v *guest.Volume, benchArgs []string) error {
 	if err := p.Unstage(ctx, v); err != nil {
 		return err
 	}
