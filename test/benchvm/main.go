@@ -110,26 +110,32 @@ func run(ctx context.Context, o options) error {
 	return writeMerged(ctx, o)
 }
 
-func partNames(o options) []string {
-	var names []string
+// invocations are the parts the guest writes, in the report's order: each
+// working set's cold runs, then its restaged, restarted and rebooted runs,
+// the cold writes, the tree.
+func invocations(o options) []part {
+	var ps []part
+	add := func(name, relabel string) {
+		ps = append(ps, part{dir: filepath.Join(o.outputDir, "parts", name), relabel: relabel})
+	}
 	for _, ws := range o.workingSets {
 		name := parts.WorkingSet(ws)
-		names = append(names, name)
+		add(name, "")
 		if o.restageRuns > 0 {
-			names = append(names, name+parts.RestagedSuffix)
+			add(name+parts.RestagedSuffix, ws+restagedLabel)
 		}
 		if o.restartRuns > 0 {
-			names = append(names, name+parts.RestartedSuffix)
+			add(name+parts.RestartedSuffix, ws+restartedLabel)
 		}
 		if ws == o.rebootWorkingSet {
-			names = append(names, name+parts.RebootedSuffix)
+			add(name+parts.RebootedSuffix, ws+rebootedLabel)
 		}
 	}
-	names = append(names, parts.Writes)
+	add(parts.Writes, "cold writes ("+o.workingSets[0]+")")
 	if o.treeWorkingSet != "" {
-		names = append(names, parts.Tree)
+		add(parts.Tree, "tree "+o.treeWorkingSet)
 	}
-	return names
+	return ps
 }
 
 // saveParts copies each invocation's report and the node's log out of the
@@ -137,15 +143,12 @@ func partNames(o options) []string {
 func saveParts(out string, o options) error {
 	_ = job.CopyFiles(out, filepath.Join(o.outputDir, "parts"), "ssdcache-node.log", parts.MetricsLog)
 	var errs []string
-	for _, name := range partNames(o) {
-		src, dst := filepath.Join(out, name), filepath.Join(o.outputDir, "parts", name)
-		err := job.CopyFiles(src, dst, bench.ReportJSON, bench.ReportMarkdown, bench.ConvergenceSVG)
-		if err != nil {
+	for _, p := range invocations(o) {
+		src := filepath.Join(out, filepath.Base(p.dir))
+		if err := job.CopyFiles(src, p.dir, bench.ReportJSON, bench.ReportMarkdown, bench.ConvergenceSVG); err != nil {
 			errs = append(errs, err.Error())
 		}
-		if _, disrupted := disruption(name); disrupted {
-			_ = job.CopyFiles(src, dst, parts.RestageFile) // its absence shows in the report
-		}
+		_ = job.CopyFiles(src, p.dir, parts.RestageFile) // a disrupted part's; its absence shows in the report
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("collecting reports: %s", strings.Join(errs, "; "))
@@ -154,27 +157,18 @@ func saveParts(out string, o options) error {
 }
 
 func writeMerged(ctx context.Context, o options) error {
-	var invocations []part
+	ps := invocations(o)
 	restages := map[string][]parts.Restage{}
-	for _, name := range partNames(o) {
-		p := part{dir: filepath.Join(o.outputDir, "parts", name)}
-		switch {
-		case name == parts.Writes:
-			p.relabel = "cold writes (" + o.workingSets[0] + ")"
-		case name == parts.Tree:
-			p.relabel = "tree " + o.treeWorkingSet
-		default:
-			if label, disrupted := disruption(name); disrupted {
-				figures, err := parts.ReadRestage(p.dir)
-				if err != nil {
-					return err
-				}
-				p.relabel, restages[label] = label, figures
+	for _, p := range ps {
+		if _, after := afterDisruption(p.relabel); after {
+			figures, err := parts.ReadRestage(p.dir)
+			if err != nil {
+				return err
 			}
+			restages[p.relabel] = figures
 		}
-		invocations = append(invocations, p)
 	}
-	r, err := merge(invocations)
+	r, err := merge(ps)
 	if err != nil {
 		return err
 	}

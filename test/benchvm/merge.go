@@ -13,8 +13,9 @@ import (
 // part is one ssdcache-bench invocation on freshly created caches.
 type part struct {
 	dir string
-	// relabel renames the invocation's working set in the merged report
-	// (the cold-write pass reuses the first working set's size).
+	// relabel renames the invocation's working set in the merged report:
+	// the cold-write pass reuses the first working set's size, and a
+	// restaged, restarted or rebooted set its cold set's.
 	relabel string
 }
 

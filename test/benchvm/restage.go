@@ -18,24 +18,10 @@ const (
 	rebootedLabel  = " rebooted"
 )
 
-// disruptionLabels maps a part's name suffix to its working set's label suffix.
-var disruptionLabels = map[string]string{parts.RestagedSuffix: restagedLabel, parts.RestartedSuffix: restartedLabel, parts.RebootedSuffix: rebootedLabel}
-
-// disruption returns the working-set label of a part measured after a
-// restage, a plugin restart or a reboot: "ws-50-restage" is "50% restaged".
-func disruption(part string) (label string, ok bool) {
-	for suffix, label := range disruptionLabels {
-		if cold, ok := strings.CutSuffix(part, suffix); ok {
-			return strings.TrimPrefix(cold, "ws-") + "%" + label, true
-		}
-	}
-	return "", false
-}
-
 // afterDisruption returns the cold working set of a restaged, restarted or
 // rebooted one's label.
 func afterDisruption(label string) (cold string, ok bool) {
-	for _, suffix := range disruptionLabels {
+	for _, suffix := range []string{restagedLabel, restartedLabel, rebootedLabel} {
 		if cold, ok = strings.CutSuffix(label, suffix); ok {
 			return cold, true
 		}
