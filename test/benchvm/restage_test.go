@@ -1,7 +1,6 @@
 package main
 
 import (
-	"math"
 	"strings"
 	"testing"
 
@@ -39,17 +38,12 @@ func TestRestagedRunIsJudgedAgainstItsColdWorkingSet(t *testing.T) {
 			t.Errorf("warm-up row of %s, which ran once: its ceiling would be its own run", w.WorkingSet)
 		}
 	}
-	for _, res := range r.Results {
-		if res.WorkingSet == "50%"+restagedLabel && res.Target == "ssdcache" &&
-			(res.FractionOfCeiling == nil || math.Abs(*res.FractionOfCeiling-49.0/51) > 1e-9) {
-			t.Errorf("restaged run's fraction of the warm ceiling = %s, want 0.96 (49/51: the cold set's ceiling)", num(res.FractionOfCeiling))
-		}
-	}
-
 	md := restagedSection(r, map[string][]parts.Restage{"50%" + restagedLabel: {
 		{Target: "ssdcache", DownSeconds: 1.5, UpSeconds: 12, WarmUpSeconds: 4.8, WarmBytes: 40e6}, {Target: "lvmcache", DownSeconds: 0.5, UpSeconds: 0.7}},
 		"50%" + restartedLabel: {{Target: "ssdcache", DownSeconds: 0.3, UpSeconds: 2.5}}})
 	for _, want := range []string{
+		// 0.96 of the warm ceiling: 49 MB/s over the cold set's 51, not over
+		// its own run.
 		"| 50% restaged | ssdcache | seq1m-q1t1-read | 0.97 | 49.0 | 0.96 | 0.49 | 4.90 |",
 		// 40 MB at the raw HDD's 10 MB/s would take 4 s: the restage took 3
 		// times that, the warm-up itself 1.2 times.
