@@ -1,11 +1,8 @@
 package vm
 
 import (
-	"context"
-	"os"
 	"strings"
 	"testing"
-	"time"
 )
 
 func TestQEMUArgsHaveNoNetworkAndUseTCG(t *testing.T) {
@@ -75,74 +72,5 @@ func TestNewWithoutSetupSaysWhatToRun(t *testing.T) {
 	_, err := New(Config{WorkDir: t.TempDir(), CacheDir: t.TempDir()})
 	if err == nil || !strings.Contains(err.Error(), "hack/vm/setup.sh") {
 		t.Fatalf("New() = %v, want a hint to run hack/vm/setup.sh", err)
-	}
-}
-
-// TestVMKeepsDisksAcrossBootsAndPowerCut boots the real VM three times on
-// the same work dir: the first writes data to both disks by their by-id
-// links and exits 3; the second verifies it, then is killed while it runs;
-// the third verifies it again.
-func TestVMKeepsDisksAcrossBootsAndPowerCut(t *testing.T) {
-	SkipUnlessEnabled(t)
-	ctx := context.Background()
-	v, err := New(Config{WorkDir: t.TempDir(), HDDSize: 256 << 20, SSDSize: 128 << 20, Timeout: 5 * time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	const write = `set -e
-for d in ` + HDDByID + ` ` + SSDByID + `; do
-  yes "$d" | head -c 4194304 | dd of=$d bs=1M oflag=direct status=none
-done
-sync; echo written; exit 3`
-	res, err := v.Run(ctx, write)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !res.Finished || res.ExitCode != 3 || !strings.Contains(res.Stdout, "written") {
-		t.Fatalf("first boot: finished=%v exit=%d stdout=%q stderr=%q\n%s", res.Finished, res.ExitCode, res.Stdout, res.Stderr, res.BootLog)
-	}
-	const verify = `set -e
-for d in ` + HDDByID + ` ` + SSDByID + `; do
-  cmp <(yes "$d" | head -c 4194304) <(head -c 4194304 $d)
-done
-echo verified`
-	b, err := v.Start(ctx, verify+"; sleep 600")
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, b, "verified", 3*time.Minute)
-	b.Kill()
-	res, err = b.Wait()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Finished || res.ExitCode != -1 {
-		t.Fatalf("killed boot reported finished=%v exit=%d", res.Finished, res.ExitCode)
-	}
-	res, err = v.Run(ctx, verify)
-	if err != nil || !res.Finished || res.ExitCode != 0 {
-		t.Fatalf("third boot: err=%v res=%+v", err, res)
-	}
-	t.Logf("last boot took %v; simulated HDD %d requests", res.Duration.Round(time.Second), res.HDDOps)
-}
-
-// waitFor polls the running boot's stdout for text.
-func waitFor(t *testing.T, b *Boot, text string, timeout time.Duration) {
-	t.Helper()
-	deadline := time.After(timeout)
-	for {
-		data, _ := os.ReadFile(b.StdoutPath())
-		if strings.Contains(string(data), text) {
-			return
-		}
-		select {
-		case <-b.Done():
-			res, _ := b.Wait()
-			t.Fatalf("guest ended before printing %q: exit %d\nstdout %q\nstderr %q", text, res.ExitCode, res.Stdout, res.Stderr)
-		case <-deadline:
-			b.Kill()
-			t.Fatalf("%q not printed after %v: %q", text, timeout, data)
-		case <-time.After(200 * time.Millisecond):
-		}
 	}
 }
