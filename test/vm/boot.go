@@ -103,12 +103,7 @@ func (v *VM) writeGuestFiles(script string) error {
 
 func (b *Boot) startSim(ctx context.Context) error {
 	simCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	p := b.vm.cfg.hddParams()
-	cfg := nbd.SimConfig{
-		Socket: filepath.Join(b.sockDir, "hdd.sock"), File: b.vm.HDDImage(), ExportName: "hdd",
-		Size: b.vm.cfg.HDDSize, TransferRate: p.TransferRate, Settle: p.Settle, FullStroke: p.FullStroke,
-		RPM: p.RPM, TrackBytes: p.TrackBytes,
-	}
+	cfg := nbd.SimConfig{Socket: filepath.Join(b.sockDir, "hdd.sock"), File: b.vm.HDDImage(), Model: model.Defaults(b.vm.cfg.HDDSize)}
 	sim, err := nbd.StartSim(simCtx, cfg, model.RealClock{}, b.vm.logger)
 	if err != nil {
 		cancel()

@@ -1,8 +1,9 @@
 package vm
 
 import (
-	"fmt"
 	"strconv"
+
+	"github.com/ssdcache/ssdcache/test/vm/hddsim/nbd"
 )
 
 // qemuPaths are the host files one boot uses.
@@ -36,7 +37,7 @@ func qemuArgs(cfg Config, p qemuPaths) []string {
 		"-device", "nvme,serial="+SSDSerial+",drive=ssd",
 	)
 	args = append(args,
-		"-blockdev", fmt.Sprintf("driver=nbd,node-name=hdd,server.type=unix,server.path=%s,export=hdd", p.nbdSocket),
+		"-blockdev", "driver=nbd,node-name=hdd,server.type=unix,server.path="+p.nbdSocket+",export="+nbd.ExportName,
 		"-device", "virtio-scsi-pci,id=scsi0",
 		"-device", "scsi-hd,bus=scsi0.0,drive=hdd,serial="+HDDSerial+",rotation_rate=7200",
 	)

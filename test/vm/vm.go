@@ -22,8 +22,6 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
-
-	"github.com/ssdcache/ssdcache/test/vm/hddsim/model"
 )
 
 // Guest-visible names. The by-id links are created by the guest's udevd from
@@ -51,9 +49,6 @@ type Config struct {
 	CacheDir string
 	// HDDSize and SSDSize are the disk sizes in bytes (4 GiB and 1 GiB).
 	HDDSize, SSDSize int64
-	// HDDModel is the simulated drive; Capacity is set from HDDSize
-	// (default model.Defaults).
-	HDDModel *model.Params
 	// MemoryMiB (2048) and CPUs (2) size the guest.
 	MemoryMiB, CPUs int
 	// Timeout bounds one boot, script included (10 minutes).
@@ -160,19 +155,7 @@ func validate(cfg Config) error {
 	case cfg.Network != nil && (cfg.Network.NetNS == "" || cfg.Network.Tap == ""):
 		return fmt.Errorf("vm: Config.Network=%+v: NetNS and Tap are both required", *cfg.Network)
 	}
-	if cfg.HDDModel != nil {
-		return cfg.hddParams().Validate()
-	}
 	return nil
-}
-
-func (cfg Config) hddParams() model.Params {
-	if cfg.HDDModel == nil {
-		return model.Defaults(cfg.HDDSize)
-	}
-	p := *cfg.HDDModel
-	p.Capacity = cfg.HDDSize
-	return p
 }
 
 // locateKernel picks the newest kernel version that setup.sh prepared.

@@ -20,15 +20,13 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/ssdcache/ssdcache/test/vm"
-	"github.com/ssdcache/ssdcache/test/vm/hddsim/model"
 )
 
 type options struct {
-	cfg      vm.Config
-	script   string
-	command  string
-	hddScale float64
-	console  bool
+	cfg     vm.Config
+	script  string
+	command string
+	console bool
 }
 
 func parseFlags() (options, error) {
@@ -40,16 +38,12 @@ func parseFlags() (options, error) {
 	flag.DurationVar(&o.cfg.Timeout, "timeout", 10*time.Minute, "kill the VM after this long")
 	flag.IntVar(&o.cfg.MemoryMiB, "mem", 2048, "guest memory in MiB")
 	flag.IntVar(&o.cfg.CPUs, "cpus", 2, "guest CPUs")
-	flag.Float64Var(&o.hddScale, "hdd-scale", 1, "multiply the simulated HDD's seek and rotation times")
 	flag.BoolVar(&o.console, "console", false, "print the kernel console and the guest init's log to stderr")
 	sizeFlag(&o.cfg.HDDSize, "hdd-size", "simulated HDD size (default 4Gi)")
 	sizeFlag(&o.cfg.SSDSize, "ssd-size", "emulated NVMe size (default 1Gi)")
 	flag.Parse()
 	if (o.script == "") == (o.command == "") {
 		return o, errors.New("vmrun: give exactly one of -script FILE or -c COMMAND")
-	}
-	if o.hddScale <= 0 {
-		return o, fmt.Errorf("vmrun: -hdd-scale=%v: must be > 0", o.hddScale)
 	}
 	return o, nil
 }
@@ -89,10 +83,6 @@ func run(ctx context.Context, o options) (int, error) {
 			return 0, fmt.Errorf("vmrun: -script: %w", err)
 		}
 		script = string(data)
-	}
-	if o.hddScale != 1 {
-		p := model.Defaults(1).Scale(o.hddScale)
-		o.cfg.HDDModel = &p
 	}
 	v, err := vm.New(o.cfg)
 	if err != nil {

@@ -16,7 +16,6 @@
 package model
 
 import (
-	"fmt"
 	"math"
 	"time"
 )
@@ -51,37 +50,6 @@ func Defaults(capacity int64) Params {
 		RPM:          7200,
 		TrackBytes:   1 << 20,
 	}
-}
-
-// Validate reports the first parameter outside its allowed range.
-func (p Params) Validate() error {
-	switch {
-	case p.Capacity <= 0:
-		return fmt.Errorf("model: Capacity=%d: must be > 0 bytes", p.Capacity)
-	case p.TransferRate <= 0 || math.IsInf(p.TransferRate, 0) || math.IsNaN(p.TransferRate):
-		return fmt.Errorf("model: TransferRate=%v: must be a finite rate > 0 bytes/s", p.TransferRate)
-	case p.Settle < 0:
-		return fmt.Errorf("model: Settle=%v: must be >= 0", p.Settle)
-	case p.FullStroke < p.Settle:
-		return fmt.Errorf("model: FullStroke=%v: must be >= Settle (%v)", p.FullStroke, p.Settle)
-	case p.RPM < 0 || math.IsInf(p.RPM, 0) || math.IsNaN(p.RPM):
-		return fmt.Errorf("model: RPM=%v: must be >= 0 (0 disables rotational latency)", p.RPM)
-	case p.TrackBytes < 0:
-		return fmt.Errorf("model: TrackBytes=%d: must be >= 0", p.TrackBytes)
-	}
-	return nil
-}
-
-// Scale returns a copy whose mechanical times (seek, rotation) are multiplied
-// by factor, leaving the transfer rate alone. It lets a caller make random I/O
-// slower or faster relative to an emulated SSD without retuning each field.
-func (p Params) Scale(factor float64) Params {
-	p.Settle = time.Duration(float64(p.Settle) * factor)
-	p.FullStroke = time.Duration(float64(p.FullStroke) * factor)
-	if factor > 0 {
-		p.RPM /= factor
-	}
-	return p
 }
 
 // SeekTime is the time to move the head distance bytes.

@@ -3,7 +3,6 @@ package model
 import (
 	"math"
 	"math/rand/v2"
-	"strings"
 	"testing"
 	"time"
 )
@@ -81,41 +80,5 @@ func TestDefaultsMatchTargetEnvelope(t *testing.T) {
 	}
 	if iops := n / total; iops < 100 || iops > 200 {
 		t.Fatalf("random 4 KiB QD1 = %.0f IOPS, want 100-200", iops)
-	}
-}
-
-func TestScaleMakesMechanicsSlower(t *testing.T) {
-	p := Defaults(gib)
-	s := p.Scale(2)
-	if s.Settle != 2*p.Settle || s.FullStroke != 2*p.FullStroke || (s.RotationTime()-2*p.RotationTime()).Abs() > time.Microsecond {
-		t.Fatalf("Scale(2) = %+v from %+v", s, p)
-	}
-	if s.TransferRate != p.TransferRate {
-		t.Fatal("Scale must not change the transfer rate")
-	}
-}
-
-func TestValidateNamesField(t *testing.T) {
-	bad := []struct {
-		mutate func(*Params)
-		field  string
-	}{
-		{func(p *Params) { p.Capacity = 0 }, "Capacity"},
-		{func(p *Params) { p.TransferRate = 0 }, "TransferRate"},
-		{func(p *Params) { p.Settle = -1 }, "Settle"},
-		{func(p *Params) { p.FullStroke = p.Settle - 1 }, "FullStroke"},
-		{func(p *Params) { p.RPM = -1 }, "RPM"},
-		{func(p *Params) { p.TrackBytes = -1 }, "TrackBytes"},
-	}
-	for _, b := range bad {
-		p := Defaults(gib)
-		b.mutate(&p)
-		err := p.Validate()
-		if err == nil || !strings.Contains(err.Error(), b.field) {
-			t.Errorf("Validate() = %v, want error naming %s", err, b.field)
-		}
-	}
-	if err := Defaults(gib).Validate(); err != nil {
-		t.Fatalf("defaults invalid: %v", err)
 	}
 }

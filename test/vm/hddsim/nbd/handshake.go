@@ -7,7 +7,7 @@ import (
 )
 
 // handshake runs the fixed newstyle negotiation. It returns true when the
-// client chose the export and the transmission phase begins.
+// client chose the export with NBD_OPT_GO and the transmission phase begins.
 func (c *connection) handshake() (bool, error) {
 	if err := c.put(magicInit, magicOpt, flagFixedNewstyle|flagNoZeroes); err != nil {
 		return false, err
@@ -22,9 +22,8 @@ func (c *connection) handshake() (bool, error) {
 	if clientFlags&clientFlagFixedNewstyle == 0 {
 		return false, fmt.Errorf("nbd: client flags %#x: fixed newstyle is required", clientFlags)
 	}
-	noZeroes := clientFlags&clientFlagNoZeroes != 0
 	for {
-		done, enter, err := c.option(noZeroes)
+		done, enter, err := c.option()
 		if err != nil {
 			return false, err
 		}
@@ -39,7 +38,7 @@ func (c *connection) handshake() (bool, error) {
 
 // option handles one client option. done ends the negotiation; enter says
 // whether transmission follows.
-func (c *connection) option(noZeroes bool) (done, enter bool, err error) {
+func (c *connection) option() (done, enter bool, err error) {
 	var magic uint64
 	var opt, length uint32
 	if err := c.get(&magic, &opt, &length); err != nil {
@@ -56,63 +55,45 @@ func (c *connection) option(noZeroes bool) (done, enter bool, err error) {
 		return true, false, fmt.Errorf("nbd: reading option %d data: %w", opt, err)
 	}
 	switch opt {
-	case optExportName:
-		if string(data) != c.export.Name {
-			return true, false, fmt.Errorf("nbd: export %q requested: only %q exists", data, c.export.Name)
-		}
-		err := c.put(uint64(c.export.Size), c.transmitFlags())
-		if err == nil && !noZeroes {
-			_, err = c.w.Write(make([]byte, handshakeNZ))
-		}
-		return true, err == nil, err
+	case optGo:
+		return c.optGo(data)
 	case optAbort:
 		return true, false, c.optReply(opt, replyAck, nil)
-	case optList:
-		name := []byte(c.export.Name)
-		payload := binary.BigEndian.AppendUint32(nil, uint32(len(name)))
-		if err := c.optReply(opt, replyServer, append(payload, name...)); err != nil {
-			return true, false, err
-		}
-		return false, false, c.optReply(opt, replyAck, nil)
-	case optInfo, optGo:
-		return c.infoOrGo(opt, data)
 	default:
-		// Structured replies, meta contexts, TLS and extended headers are
-		// optional; refusing them keeps the client on simple replies.
+		// qemu asks for structured replies (and, if newer, extended
+		// headers) before NBD_OPT_GO; refusing them keeps it on simple
+		// replies and off block-status queries.
 		return false, false, c.optReply(opt, replyErrUnsup, nil)
 	}
 }
 
-func (c *connection) infoOrGo(opt uint32, data []byte) (done, enter bool, err error) {
-	name, ok := parseInfoRequest(data)
+// optGo answers NBD_OPT_GO with the export's size, flags and block sizes.
+func (c *connection) optGo(data []byte) (done, enter bool, err error) {
+	name, ok := parseGoRequest(data)
 	if !ok {
-		return false, false, c.optReply(opt, replyErrInvalid, nil)
+		return false, false, c.optReply(optGo, replyErrInvalid, nil)
 	}
-	if name != "" && name != c.export.Name {
-		return false, false, c.optReply(opt, replyErrUnknown, nil)
+	if name != "" && name != ExportName {
+		return false, false, c.optReply(optGo, replyErrUnknown, nil)
 	}
 	info := binary.BigEndian.AppendUint16(nil, infoExport)
 	info = binary.BigEndian.AppendUint64(info, uint64(c.export.Size))
-	info = binary.BigEndian.AppendUint16(info, c.transmitFlags())
-	if err := c.optReply(opt, replyInfo, info); err != nil {
-		return true, false, err
-	}
+	info = binary.BigEndian.AppendUint16(info, transmitFlags)
 	sizes := binary.BigEndian.AppendUint16(nil, infoBlockSize)
 	sizes = binary.BigEndian.AppendUint32(sizes, minBlock)
 	sizes = binary.BigEndian.AppendUint32(sizes, prefBlock)
 	sizes = binary.BigEndian.AppendUint32(sizes, maxPayload)
-	if err := c.optReply(opt, replyInfo, sizes); err != nil {
-		return true, false, err
+	for _, payload := range [][]byte{info, sizes} {
+		if err := c.optReply(optGo, replyInfo, payload); err != nil {
+			return true, false, err
+		}
 	}
-	if err := c.optReply(opt, replyAck, nil); err != nil {
-		return true, false, err
-	}
-	return opt == optGo, opt == optGo, nil
+	return true, true, c.optReply(optGo, replyAck, nil)
 }
 
-// parseInfoRequest reads the export name from an NBD_OPT_INFO/GO payload:
+// parseGoRequest reads the export name from an NBD_OPT_GO payload:
 // u32 name length, name, u16 count, count x u16 info types.
-func parseInfoRequest(data []byte) (string, bool) {
+func parseGoRequest(data []byte) (string, bool) {
 	if len(data) < 6 {
 		return "", false
 	}

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -21,8 +20,6 @@ type Backend interface {
 	io.ReaderAt
 	io.WriterAt
 	Sync() error
-	// PunchHole deallocates length bytes at offset; reads then return zeroes.
-	PunchHole(offset, length int64) error
 }
 
 // Scheduler serves a media access, charging the modelled service time. Now
@@ -34,13 +31,11 @@ type Scheduler interface {
 	Do(arrival time.Time, offset, length int64, io func() error) error
 }
 
-// Export is the single disk the server offers.
+// Export is the single disk the server offers, named ExportName.
 type Export struct {
-	Name       string
-	Size       int64
-	Backend    Backend
-	Disk       Scheduler
-	Rotational bool
+	Size    int64
+	Backend Backend
+	Disk    Scheduler
 }
 
 // Server answers NBD clients for one export. Requests on a connection wait
@@ -50,21 +45,6 @@ type Server struct {
 	export Export
 	logger klog.Logger
 	wg     sync.WaitGroup
-}
-
-// NewServer validates export and returns a server for it.
-func NewServer(export Export, logger klog.Logger) (*Server, error) {
-	switch {
-	case export.Name == "":
-		return nil, errors.New("nbd: Export.Name is empty: give the export a name")
-	case export.Size <= 0 || export.Size%512 != 0:
-		return nil, fmt.Errorf("nbd: Export.Size=%d: must be a positive multiple of 512", export.Size)
-	case export.Backend == nil:
-		return nil, errors.New("nbd: Export.Backend is nil: a byte store is required")
-	case export.Disk == nil:
-		return nil, errors.New("nbd: Export.Disk is nil: a scheduler is required")
-	}
-	return &Server{export: export, logger: logger}, nil
 }
 
 // Serve accepts connections until ctx is done or the listener fails, then
@@ -87,7 +67,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 			closeOnDone := context.AfterFunc(ctx, func() { conn.Close() })
 			defer closeOnDone()
 			if err := s.ServeConn(conn); err != nil && ctx.Err() == nil {
-				s.logger.Error(err, "NBD connection ended", "export", s.export.Name)
+				s.logger.Error(err, "NBD connection ended", "export", ExportName)
 			}
 		}()
 	}
@@ -108,7 +88,7 @@ func (s *Server) ServeConn(conn net.Conn) error {
 	if err != nil || !enter {
 		return err
 	}
-	s.logger.V(2).Info("NBD client entered transmission", "export", s.export.Name)
+	s.logger.V(2).Info("NBD client entered transmission", "export", ExportName)
 	return c.transmit()
 }
 
@@ -136,12 +116,4 @@ func (c *connection) get(values ...any) error {
 		}
 	}
 	return nil
-}
-
-func (c *connection) transmitFlags() uint16 {
-	f := transmitHasFlags | transmitSendFlush | transmitSendFUA | transmitSendTrim | transmitWriteZeroes
-	if c.export.Rotational {
-		f |= transmitRotational
-	}
-	return f
 }

@@ -47,12 +47,6 @@ func (d *fakeDisk) WriteAt(p []byte, off int64) (int, error) {
 	return copy(d.data[off:], p), nil
 }
 
-func (d *fakeDisk) PunchHole(off, n int64) error {
-	d.record("punch %d+%d", off, n)
-	clear(d.data[off : off+n])
-	return nil
-}
-
 func (d *fakeDisk) Sync() error             { d.record("sync"); return nil }
 func (d *fakeDisk) Now() time.Time          { return time.Unix(0, 0) }
 func (d *fakeDisk) Next([]model.Access) int { return 0 }
@@ -68,10 +62,7 @@ const testSize = 1 << 20
 func startPipe(t *testing.T) (c *testClient, d *fakeDisk, wait func() error) {
 	t.Helper()
 	d = &fakeDisk{data: make([]byte, testSize)}
-	srv, err := NewServer(Export{Name: "hdd", Size: testSize, Backend: d, Disk: d, Rotational: true}, klog.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv := &Server{export: Export{Size: testSize, Backend: d, Disk: d}, logger: klog.Background()}
 	serverSide, clientSide := net.Pipe()
 	done := make(chan error, 1)
 	go func() { done <- srv.ServeConn(serverSide) }()
@@ -93,9 +84,10 @@ type step struct {
 
 func (s step) n() uint32 { return s.length + uint32(len(s.write)+len(s.read)) }
 
-// TestRequests sends each sequence of requests at once, as qemu keeps
-// several in flight, then NBD_CMD_DISC, and reads the replies: each must
-// come for its handle with its data, and the server must end cleanly.
+// TestRequests negotiates as qemu does, sends each sequence of requests at
+// once, as qemu keeps several in flight, then NBD_CMD_DISC, and reads the
+// replies: each must come for its handle with its data, and the server must
+// end cleanly.
 func TestRequests(t *testing.T) {
 	text, ones, zeroes := bytes.Repeat([]byte("ssdcache"), 512), bytes.Repeat([]byte{1}, 4096), make([]byte, 4096)
 	for _, tc := range []struct {
@@ -108,26 +100,25 @@ func TestRequests(t *testing.T) {
 			{kind: cmdRead, offset: 8192, read: text, log: "media 8192+4096, read 8192+4096"},
 			{kind: cmdRead, read: ones, log: "media 0+4096, read 0+4096"},
 		}},
-		{"FUA, flush, trim and write-zeroes", []step{
+		{"FUA, flush and write-zeroes", []step{
 			{kind: cmdWrite, flags: cmdFlagFUA, write: ones, log: "media 0+4096, write 0+4096, sync"},
 			{kind: cmdFlush, log: "sync"},
-			{kind: cmdTrim, length: 4096, log: "punch 0+4096"}, // an HDD has no trim: no media time
+			{kind: cmdWriteZeroes, length: 4096, log: "media 0+4096, write 0+4096"},
 			{kind: cmdRead, read: zeroes, log: "media 0+4096, read 0+4096"},
-			{kind: cmdWriteZeroes, flags: cmdFlagNoHole, offset: 4096, length: 4096, log: "media 4096+4096, write 4096+4096"},
-			{kind: cmdWriteZeroes, offset: 8192, length: 4096, log: "media 8192+4096, punch 8192+4096"},
 		}},
 		{"errors are replies, not disconnects", []step{
 			{kind: cmdRead, offset: testSize - 512, length: 4096, errno: errInvalid},
 			{kind: cmdWrite, offset: testSize, write: zeroes[:512], errno: errNoSpace},
-			{kind: 5, length: 512, errno: errInvalid},
+			{kind: 4, length: 512, errno: errInvalid}, // trim: not offered
 			{kind: cmdRead, offset: badOffset, length: 512, errno: errIO, log: fmt.Sprintf("media %d+512, read %[1]d+512", badOffset)},
 			{kind: cmdRead, read: zeroes[:512], log: "media 0+512, read 0+512"},
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, d, wait := startPipe(t)
-			c.greet(clientFlagFixedNewstyle | clientFlagNoZeroes)
-			c.optGo("hdd")
+			if size := c.negotiate(); size != testSize {
+				t.Fatalf("export size %d, want %d", size, testSize)
+			}
 			var log []string
 			for _, s := range tc.steps {
 				c.send(s.kind, s.flags, s.offset, s.n(), s.write)
@@ -149,79 +140,11 @@ func TestRequests(t *testing.T) {
 	}
 }
 
-func TestOptionNegotiation(t *testing.T) {
-	c, _, _ := startPipe(t)
-	if flags := c.greet(clientFlagFixedNewstyle | clientFlagNoZeroes); flags&flagFixedNewstyle == 0 {
-		t.Fatalf("server flags %#x lack fixed newstyle", flags)
-	}
-	for _, o := range []struct {
-		opt     uint32
-		payload []byte
-		replies []uint32
-	}{
-		{optStructuredReply, nil, []uint32{replyErrUnsup}},
-		{optList, nil, []uint32{replyServer, replyAck}},
-		{optGo, goPayload("nope"), []uint32{replyErrUnknown}},
-		{optInfo, goPayload("hdd"), []uint32{replyInfo, replyInfo, replyAck}},
-		{optGo, []byte{0, 0, 0, 9}, []uint32{replyErrInvalid}}, // truncated payload
-	} {
-		c.sendOption(o.opt, o.payload)
-		for _, want := range o.replies {
-			r := c.readOptReply()
-			if r.opt != o.opt || r.kind != want || (r.kind == replyServer && string(r.data[4:]) != "hdd") {
-				t.Fatalf("option %d: reply %d %#x %q, want %#x", o.opt, r.opt, r.kind, r.data, want)
-			}
-		}
-	}
-	// After all that, the export is still there to go to: an empty name is the default.
-	size, flags := c.optGo("")
-	if size != testSize {
-		t.Fatalf("export size %d, want %d", size, testSize)
-	}
-	if want := transmitHasFlags | transmitSendFlush | transmitSendFUA | transmitSendTrim | transmitWriteZeroes | transmitRotational; flags&want != want {
-		t.Errorf("transmission flags %#x, want all of %#x", flags, want)
-	}
-	c.mustOK(cmdRead, 0, 0, 512, nil)
-}
-
-func TestExportNameOldStyleOption(t *testing.T) {
-	c, _, _ := startPipe(t)
-	c.greet(clientFlagFixedNewstyle) // no NO_ZEROES: expect 124 bytes of padding
-	c.sendOption(optExportName, []byte("hdd"))
-	var size uint64
-	var flags uint16
-	pad := make([]byte, handshakeNZ)
-	c.read(&size, &flags, pad)
-	if size != testSize || flags&transmitHasFlags == 0 || !bytes.Equal(pad, make([]byte, handshakeNZ)) {
-		t.Fatalf("export name reply: size %d flags %#x", size, flags)
-	}
-	c.mustOK(cmdRead, 0, 0, 512, nil)
-}
-
-func TestRejectsClientWithoutFixedNewstyle(t *testing.T) {
-	c, _, wait := startPipe(t)
-	c.greet(0)
-	if err := wait(); err == nil {
-		t.Fatal("server accepted a client without fixed newstyle")
-	}
-}
-
-func TestConfigErrorsNameTheField(t *testing.T) {
-	_, err := NewServer(Export{Name: "hdd", Size: 1000, Backend: &fakeDisk{}, Disk: &fakeDisk{}}, klog.Background())
-	if err == nil || !strings.Contains(err.Error(), "Size=1000") {
-		t.Errorf("NewServer() = %v, want error naming Size=1000", err)
-	}
-	_, err = StartSim(context.Background(), SimConfig{Socket: "s", File: "f", Size: 1000}, &countingClock{}, klog.Background())
-	if err == nil || !strings.Contains(err.Error(), "-size") {
-		t.Errorf("StartSim() = %v, want error naming -size", err)
-	}
-}
-
 // StartSim end to end over a real unix socket and sparse file, with the
 // model's clock faked so the test does not depend on timing.
 func TestSimOverUnixSocketKeepsDataAcrossRestarts(t *testing.T) {
 	dir := t.TempDir()
-	cfg := SimConfig{Socket: filepath.Join(dir, "hdd.sock"), File: filepath.Join(dir, "hdd.img"), Size: 64 << 20}
+	cfg := SimConfig{Socket: filepath.Join(dir, "hdd.sock"), File: filepath.Join(dir, "hdd.img"), Model: model.Defaults(64 << 20)}
 	payload := bytes.Repeat([]byte{0xa5}, 1<<20)
 	for boot := 0; boot < 2; boot++ {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -235,8 +158,7 @@ func TestSimOverUnixSocketKeepsDataAcrossRestarts(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := newTestClient(t, conn)
-		c.greet(clientFlagFixedNewstyle | clientFlagNoZeroes)
-		c.optGo("hdd")
+		c.negotiate()
 		if boot == 0 {
 			c.mustOK(cmdWrite, 0, 32<<20, 1<<20, payload)
 			c.mustOK(cmdFlush, 0, 0, 0, nil)
@@ -255,8 +177,8 @@ func TestSimOverUnixSocketKeepsDataAcrossRestarts(t *testing.T) {
 			t.Fatalf("socket left behind: %v", err)
 		}
 	}
-	if st, _ := os.Stat(cfg.File); st.Size() != cfg.Size {
-		t.Fatalf("backing file size %d, want %d", st.Size(), cfg.Size)
+	if st, _ := os.Stat(cfg.File); st.Size() != cfg.Model.Capacity {
+		t.Fatalf("backing file size %d, want %d", st.Size(), cfg.Model.Capacity)
 	}
 }
 

@@ -113,8 +113,8 @@ func (c *connection) serveQueued(in <-chan pending, out chan<- pending) {
 }
 
 // pick is the index in queue of the request to serve next. Only media
-// accesses queued before the first other command (flush, trim: barriers,
-// as a drive's queue treats them) are candidates, and only those that
+// accesses queued before the first other command (a flush: a barrier, as
+// a drive's queue treats it) are candidates, and only those that
 // overlap no earlier queued request, whose order the client keeps.
 func (c *connection) pick(queue []pending) int {
 	var candidates []model.Access
@@ -201,28 +201,18 @@ func (c *connection) execute(p pending) uint32 {
 		return errnoOf(c.export.Disk.Do(p.arrival, off, n, func() error { return c.write(req, data) }))
 	case cmdFlush:
 		return errnoOf(c.export.Backend.Sync())
-	case cmdTrim:
-		if !inRange {
-			return errInvalid
-		}
-		// An HDD has no trim; deallocating the sparse backing costs no media time.
-		return errnoOf(c.export.Backend.PunchHole(off, n))
-	default:
+	default: // trim and the rest are not offered (transmitFlags)
 		return errInvalid
 	}
 }
 
+// write stores a write's payload, or zeroes for NBD_CMD_WRITE_ZEROES: qemu
+// sets NO_HOLE on every one, as its -blockdev does not unmap.
 func (c *connection) write(req request, data []byte) error {
-	off, n := int64(req.offset), int64(req.length)
-	var err error
-	switch {
-	case req.kind == cmdWrite:
-		_, err = c.export.Backend.WriteAt(data, off)
-	case req.flags&cmdFlagNoHole != 0:
-		_, err = c.export.Backend.WriteAt(make([]byte, n), off)
-	default:
-		err = c.export.Backend.PunchHole(off, n)
+	if req.kind == cmdWriteZeroes {
+		data = make([]byte, req.length)
 	}
+	_, err := c.export.Backend.WriteAt(data, int64(req.offset))
 	if err == nil && req.flags&cmdFlagFUA != 0 {
 		err = c.export.Backend.Sync()
 	}
