@@ -12,6 +12,7 @@
 package vm
 
 import (
+	"cmp"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -22,6 +23,8 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+
+	"github.com/ssdcache/ssdcache/test/vm/hddsim/nbd"
 )
 
 // Guest-visible names. The by-id links are created by the guest's udevd from
@@ -107,9 +110,7 @@ func withDefaults(cfg Config) (Config, error) {
 		return cfg, fmt.Errorf("vm: Config.WorkDir=%q: %w", cfg.WorkDir, err)
 	}
 	cfg.WorkDir = abs
-	if cfg.CacheDir == "" {
-		cfg.CacheDir = os.Getenv("CACHE_DIR")
-	}
+	cfg.CacheDir = cmp.Or(cfg.CacheDir, os.Getenv("CACHE_DIR"))
 	if cfg.CacheDir == "" {
 		home, err := os.UserHomeDir()
 		if err != nil {
@@ -117,26 +118,17 @@ func withDefaults(cfg Config) (Config, error) {
 		}
 		cfg.CacheDir = filepath.Join(home, ".cache", "ssdcache")
 	}
-	cfg.HDDSize = defaultInt(cfg.HDDSize, 4<<30)
-	cfg.SSDSize = defaultInt(cfg.SSDSize, 1<<30)
-	cfg.MemoryMiB = int(defaultInt(int64(cfg.MemoryMiB), 2048))
-	cfg.CPUs = int(defaultInt(int64(cfg.CPUs), 2))
-	cfg.Timeout = time.Duration(defaultInt(int64(cfg.Timeout), int64(10*time.Minute)))
-	if cfg.QEMU == "" {
-		cfg.QEMU = "qemu-system-x86_64"
-	}
+	cfg.HDDSize = cmp.Or(cfg.HDDSize, 4<<30)
+	cfg.SSDSize = cmp.Or(cfg.SSDSize, 1<<30)
+	cfg.MemoryMiB = cmp.Or(cfg.MemoryMiB, 2048)
+	cfg.CPUs = cmp.Or(cfg.CPUs, 2)
+	cfg.Timeout = cmp.Or(cfg.Timeout, 10*time.Minute)
+	cfg.QEMU = cmp.Or(cfg.QEMU, "qemu-system-x86_64")
 	if cfg.Logger == nil {
 		l := klog.Background()
 		cfg.Logger = &l
 	}
 	return cfg, validate(cfg)
-}
-
-func defaultInt(v, def int64) int64 {
-	if v == 0 {
-		return def
-	}
-	return v
 }
 
 func validate(cfg Config) error {
@@ -175,21 +167,13 @@ func (v *VM) prepare() error {
 	if err := os.MkdirAll(filepath.Join(v.ShareDir(), ".vm"), 0o755); err != nil {
 		return fmt.Errorf("vm: creating work dir: %w", err)
 	}
-	// The SSD image is a plain sparse file; the HDD's is opened by the NBD
-	// server at boot. Existing images keep their contents.
-	f, err := os.OpenFile(v.SSDImage(), os.O_RDWR|os.O_CREATE, 0o644)
+	// The HDD's image is opened by the NBD server at boot; the SSD's is a
+	// plain sparse file that qemu opens. Existing images keep their contents.
+	f, err := nbd.OpenFile(v.SSDImage(), v.cfg.SSDSize)
 	if err != nil {
-		return fmt.Errorf("vm: creating SSD image: %w", err)
+		return fmt.Errorf("vm: SSD image (Config.SSDSize=%d): %w", v.cfg.SSDSize, err)
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	if st.Size() > v.cfg.SSDSize {
-		return fmt.Errorf("vm: %s is %d bytes, larger than Config.SSDSize=%d: refusing to cut it", v.SSDImage(), st.Size(), v.cfg.SSDSize)
-	}
-	return f.Truncate(v.cfg.SSDSize)
+	return f.Close()
 }
 
 // ShareDir is the host directory the guest sees read-write at GuestWorkDir.

@@ -49,9 +49,9 @@ func StartSim(ctx context.Context, cfg SimConfig, clock model.Clock, logger klog
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	file, err := openFile(cfg.File, cfg.Model.Capacity)
+	file, err := OpenFile(cfg.File, cfg.Model.Capacity)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("hddsim: backing file: %w", err)
 	}
 	act := model.NewActuator(cfg.Model, clock)
 	srv := &Server{export: Export{Size: cfg.Model.Capacity, Backend: file, Disk: act}, logger: logger}
@@ -76,23 +76,24 @@ func StartSim(ctx context.Context, cfg SimConfig, clock model.Clock, logger klog
 // Wait blocks until serving has stopped and returns its error.
 func (s *Sim) Wait() error { return <-s.done }
 
-// openFile opens (creating if needed) a sparse file of exactly size bytes.
-// An existing file keeps its contents, so a second boot sees the same disk.
-func openFile(path string, size int64) (*os.File, error) {
+// OpenFile opens (creating if needed) a sparse file of exactly size bytes.
+// An existing file keeps its contents, so a second boot sees the same disk;
+// one larger than size is an error, not cut.
+func OpenFile(path string, size int64) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("hddsim: opening backing file: %w", err)
+		return nil, err
 	}
 	st, err := f.Stat()
 	if err == nil && st.Size() > size {
-		err = fmt.Errorf("it is %d bytes: larger than the export size %d; refusing to cut it", st.Size(), size)
+		err = fmt.Errorf("%s is %d bytes, larger than %d: refusing to cut it", path, st.Size(), size)
 	}
 	if err == nil {
 		err = f.Truncate(size)
 	}
 	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("hddsim: sizing backing file %s to %d bytes: %w", path, size, err)
+		return nil, err
 	}
 	return f, nil
 }
