@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -39,20 +38,28 @@ type Result struct {
 
 // Boot is one running VM.
 type Boot struct {
-	vm       *VM
-	cmd      *exec.Cmd
-	qemuErr  bytes.Buffer
-	sim      *nbd.Sim
-	stopSim  context.CancelFunc
+	vm      *VM
+	cmd     *exec.Cmd
+	qemuErr bytes.Buffer
+	sim     *nbd.Sim
+	stopSim context.CancelFunc
+	// run ends qemu (exec.CommandContext kills it) on the caller's context,
+	// the timeout (errTimedOut) or Kill (errKilled).
+	run      context.Context
+	kill     context.CancelCauseFunc
 	start    time.Time
-	timedOut bool
 	end      time.Time
-	killed   chan struct{}
-	once     sync.Once
+	timedOut bool
+	killed   bool
 	done     chan struct{}
 	waitErr  error
 	sockDir  string
 }
+
+var (
+	errTimedOut = errors.New("vm: Config.Timeout reached")
+	errKilled   = errors.New("vm: Boot.Kill")
+)
 
 // Run boots the VM, runs script (bash) in the guest with /vmwork as its
 // working directory and returns when the guest has powered off.
@@ -73,18 +80,22 @@ func (v *VM) Start(ctx context.Context, script string) (*Boot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("vm: socket dir: %w", err)
 	}
-	b := &Boot{vm: v, killed: make(chan struct{}), done: make(chan struct{}), sockDir: sockDir}
+	b := &Boot{vm: v, done: make(chan struct{}), sockDir: sockDir}
 	if err := b.startSim(ctx); err != nil {
 		os.RemoveAll(sockDir)
 		return nil, err
 	}
+	killable, kill := context.WithCancelCause(ctx)
+	run, stopTimer := context.WithTimeoutCause(killable, v.cfg.Timeout, errTimedOut)
+	b.run, b.kill = run, kill
 	if err := b.startQEMU(); err != nil {
+		stopTimer()
 		b.stopSim()
 		b.sim.Wait()
 		os.RemoveAll(sockDir)
 		return nil, err
 	}
-	go b.supervise(ctx)
+	go b.supervise(stopTimer)
 	return b, nil
 }
 
@@ -122,7 +133,7 @@ func (b *Boot) startQEMU() error {
 	// `ip netns exec` execs qemu in place, so the pid, Pdeathsig and Kill
 	// below still reach qemu itself.
 	name, argv := qemuCommand(cfg, args)
-	b.cmd = exec.Command(name, argv...)
+	b.cmd = exec.CommandContext(b.run, name, argv...)
 	b.cmd.Env = append(os.Environ(), "LC_ALL=C")
 	b.cmd.Stdout, b.cmd.Stderr = &b.qemuErr, &b.qemuErr
 	// qemu must not outlive the harness (a test binary killed on timeout).
@@ -135,39 +146,27 @@ func (b *Boot) startQEMU() error {
 	return nil
 }
 
-// supervise kills qemu on timeout or context end, then stops the NBD server.
-func (b *Boot) supervise(ctx context.Context) {
-	exited := make(chan error, 1)
-	go func() { exited <- b.cmd.Wait() }()
-	timer := time.NewTimer(b.vm.cfg.Timeout)
-	defer timer.Stop()
-	var err error
-	select {
-	case err = <-exited:
-	case <-timer.C:
-		b.timedOut = true
-		b.cmd.Process.Kill()
-		err = <-exited
-	case <-ctx.Done():
-		b.cmd.Process.Kill()
-		err = <-exited
-	case <-b.killed:
-		b.cmd.Process.Kill()
-		err = <-exited
-	}
+// supervise waits for qemu to exit or be killed, then stops the NBD server.
+func (b *Boot) supervise(stopTimer context.CancelFunc) {
+	b.waitErr = b.cmd.Wait()
 	b.end = time.Now()
+	if b.waitErr != nil { // qemu did not power off by itself: why was it ended?
+		b.timedOut = errors.Is(context.Cause(b.run), errTimedOut)
+		b.killed = errors.Is(context.Cause(b.run), errKilled)
+	}
+	stopTimer()
+	b.kill(nil)
 	b.stopSim()
 	if simErr := b.sim.Wait(); simErr != nil {
 		b.vm.logger.Error(simErr, "HDD simulator ended with an error")
 	}
 	os.RemoveAll(b.sockDir)
-	b.waitErr = err
 	close(b.done)
 }
 
 // Kill cuts the VM's power: qemu gets SIGKILL, so writes the guest had not
 // flushed to the emulated disks may be lost, as in a real power failure.
-func (b *Boot) Kill() { b.once.Do(func() { close(b.killed) }) }
+func (b *Boot) Kill() { b.kill(errKilled) }
 
 // Done is closed when qemu has exited (the guest powered off or was killed).
 func (b *Boot) Done() <-chan struct{} { return b.done }
@@ -184,19 +183,10 @@ func (b *Boot) StdoutPath() string { return filepath.Join(b.vm.ShareDir(), ".vm"
 func (b *Boot) Wait() (*Result, error) {
 	<-b.done
 	res := b.collect()
-	if !res.Finished && !res.TimedOut && b.waitErr != nil && !b.wasKilled() {
+	if !res.Finished && !res.TimedOut && b.waitErr != nil && !b.killed {
 		return res, fmt.Errorf("vm: qemu failed: %v: %s", b.waitErr, strings.TrimSpace(b.qemuErr.String()))
 	}
 	return res, nil
-}
-
-func (b *Boot) wasKilled() bool {
-	select {
-	case <-b.killed:
-		return true
-	default:
-		return false
-	}
 }
 
 func (b *Boot) collect() *Result {
