@@ -36,6 +36,8 @@ func qemuArgs(cfg Config, p qemuPaths) []string {
 		"-drive", "if=none,id=ssd,file="+p.ssdImage+",format=raw,cache=writeback,aio=threads,discard=unmap",
 		"-device", "nvme,serial="+SSDSerial+",drive=ssd",
 	)
+	// No discard= on the HDD: left at ignore, qemu sends hddsim no trim,
+	// which it does not offer.
 	args = append(args,
 		"-blockdev", "driver=nbd,node-name=hdd,server.type=unix,server.path="+p.nbdSocket+",export="+nbd.ExportName,
 		"-device", "virtio-scsi-pci,id=scsi0",
