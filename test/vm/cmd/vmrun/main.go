@@ -3,7 +3,6 @@
 // to this process's stdout and stderr when the guest has powered off.
 //
 //	vmrun -work /tmp/vm -c 'ls -l /dev/disk/by-id'
-//	vmrun -work /tmp/vm -script hack/vm/smoke-guest.sh
 package main
 
 import (
