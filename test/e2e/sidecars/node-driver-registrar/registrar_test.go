@@ -5,7 +5,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +17,12 @@ import (
 	"github.com/kubernetes-csi/csi-lib-utils/connection"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 )
 
@@ -25,8 +30,8 @@ const (
 	testDriver  = "ssdcache.io"
 	kubeletPath = "/var/lib/kubelet/plugins/ssdcache.io/csi.sock"
 	waitBound   = 30 * time.Second // generous bound on waits, never a pass/fail timing
-	// runMainEnv makes the test binary run main() instead of the tests, so that
-	// flags, signals and exit codes are tested as shipped.
+	// runMainEnv makes the test binary run main() instead of the tests, so
+	// that flags, signals and exit codes are tested as shipped.
 	runMainEnv = "NODE_DRIVER_REGISTRAR_RUN_MAIN"
 )
 
@@ -45,6 +50,85 @@ func registrarCommand(args ...string) *exec.Cmd {
 	return cmd
 }
 
+// chartRegistrarContainer renders the chart with its default values, as
+// `helm template` would, and returns the node DaemonSet's registrar container.
+func chartRegistrarContainer(t *testing.T) corev1.Container {
+	t.Helper()
+	ch, err := loader.Load("../../../../charts/ssdcache")
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := chartutil.ReleaseOptions{Name: "ssd", Namespace: "ssdcache-system", IsInstall: true, Revision: 1}
+	values, err := chartutil.ToRenderValues(ch, map[string]any{}, release, chartutil.DefaultCapabilities)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := engine.Render(ch, values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest := strings.TrimPrefix(strings.TrimSpace(files["ssdcache/templates/node-daemonset.yaml"]), "---")
+	var ds appsv1.DaemonSet
+	if err := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(manifest), 4096).Decode(&ds); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range ds.Spec.Template.Spec.Containers {
+		if c.Name == "node-driver-registrar" {
+			return c
+		}
+	}
+	t.Fatalf("the chart's node DaemonSet has no node-driver-registrar container:\n%s", manifest)
+	return corev1.Container{}
+}
+
+// TestChartCommandLine: every flag the chart passes is one the stand-in takes,
+// its value reaches the setting upstream gives it, and the chart mounts the
+// directories the registrar uses.
+func TestChartCommandLine(t *testing.T) {
+	c := chartRegistrarContainer(t)
+	t.Logf("the chart's registrar args: %q", c.Args)
+	cfg, err := parseFlags(c.Args)
+	if err != nil {
+		t.Fatalf("the chart's args %q: %v", c.Args, err)
+	}
+	got := map[string]string{"csi-address": cfg.csiAddress, "kubelet-registration-path": cfg.kubeletRegistrationPath,
+		"plugin-registration-path": cfg.pluginRegistrationPath, "http-endpoint": cfg.httpEndpoint}
+	for _, arg := range c.Args {
+		name, value, _ := strings.Cut(strings.TrimLeft(arg, "-"), "=")
+		if field, ok := got[name]; ok && field != value {
+			t.Errorf("%s gives %q, want %q", arg, field, value)
+		}
+		if timeout, err := time.ParseDuration(value); name == "timeout" && (err != nil || timeout != cfg.timeout) {
+			t.Errorf("%s gives timeout %s", arg, cfg.timeout)
+		}
+	}
+	// The chart leaves --plugin-registration-path at its default and mounts kubelet's registry there.
+	mounted := map[string]bool{}
+	for _, m := range c.VolumeMounts {
+		mounted[m.MountPath] = true
+	}
+	for _, dir := range []string{cfg.pluginRegistrationPath, filepath.Dir(cfg.csiAddress)} {
+		if !mounted[dir] {
+			t.Errorf("the chart mounts nothing at %s, which the registrar uses (mounts: %v)", dir, c.VolumeMounts)
+		}
+	}
+}
+
+// TestBadCommandLinesExitTwo: a flag upstream has but the stand-in lacks, and
+// upstream's one required flag missing.
+func TestBadCommandLinesExitTwo(t *testing.T) {
+	for _, args := range [][]string{
+		{"--kubelet-registration-path=" + kubeletPath, "--mode=kubelet-registration-probe"},
+		{"--csi-address=/csi/csi.sock"},
+	} {
+		cmd := registrarCommand(args...)
+		out, _ := cmd.CombinedOutput()
+		if code := cmd.ProcessState.ExitCode(); code != 2 {
+			t.Errorf("%q: exit code %d, want 2; output:\n%s", args, code, out)
+		}
+	}
+}
+
 // fakeDriver is all of a CSI driver the registrar asks: GetPluginInfo.
 type fakeDriver struct {
 	csi.UnimplementedIdentityServer
@@ -54,27 +138,21 @@ func (fakeDriver) GetPluginInfo(context.Context, *csi.GetPluginInfoRequest) (*cs
 	return &csi.GetPluginInfoResponse{Name: testDriver, VendorVersion: "test"}, nil
 }
 
-// serveGRPC serves what register adds on a unix socket at path until the test ends.
-func serveGRPC(t *testing.T, path string, register func(*grpc.Server)) {
+// startRegistrar runs main() in a child process against a fake driver, where
+// a killed predecessor left its socket, and connects to it as kubelet would.
+func startRegistrar(t *testing.T) (cmd *exec.Cmd, client registerapi.RegistrationClient, socketPath, healthURL string) {
 	t.Helper()
-	lis, err := net.Listen("unix", path)
+	dir := t.TempDir()
+	csiLis, err := net.Listen("unix", filepath.Join(dir, "csi.sock"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	server := grpc.NewServer()
-	register(server)
-	go func() { _ = server.Serve(lis) }()
-	t.Cleanup(server.Stop)
-}
+	driver := grpc.NewServer()
+	csi.RegisterIdentityServer(driver, fakeDriver{})
+	go func() { _ = driver.Serve(csiLis) }()
+	t.Cleanup(driver.Stop)
 
-// startRegistrar runs main() in a child process against a fake driver, with
-// the flags the chart passes, where a killed predecessor left its socket.
-func startRegistrar(t *testing.T) (cmd *exec.Cmd, socketPath, healthURL string) {
-	t.Helper()
-	csiSocket := filepath.Join(t.TempDir(), "csi.sock")
-	serveGRPC(t, csiSocket, func(s *grpc.Server) { csi.RegisterIdentityServer(s, fakeDriver{}) })
-	regDir := t.TempDir()
-	socketPath = filepath.Join(regDir, testDriver+"-reg.sock")
+	socketPath = filepath.Join(dir, testDriver+"-reg.sock")
 	stale, err := net.Listen("unix", socketPath)
 	if err != nil {
 		t.Fatal(err)
@@ -82,9 +160,14 @@ func startRegistrar(t *testing.T) (cmd *exec.Cmd, socketPath, healthURL string) 
 	stale.(*net.UnixListener).SetUnlinkOnClose(false)
 	_ = stale.Close()
 
-	httpAddr := freeLoopbackAddress(t)
-	cmd = registrarCommand("--csi-address="+csiSocket, "--kubelet-registration-path="+kubeletPath,
-		"--plugin-registration-path="+regDir, "--http-endpoint="+httpAddr, "--timeout=5s", "--v=5")
+	httpLis, err := net.Listen("tcp", "127.0.0.1:0") // a port free a moment ago
+	if err != nil {
+		t.Fatal(err)
+	}
+	httpAddr := httpLis.Addr().String()
+	_ = httpLis.Close()
+	cmd = registrarCommand("--csi-address="+csiLis.Addr().String(), "--kubelet-registration-path="+kubeletPath,
+		"--plugin-registration-path="+dir, "--http-endpoint="+httpAddr, "--timeout=5s", "--v=5")
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start registrar process: %v", err)
@@ -92,75 +175,45 @@ func startRegistrar(t *testing.T) (cmd *exec.Cmd, socketPath, healthURL string) 
 	// One that does not exit when it should is killed, which its exit code then shows.
 	killer := time.AfterFunc(waitBound, func() { _ = cmd.Process.Kill() })
 	t.Cleanup(func() { killer.Stop(); _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	return cmd, socketPath, "http://" + httpAddr + "/healthz"
-}
 
-// freeLoopbackAddress returns a loopback host:port that was free a moment ago.
-func freeLoopbackAddress(t *testing.T) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = lis.Close() }()
-	return lis.Addr().String()
-}
-
-// registrationClient connects to the registration socket as kubelet would,
-// retrying until the registrar has replaced the stale socket.
-func registrationClient(t *testing.T, socketPath string) registerapi.RegistrationClient {
-	t.Helper()
+	// Retried until the registrar has replaced the stale socket.
 	conn, err := connection.Connect(context.Background(), socketPath, nil, connection.WithTimeout(waitBound))
 	if err != nil {
 		t.Fatalf("connect to registration socket: %v", err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	return registerapi.NewRegistrationClient(conn)
-}
-
-func getHealthz(t *testing.T, url string) (int, string) {
-	t.Helper()
-	resp, err := (&http.Client{Timeout: waitBound}).Get(url)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, _ := io.ReadAll(resp.Body) // a short read shows as a wrong body
-	return resp.StatusCode, string(body)
-}
-
-// exitCode waits for cmd and returns its exit code, -1 if a signal killed it.
-func exitCode(cmd *exec.Cmd) int {
-	_ = cmd.Wait()
-	return cmd.ProcessState.ExitCode()
+	return cmd, registerapi.NewRegistrationClient(conn), socketPath, "http://" + httpAddr + "/healthz"
 }
 
 // TestKubeletRegistersTheDriver plays kubelet's side of plugin registration
 // and the liveness probe, then stops the registrar as kubelet does.
 func TestKubeletRegistersTheDriver(t *testing.T) {
-	cmd, socketPath, healthURL := startRegistrar(t)
-	client := registrationClient(t, socketPath)
+	cmd, client, socketPath, healthURL := startRegistrar(t)
 	ctx := context.Background()
 	info, err := client.GetInfo(ctx, &registerapi.InfoRequest{})
 	want := &registerapi.PluginInfo{Type: registerapi.CSIPlugin, Name: testDriver, Endpoint: kubeletPath, SupportedVersions: []string{"1.0.0"}}
 	if err != nil || !proto.Equal(info, want) {
 		t.Fatalf("GetInfo = %v, %v; want %v", info, err, want)
 	}
-	if code, body := getHealthz(t, healthURL); code != http.StatusOK || body != "ok" {
-		t.Errorf("/healthz = %d %q, want 200 \"ok\"", code, body)
+	resp, err := (&http.Client{Timeout: waitBound}).Get(healthURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body) // a short read shows as a wrong body
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(body) != "ok" {
+		t.Errorf("/healthz = %d %q, want 200 \"ok\"", resp.StatusCode, body)
 	}
 	if _, err := client.NotifyRegistrationStatus(ctx, &registerapi.RegistrationStatus{PluginRegistered: true}); err != nil {
 		t.Fatalf("NotifyRegistrationStatus(registered): %v", err)
-	}
-	if _, err := client.GetInfo(ctx, &registerapi.InfoRequest{}); err != nil {
-		t.Errorf("GetInfo after a successful registration: %v; want the registrar still serving", err)
 	}
 
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if code := exitCode(cmd); code != 0 {
-		t.Errorf("exit code after SIGTERM = %d, want 0", code)
+	_ = cmd.Wait()
+	if cmd.ProcessState.ExitCode() != 0 {
+		t.Errorf("exit code after SIGTERM = %d, want 0", cmd.ProcessState.ExitCode())
 	}
 	if _, err := os.Lstat(socketPath); !os.IsNotExist(err) {
 		t.Errorf("registration socket still there after SIGTERM (lstat: %v)", err)
@@ -168,55 +221,11 @@ func TestKubeletRegistersTheDriver(t *testing.T) {
 }
 
 func TestRejectedRegistrationExitsOne(t *testing.T) {
-	cmd, socketPath, _ := startRegistrar(t)
-	client := registrationClient(t, socketPath)
+	cmd, client, _, _ := startRegistrar(t)
 	// The process exits inside the call, so the call itself may fail.
 	_, _ = client.NotifyRegistrationStatus(context.Background(), &registerapi.RegistrationStatus{Error: "driver name taken"})
-	if code := exitCode(cmd); code != 1 {
-		t.Errorf("exit code after a failed registration = %d, want 1", code)
-	}
-}
-
-func TestHealthzFailsWithoutThisDriversSocket(t *testing.T) {
-	healthz := func(socketPath string) (int, string) {
-		rec := httptest.NewRecorder()
-		h := &healthChecker{socketPath: socketPath, driverName: testDriver, timeout: waitBound}
-		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
-		return rec.Code, rec.Body.String()
-	}
-	dir := t.TempDir()
-	if code, body := healthz(filepath.Join(dir, "absent-reg.sock")); code != http.StatusNotFound || body != "registration socket does not exist" {
-		t.Errorf("/healthz without socket = %d %q, want 404", code, body)
-	}
-	other := filepath.Join(dir, "other-reg.sock")
-	serveGRPC(t, other, func(s *grpc.Server) {
-		registerapi.RegisterRegistrationServer(s, &registrationServer{driverName: "other.example.com", endpoint: kubeletPath})
-	})
-	if code, body := healthz(other); code != http.StatusInternalServerError || !strings.Contains(body, "other.example.com") {
-		t.Errorf("/healthz on another driver's socket = %d %q, want 500 naming other.example.com", code, body)
-	}
-}
-
-func TestStopWhileWaitingForTheDriverIsNoError(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if err := run(ctx, config{csiAddress: filepath.Join(t.TempDir(), "never.sock")}, nil); err != nil {
-		t.Errorf("run stopped while waiting for the driver = %v, want nil", err)
-	}
-}
-
-// TestRegistrationSocketNeverReplacesOtherFiles: only a stale socket is replaced
-// (see startRegistrar); any other file at its path is left alone.
-func TestRegistrationSocketNeverReplacesOtherFiles(t *testing.T) {
-	regular := filepath.Join(t.TempDir(), "regular-reg.sock")
-	if err := os.WriteFile(regular, []byte("keep"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if lis, err := listenRegistrationSocket(regular); err == nil {
-		_ = lis.Close()
-		t.Error("listened over a regular file, want a refusal")
-	}
-	if data, err := os.ReadFile(regular); err != nil || string(data) != "keep" {
-		t.Errorf("regular file changed: %q, %v", data, err)
+	_ = cmd.Wait()
+	if cmd.ProcessState.ExitCode() != 1 {
+		t.Errorf("exit code after a failed registration = %d, want 1", cmd.ProcessState.ExitCode())
 	}
 }
