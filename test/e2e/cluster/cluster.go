@@ -50,7 +50,6 @@ type Cluster struct {
 	cfg    Config
 	logDir string
 	ns     *Netns
-	pki    *PKI
 	cp     controlPlane
 	node   *vm.VM
 	boot   *vm.Boot
@@ -118,9 +117,7 @@ func (c *Cluster) prepare() error {
 			return err
 		}
 	}
-	var err error
-	c.pki, err = NewPKI(filepath.Join(share, "pki"), "https://"+HostIP+":6443", c.cfg.NodeName, []net.IP{net.ParseIP(HostIP)})
-	if err != nil {
+	if err := writePKI(c.pki(""), "https://"+HostIP+":6443", c.cfg.NodeName, net.ParseIP(HostIP)); err != nil {
 		return fmt.Errorf("PKI: %w", err)
 	}
 	if err := linkOrCopy(c.cfg.PauseArchive, filepath.Join(share, "images", "pause.tar")); err != nil {
@@ -158,6 +155,9 @@ func (c *Cluster) Stop() {
 
 func (c *Cluster) shareDir() string { return filepath.Join(c.cfg.WorkDir, "vm", "share") }
 
+// pki is a file of the PKI (see writePKI), which the guest sees as /vmwork/pki.
+func (c *Cluster) pki(name string) string { return filepath.Join(c.shareDir(), "pki", name) }
+
 // Kubectl runs kubectl as cluster-admin inside the namespace.
 func (c *Cluster) Kubectl(ctx context.Context, args ...string) (string, error) {
 	return c.KubectlStdin(ctx, "", args...)
@@ -165,12 +165,12 @@ func (c *Cluster) Kubectl(ctx context.Context, args ...string) (string, error) {
 
 // KubectlStdin is Kubectl with stdin (for `apply -f -`).
 func (c *Cluster) KubectlStdin(ctx context.Context, stdin string, args ...string) (string, error) {
-	return c.run(ctx, stdin, filepath.Join(c.cfg.EnvtestBin, "kubectl"), append([]string{"--kubeconfig=" + c.pki.Kubeconfig("admin")}, args...)...)
+	return c.run(ctx, stdin, filepath.Join(c.cfg.EnvtestBin, "kubectl"), append([]string{"--kubeconfig=" + c.pki("admin.kubeconfig")}, args...)...)
 }
 
 // Helm runs helm as cluster-admin inside the namespace.
 func (c *Cluster) Helm(ctx context.Context, args ...string) (string, error) {
-	return c.run(ctx, "", filepath.Join(c.cfg.Bin, "helm"), append([]string{"--kubeconfig=" + c.pki.Kubeconfig("admin")}, args...)...)
+	return c.run(ctx, "", filepath.Join(c.cfg.Bin, "helm"), append([]string{"--kubeconfig=" + c.pki("admin.kubeconfig")}, args...)...)
 }
 
 // Shell runs a script of kubectl and helm commands as an operator would
@@ -179,7 +179,7 @@ func (c *Cluster) Helm(ctx context.Context, args ...string) (string, error) {
 func (c *Cluster) Shell(ctx context.Context, dir, script string) (string, error) {
 	cmd := c.ns.Command(ctx, "bash", "-euo", "pipefail", "-c", script)
 	cmd.Dir = dir
-	cmd.Env = append(c.helmEnv(), "PATH="+c.cfg.EnvtestBin+":"+c.cfg.Bin+":"+os.Getenv("PATH"), "KUBECONFIG="+c.pki.Kubeconfig("admin"))
+	cmd.Env = append(c.helmEnv(), "PATH="+c.cfg.EnvtestBin+":"+c.cfg.Bin+":"+os.Getenv("PATH"), "KUBECONFIG="+c.pki("admin.kubeconfig"))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return string(out), fmt.Errorf("script %q: %v: %s", script, err, out)

@@ -30,22 +30,21 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 	if err := c.waitAPIServer(ctx); err != nil {
 		return err
 	}
-	p := c.pki
 	for name, args := range map[string][]string{
 		"kube-controller-manager": {
-			"--kubeconfig=" + p.Kubeconfig("controller-manager"),
-			"--authentication-kubeconfig=" + p.Kubeconfig("controller-manager"),
-			"--authorization-kubeconfig=" + p.Kubeconfig("controller-manager"),
-			"--bind-address=127.0.0.1", "--service-account-private-key-file=" + p.Path("sa.key"),
-			"--root-ca-file=" + p.Path("ca.crt"), "--cluster-signing-cert-file=" + p.Path("ca.crt"),
-			"--cluster-signing-key-file=" + p.Path("ca.key"), "--use-service-account-credentials=true",
+			"--kubeconfig=" + c.pki("controller-manager.kubeconfig"),
+			"--authentication-kubeconfig=" + c.pki("controller-manager.kubeconfig"),
+			"--authorization-kubeconfig=" + c.pki("controller-manager.kubeconfig"),
+			"--bind-address=127.0.0.1", "--service-account-private-key-file=" + c.pki("ca.key"),
+			"--root-ca-file=" + c.pki("ca.crt"), "--cluster-signing-cert-file=" + c.pki("ca.crt"),
+			"--cluster-signing-key-file=" + c.pki("ca.key"), "--use-service-account-credentials=true",
 			"--allocate-node-cidrs=true", "--cluster-cidr=" + ClusterCIDR, "--service-cluster-ip-range=" + ServiceCIDR,
 			"--leader-elect=false", "--profiling=false", "--v=1",
 		},
 		"kube-scheduler": {
-			"--kubeconfig=" + p.Kubeconfig("scheduler"),
-			"--authentication-kubeconfig=" + p.Kubeconfig("scheduler"),
-			"--authorization-kubeconfig=" + p.Kubeconfig("scheduler"),
+			"--kubeconfig=" + c.pki("scheduler.kubeconfig"),
+			"--authentication-kubeconfig=" + c.pki("scheduler.kubeconfig"),
+			"--authorization-kubeconfig=" + c.pki("scheduler.kubeconfig"),
 			"--bind-address=127.0.0.1", "--leader-elect=false", "--profiling=false", "--v=1",
 		},
 	} {
@@ -70,16 +69,17 @@ func (c *Cluster) etcdArgs() []string {
 }
 
 func (c *Cluster) apiserverArgs() []string {
-	p := c.pki
 	return []string{
 		"--etcd-servers=http://127.0.0.1:2379", "--bind-address=0.0.0.0", "--advertise-address=" + HostIP,
 		"--secure-port=6443", "--service-cluster-ip-range=" + ServiceCIDR,
-		"--client-ca-file=" + p.Path("ca.crt"),
-		"--tls-cert-file=" + p.Path("apiserver.crt"), "--tls-private-key-file=" + p.Path("apiserver.key"),
-		"--kubelet-client-certificate=" + p.Path("apiserver-kubelet-client.crt"),
-		"--kubelet-client-key=" + p.Path("apiserver-kubelet-client.key"),
+		"--client-ca-file=" + c.pki("ca.crt"),
+		"--tls-cert-file=" + c.pki("apiserver.crt"), "--tls-private-key-file=" + c.pki("apiserver.key"),
+		"--kubelet-client-certificate=" + c.pki("apiserver-kubelet-client.crt"),
+		"--kubelet-client-key=" + c.pki("apiserver-kubelet-client.key"),
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-account-key-file=" + p.Path("sa.pub"), "--service-account-signing-key-file=" + p.Path("sa.key"),
+		// The CA's key signs the tokens too (see writePKI); the private key
+		// file serves as the public one.
+		"--service-account-key-file=" + c.pki("ca.key"), "--service-account-signing-key-file=" + c.pki("ca.key"),
 		// The node's name resolves nowhere; the apiserver reaches kubelet by IP.
 		"--kubelet-preferred-address-types=InternalIP",
 		"--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
