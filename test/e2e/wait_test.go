@@ -10,25 +10,22 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// No wait of the steps has a deadline of its own. On a busy machine the
-// emulated node runs several times slower than on an idle one, and a wait
-// that fits an idle machine fails there while the test as a whole still fits
-// its budget. Every wait runs until the steps' deadline instead: what
-// `go test -timeout` (60m in hack/test-e2e.sh; the steps take 25 minutes
-// alone) leaves, less stepsMargin.
-// TestEndToEnd puts it in the steps' context.
-
-// stepsMargin is kept after the steps' deadline for what follows a failed
-// step: its report (up to reportTimeout), dumpState (up to 2 minutes) and
-// stopping the cluster (up to 1.5 minutes).
-const stepsMargin = 5 * time.Minute
-
-// reportTimeout bounds the kubectl calls of one failure report, which run
-// when the steps' context may have ended already.
-const reportTimeout = time.Minute
-
-// pollInterval is how often a wait looks.
-const pollInterval = 2 * time.Second
+// No wait of the steps has a deadline of its own: on a busy machine the
+// emulated node runs several times slower than on an idle one. Every wait
+// runs until the steps' deadline, which TestEndToEnd puts in their context:
+// what `go test -timeout` (60m in hack/test-e2e.sh) leaves, less stepsMargin.
+const (
+	// stepsMargin is kept for what follows a failed step: its report (up to
+	// reportTimeout), dumpState (2 minutes) and stopping the cluster (1.5).
+	stepsMargin = 5 * time.Minute
+	// reportTimeout bounds the kubectl calls of one failure report, which run
+	// when the steps' context may have ended already.
+	reportTimeout = time.Minute
+	pollInterval  = 2 * time.Second
+	// Waits this long are logged with their duration (where a step's time
+	// goes), and from verySlowWait on with the events of what they awaited.
+	slowWait, verySlowWait = 10 * time.Second, 2 * time.Minute
+)
 
 // stepsDeadline is when the steps must be over.
 func stepsDeadline(t *testing.T) time.Time {
@@ -62,12 +59,6 @@ type object struct {
 // failed Job), which ends the wait at once.
 type check func() (done bool, saw string, err error)
 
-// slowWait: a wait this long is logged with its duration.
-const slowWait = 10 * time.Second
-
-// verySlowWait: a wait this long also logs the events of what it waited for.
-const verySlowWait = 2 * time.Minute
-
 // eventually polls look until it reports done. It fails at the steps'
 // deadline (ctx's), when look returns an error, or as soon as a container of
 // the node plugin has restarted (see failOnPluginRestart); the failure says
@@ -84,7 +75,7 @@ func (s *suite) eventually(ctx context.Context, t *testing.T, what string, obj o
 		}
 		if done {
 			if took := time.Since(start); took >= slowWait {
-				t.Logf("waited %v for %s", took.Round(time.Second), what) // where a step's time goes
+				t.Logf("waited %v for %s", took.Round(time.Second), what)
 				if took >= verySlowWait {
 					t.Logf("what the wait for %s saw:\n%s", what, s.eventsOf(ctx, obj))
 				}
@@ -159,11 +150,6 @@ func (s *suite) deleteAndWait(ctx context.Context, t *testing.T, ns string, name
 	}
 }
 
-// explain reports on obj for a failed wait: its recent events, its pods
-// (phase, each container's restarts, state, last termination and log, and
-// the pods' events), and the node plugin's state and last log lines, as the
-// plugin is behind every volume. It has its own time, as the steps' context
-// may have ended.
 // eventsOf are the events of obj and, for a pod, of its claims: why a wait
 // that ended took minutes.
 func (s *suite) eventsOf(ctx context.Context, obj object) string {
@@ -171,17 +157,17 @@ func (s *suite) eventsOf(ctx context.Context, obj object) string {
 	if podName, isPod := strings.CutPrefix(obj.name, "pod/"); isPod {
 		pods, err := s.getPods(ctx, obj.ns, "--field-selector", "metadata.name="+podName)
 		for i := range pods {
-			for _, claim := range claimNames(&pods[i]) {
-				events += s.events(ctx, obj.ns, claim)
-			}
+			events += s.claimEvents(ctx, &pods[i])
 		}
-		if err != nil {
-			events += err.Error()
-		}
+		events += errOrEmpty(err)
 	}
 	return events
 }
 
+// explain reports on obj for a failed wait: its recent events, its pods
+// (podReport, and the events of their claims: why a pod waits for its
+// volume), and the node plugin's state, as the plugin is behind every
+// volume. It has its own time, as the steps' context may have ended.
 func (s *suite) explain(ctx context.Context, obj object) string {
 	if s.c == nil {
 		return ""
@@ -204,10 +190,7 @@ func (s *suite) explain(ctx context.Context, obj object) string {
 	}
 	for i := range pods {
 		b.WriteString(s.podReport(ctx, &pods[i], podLogTail, containerNames(&pods[i])...))
-		// A pod that waits for its volume: the PVC's events say why.
-		for _, claim := range claimNames(&pods[i]) {
-			b.WriteString(s.events(ctx, pods[i].Namespace, claim))
-		}
+		b.WriteString(s.claimEvents(ctx, &pods[i]))
 	}
 	b.WriteString(s.pluginReport(ctx))
 	return b.String()
@@ -219,14 +202,14 @@ func objectName(kindName string) string {
 	return name
 }
 
-func claimNames(p *corev1.Pod) []string {
-	var names []string
+func (s *suite) claimEvents(ctx context.Context, p *corev1.Pod) string {
+	var events string
 	for _, v := range p.Spec.Volumes {
 		if v.PersistentVolumeClaim != nil {
-			names = append(names, v.PersistentVolumeClaim.ClaimName)
+			events += s.events(ctx, p.Namespace, v.PersistentVolumeClaim.ClaimName)
 		}
 	}
-	return names
+	return events
 }
 
 func containerNames(p *corev1.Pod) []string {
@@ -237,11 +220,8 @@ func containerNames(p *corev1.Pod) []string {
 	return names
 }
 
-// eventTail is how many events a report quotes, per object.
-const eventTail = 15
-
-// events are the last events about the object called name in namespace ns
-// (cluster-scoped objects: ns ""), or the namespace's last events when name
+// events are the last eventTail events about the object called name in
+// namespace ns (cluster-scoped objects: ns ""), or the namespace's when name
 // is "".
 func (s *suite) events(ctx context.Context, ns, name string) string {
 	args := []string{"get", "events", "--sort-by=.lastTimestamp"}
@@ -255,6 +235,7 @@ func (s *suite) events(ctx context.Context, ns, name string) string {
 	}
 	out, err := s.c.Kubectl(ctx, args...)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
+	const eventTail = 15
 	if len(lines) > eventTail+1 { // the header line, then the last events
 		lines = append(lines[:1], lines[len(lines)-eventTail:]...)
 	}
