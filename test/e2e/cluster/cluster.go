@@ -47,13 +47,13 @@ type Config struct {
 
 // Cluster is a running one-node cluster.
 type Cluster struct {
-	cfg    Config
-	logDir string
-	ns     *Netns
-	cp     controlPlane
-	node   *vm.VM
-	boot   *vm.Boot
-	cmdSeq atomic.Int64
+	cfg     Config
+	logDir  string
+	ns      *Netns
+	daemons []*process // the control plane, in order of start
+	node    *vm.VM
+	boot    *vm.Boot
+	cmdSeq  atomic.Int64
 }
 
 // Start brings the cluster up to a Ready node. On error everything already
@@ -145,7 +145,9 @@ func (c *Cluster) Stop() {
 		}
 		c.boot.Wait()
 	}
-	c.cp.stop()
+	for i := len(c.daemons) - 1; i >= 0; i-- {
+		c.daemons[i].stop(15 * time.Second)
+	}
 	if c.ns != nil {
 		if err := c.ns.Delete(); err != nil {
 			c.cfg.Logger.Error(err, "Deleting the network namespace")
@@ -204,13 +206,10 @@ func (c *Cluster) run(ctx context.Context, stdin, bin string, args ...string) (s
 	return out.String(), nil
 }
 
-// Logs names the log files of the control plane and the node, for reports.
+// Logs names where the logs are, for reports: the daemons' of the host and
+// the node, the node script's output and the VM's console.
 func (c *Cluster) Logs() []string {
-	names := c.cp.logNames()
-	for _, n := range []string{"containerd.log", "kubelet.log", "kube-proxy.log"} {
-		names = append(names, filepath.Join(c.logDir, n))
-	}
-	return append(names, filepath.Join(c.shareDir(), ".vm", "stdout"), filepath.Join(c.cfg.WorkDir, "vm", "console.log"))
+	return []string{c.logDir, filepath.Join(c.shareDir(), ".vm", "stdout"), filepath.Join(c.cfg.WorkDir, "vm", "console.log")}
 }
 
 // linkOrCopy hard-links src to dst (archives are large; the share is usually

@@ -8,25 +8,16 @@ import (
 	"time"
 )
 
-// controlPlane is etcd, kube-apiserver, kube-controller-manager and
-// kube-scheduler on the host, inside the namespace.
-type controlPlane struct {
-	procs []*process
-}
-
-// startControlPlane starts etcd and the apiserver, waits for /readyz, then
-// starts the controller-manager and the scheduler.
+// startControlPlane starts etcd and the apiserver on the host, inside the
+// namespace, waits for /readyz, then starts the controller-manager and the
+// scheduler.
 func (c *Cluster) startControlPlane(ctx context.Context) error {
-	etcd, err := startProcess(c.ns, c.logDir, "etcd", filepath.Join(c.cfg.EnvtestBin, "etcd"), c.etcdArgs()...)
-	if err != nil {
+	if err := c.startDaemon("etcd", filepath.Join(c.cfg.EnvtestBin, "etcd"), c.etcdArgs()...); err != nil {
 		return err
 	}
-	c.cp.procs = append(c.cp.procs, etcd)
-	api, err := startProcess(c.ns, c.logDir, "kube-apiserver", filepath.Join(c.cfg.EnvtestBin, "kube-apiserver"), c.apiserverArgs()...)
-	if err != nil {
+	if err := c.startDaemon("kube-apiserver", filepath.Join(c.cfg.EnvtestBin, "kube-apiserver"), c.apiserverArgs()...); err != nil {
 		return err
 	}
-	c.cp.procs = append(c.cp.procs, api)
 	if err := c.waitAPIServer(ctx); err != nil {
 		return err
 	}
@@ -48,11 +39,9 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 			"--bind-address=127.0.0.1", "--leader-elect=false", "--profiling=false", "--v=1",
 		},
 	} {
-		proc, err := startProcess(c.ns, c.logDir, name, filepath.Join(c.cfg.Bin, name), args...)
-		if err != nil {
+		if err := c.startDaemon(name, filepath.Join(c.cfg.Bin, name), args...); err != nil {
 			return err
 		}
-		c.cp.procs = append(c.cp.procs, proc)
 	}
 	return nil
 }
@@ -95,7 +84,7 @@ func (c *Cluster) waitAPIServer(ctx context.Context) error {
 		if err == nil {
 			return true, "", nil
 		}
-		for _, p := range c.cp.procs {
+		for _, p := range c.daemons {
 			if err := p.exited(); err != nil {
 				return false, "", err
 			}
@@ -108,20 +97,4 @@ func (c *Cluster) waitAPIServer(ctx context.Context) error {
 		return fmt.Errorf("%w\n--- last lines of %s:\n%s", err, log, last)
 	}
 	return nil
-}
-
-// stop ends the daemons in reverse order of start.
-func (cp *controlPlane) stop() {
-	for i := len(cp.procs) - 1; i >= 0; i-- {
-		cp.procs[i].stop(15 * time.Second)
-	}
-}
-
-// logNames are the daemons' log files, for failure reports.
-func (cp *controlPlane) logNames() []string {
-	var names []string
-	for _, p := range cp.procs {
-		names = append(names, p.log.Name())
-	}
-	return names
 }

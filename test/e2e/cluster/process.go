@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// process is one control-plane daemon with its log file.
+// process is one daemon of the control plane with its log file.
 type process struct {
 	name string
 	cmd  *exec.Cmd
@@ -18,23 +18,25 @@ type process struct {
 	done chan error
 }
 
-// startProcess runs bin with args inside the namespace, logging to logDir/name.log.
-func startProcess(ns *Netns, logDir, name, bin string, args ...string) (*process, error) {
-	log, err := os.Create(filepath.Join(logDir, name+".log"))
+// startDaemon runs bin with args inside the namespace, logging to
+// <logDir>/<name>.log, until Stop.
+func (c *Cluster) startDaemon(name, bin string, args ...string) error {
+	log, err := os.Create(filepath.Join(c.logDir, name+".log"))
 	if err != nil {
-		return nil, err
+		return err
 	}
-	// Not tied to a context: each daemon lives until stop, not until the
+	// Not tied to a context: each daemon lives until Stop, not until the
 	// step that started it returns.
-	cmd := ns.Command(context.Background(), bin, args...)
+	cmd := c.ns.Command(context.Background(), bin, args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		log.Close()
-		return nil, fmt.Errorf("starting %s: %w", name, err)
+		return fmt.Errorf("starting %s: %w", name, err)
 	}
 	p := &process{name: name, cmd: cmd, log: log, done: make(chan error, 1)}
 	go func() { p.done <- cmd.Wait(); log.Close() }()
-	return p, nil
+	c.daemons = append(c.daemons, p)
+	return nil
 }
 
 // exited reports an error if the process has already ended.
