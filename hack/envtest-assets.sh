@@ -23,13 +23,6 @@ mkdir -p "$OUT"
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
-# Version checks capture the output first: `cmd | grep -q` under pipefail fails at
-# random when grep exits before cmd has written everything (SIGPIPE).
-version_of() { [ -x "$OUT/$1" ] && "$OUT/$1" "${@:2}" 2>/dev/null || true; }
-etcd_ok() { [[ $(version_of etcd --version) == *"etcd Version: ${ETCD_VERSION#v}"$'\n'* ]]; }
-apiserver_ok() { [[ $(version_of kube-apiserver --version) == "Kubernetes $K8S_VERSION" ]]; }
-kubectl_ok() { [[ $(version_of kubectl version --client) == *"Client Version: $K8S_VERSION"$'\n'* ]]; }
-
 # etcd's server module has a main package, but its go.mod replaces its siblings with
 # relative paths, so `go install ...@version` is refused; build it from a helper
 # module that pins all sibling modules to the same version instead.
@@ -45,9 +38,9 @@ build_etcd() {
   mv "$OUT/etcd.tmp" "$OUT/etcd"
 }
 
-etcd_ok || build_etcd
+# The directory is per version, and each build moves its binary in place last.
+[ -x "$OUT/etcd" ] || build_etcd
 need=()
-apiserver_ok || need+=(kube-apiserver)
-kubectl_ok || need+=(kubectl)
+for b in kube-apiserver kubectl; do [ -x "$OUT/$b" ] || need+=("$b"); done
 [ ${#need[@]} -eq 0 ] || { log "building ${need[*]} $K8S_VERSION"; kube_build "$OUT" "$K8S_VERSION" "${need[@]}"; }
 echo "$OUT"
