@@ -37,7 +37,6 @@ type suite struct {
 	images  imageRefs
 	workDir string
 	repo    string
-	timings []timing
 	// pluginInstalled: the chart is installed, so the node plugin's pod must
 	// be there with no container restarted (expectPluginHealthy).
 	pluginInstalled bool
@@ -47,11 +46,6 @@ type suite struct {
 	// log is the whole test's: the cluster and its disks outlive the step
 	// that starts them, and a subtest's logger warns once the step is over.
 	log klog.Logger
-}
-
-type timing struct {
-	step string
-	took time.Duration
 }
 
 func TestEndToEnd(t *testing.T) {
@@ -78,14 +72,13 @@ func TestEndToEnd(t *testing.T) {
 		{"metrics", s.metrics},
 		{"uninstall", s.uninstall},
 	}
-	defer s.report(t)
 	defer func() {
 		if s.c != nil {
 			s.c.Stop()
 		}
 	}()
+	// go test -v reports each step's wall time with its result.
 	for _, st := range steps {
-		start := time.Now()
 		ok := t.Run(strings.ReplaceAll(st.name, " ", "_"), func(t *testing.T) {
 			st.run(ctx, t)
 			// A restart of the plugin may leave the step's own checks
@@ -94,7 +87,6 @@ func TestEndToEnd(t *testing.T) {
 				s.expectPluginHealthy(ctx, t)
 			}
 		})
-		s.timings = append(s.timings, timing{st.name, time.Since(start)})
 		if !ok {
 			s.dumpState(ctx, t)
 			return
@@ -163,17 +155,6 @@ func watchForLockup(ctx context.Context, console string, every time.Duration, ca
 			return
 		}
 	}
-}
-
-// report logs each step's wall time: the figures the issue asks for.
-func (s *suite) report(t *testing.T) {
-	var b strings.Builder
-	var total time.Duration
-	for _, tm := range s.timings {
-		fmt.Fprintf(&b, "  %-22s %6.1fs\n", tm.step, tm.took.Seconds())
-		total += tm.took
-	}
-	t.Logf("wall time per step:\n%s  %-22s %6.1fs", b.String(), "total", total.Seconds())
 }
 
 // workDir is removed after the test, unless it failed and SSDCACHE_E2E_KEEP=1.
