@@ -1,10 +1,6 @@
 package e2e
 
 import (
-	"context"
-	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -73,26 +69,3 @@ func TestRestartSummaryLetsOneStartupReconnectPass(t *testing.T) {
 }
 
 func unknownRuns(*corev1.Pod, corev1.ContainerStatus) time.Time { return time.Time{} }
-
-func TestAGuestSoftLockupEndsTheClusterStart(t *testing.T) {
-	console := filepath.Join(t.TempDir(), "console.log")
-	ctx, cancel := context.WithCancelCause(context.Background())
-	defer cancel(nil)
-	done := make(chan struct{})
-	go func() { watchForLockup(ctx, console, 10*time.Millisecond, cancel); close(done) }()
-	if err := os.WriteFile(console, []byte("[    5.1] booting\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(50 * time.Millisecond)
-	if ctx.Err() != nil {
-		t.Fatalf("a console without a lockup ended the start: %v", context.Cause(ctx))
-	}
-	lockup := "[   61.407231] watchdog: BUG: soft lockup - CPU#0 stuck for 23s! [kubelet:277]"
-	if err := os.WriteFile(console, []byte("[    5.1] booting\n"+lockup+"\n[   62.0] more\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	<-done
-	if cause := context.Cause(ctx); !errors.Is(cause, errGuestLockup) || !strings.HasSuffix(cause.Error(), lockup) {
-		t.Fatalf("cause %v, want errGuestLockup with the console's line", cause)
-	}
-}

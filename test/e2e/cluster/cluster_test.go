@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -29,5 +31,19 @@ func TestPollSaysWhatItSawLast(t *testing.T) {
 		return false, "", giveUp
 	}); !errors.Is(err, giveUp) {
 		t.Fatalf("poll after check's error: %v", err)
+	}
+}
+
+func TestSoftLockupIsFoundOnTheConsole(t *testing.T) {
+	console := filepath.Join(t.TempDir(), "console.log")
+	if line := softLockup(console); line != "" {
+		t.Errorf("no console yet: %q", line)
+	}
+	lockup := "[   61.407231] watchdog: BUG: soft lockup - CPU#0 stuck for 23s! [kubelet:277]"
+	if err := os.WriteFile(console, []byte("[    5.1] booting\n"+lockup+"\n[   62.0] more\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if line := softLockup(console); line != lockup {
+		t.Errorf("softLockup = %q, want the console's line %q", line, lockup)
 	}
 }

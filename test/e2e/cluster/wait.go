@@ -1,15 +1,18 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 )
 
 // poll calls check every interval until it reports done or an error, the
-// node's VM stops, or ctx ends. No wait here has a deadline of its own: ctx
+// node's VM stops or its kernel reports a soft lockup, or ctx ends. No wait here has a deadline of its own: ctx
 // carries the caller's, derived from the test's (a start on a busy machine
 // takes many times as long as on an idle one). The error says what was
 // awaited and what check saw last.
@@ -38,7 +41,27 @@ func (c *Cluster) poll(ctx context.Context, what string, interval time.Duration,
 			return fmt.Errorf("%s: the node's VM stopped after %v; last seen: %s", what, time.Since(start).Round(time.Second), last)
 		case <-time.After(interval):
 		}
+		if line := softLockup(filepath.Join(c.cfg.WorkDir, "vm", "console.log")); line != "" {
+			return fmt.Errorf("%s: %w: %s", what, ErrGuestLockup, line)
+		}
 	}
+}
+
+// ErrGuestLockup: the emulated guest's kernel reported a CPU stuck for tens
+// of seconds (seen once under qemu TCG: kubelet stuck on CPU 0 from the first
+// minute on, the node never Ready). Such a VM does not recover; starting
+// again at once beats waiting out the start's deadline.
+var ErrGuestLockup = errors.New("the guest kernel reported a soft lockup")
+
+// softLockup is the console's line reporting a soft lockup, or "".
+func softLockup(console string) string {
+	data, _ := os.ReadFile(console) // not there yet while the VM boots
+	i := bytes.Index(data, []byte("soft lockup"))
+	if i < 0 {
+		return ""
+	}
+	line, _, _ := bytes.Cut(data[bytes.LastIndexByte(data[:i], '\n')+1:], []byte("\n"))
+	return string(line)
 }
 
 // lastLines is the end of a log file, for error messages.
