@@ -86,9 +86,10 @@ func restartSummary(pods []corev1.Pod, began func(*corev1.Pod, corev1.ContainerS
 
 // startupReconnect is the one restart restartSummary lets pass: a sidecar
 // gives its first connection to the plugin one second to finish the HTTP/2
-// handshake, which a new plugin pod on the busy emulated node sometimes
-// misses; csi-provisioner then exits and kubelet restarts it
-// (TestSidecarsCountASlowFirstHandshakeAsALostConnection shows the cause).
+// handshake (csi-lib-utils sets grpc's ConnectParams without
+// MinConnectTimeout, so the backoff's base delay bounds it), which a new
+// plugin pod on the busy emulated node sometimes misses; the redial counts
+// as a lost connection, csi-provisioner exits and kubelet restarts it.
 // It must have happened within 30 s of the run's beginning: began, when its
 // process first logged (asked only of such a restart: it reads a log), or
 // the container's start if that is not known.
