@@ -103,21 +103,6 @@ func TestChartCommandLine(t *testing.T) {
 	}
 }
 
-// TestBadCommandLinesExitTwo: a flag upstream has but the stand-in lacks, and
-// upstream's one required flag missing.
-func TestBadCommandLinesExitTwo(t *testing.T) {
-	for _, args := range [][]string{
-		{"--kubelet-registration-path=" + kubeletPath, "--mode=kubelet-registration-probe"},
-		{"--csi-address=/csi/csi.sock"},
-	} {
-		cmd := registrarCommand(args...)
-		out, _ := cmd.CombinedOutput()
-		if code := cmd.ProcessState.ExitCode(); code != 2 {
-			t.Errorf("%q: exit code %d, want 2; output:\n%s", args, code, out)
-		}
-	}
-}
-
 // fakeDriver is all of a CSI driver the registrar asks: GetPluginInfo.
 type fakeDriver struct {
 	csi.UnimplementedIdentityServer
