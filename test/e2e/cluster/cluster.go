@@ -38,8 +38,6 @@ type Config struct {
 	// PauseImage is the sandbox image's reference, PauseArchive its archive
 	// (imported first, before kubelet starts).
 	PauseImage, PauseArchive string
-	// NodeName is the Node's name (e2e-node).
-	NodeName string
 	// VM sizes the guest; WorkDir and Network are set by the cluster.
 	VM     vm.Config
 	Logger klog.Logger
@@ -59,9 +57,6 @@ type Cluster struct {
 // Start brings the cluster up to a Ready node. On error everything already
 // started is stopped again.
 func Start(ctx context.Context, cfg Config) (*Cluster, error) {
-	if cfg.NodeName == "" {
-		cfg.NodeName = "e2e-node"
-	}
 	c := &Cluster{cfg: cfg, logDir: filepath.Join(cfg.WorkDir, "vm", "share", "logs")}
 	if err := c.start(ctx); err != nil {
 		err = fmt.Errorf("%w\n%s", err, c.nodeReport())
@@ -71,28 +66,21 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	return c, nil
 }
 
+// start runs the steps of a start in order; the guest boots (slow under
+// emulation) while the control plane starts.
 func (c *Cluster) start(ctx context.Context) error {
-	if err := c.prepare(); err != nil {
-		return err
+	for _, step := range []func(context.Context) error{c.prepare, c.createNetns, c.bootNode,
+		c.startControlPlane, c.waitNodeReady, c.waitImages, c.waitServiceIP} {
+		if err := step(ctx); err != nil {
+			return err
+		}
 	}
-	var err error
-	if c.ns, err = CreateNetns(ctx); err != nil {
-		return err
-	}
-	// The guest boots (slow under emulation) while the control plane starts.
-	if err := c.bootNode(ctx); err != nil {
-		return err
-	}
-	if err := c.startControlPlane(ctx); err != nil {
-		return err
-	}
-	if err := c.waitNodeReady(ctx); err != nil {
-		return err
-	}
-	if err := c.waitImages(ctx); err != nil {
-		return err
-	}
-	return c.waitServiceIP(ctx)
+	return nil
+}
+
+func (c *Cluster) createNetns(ctx context.Context) (err error) {
+	c.ns, err = CreateNetns(ctx)
+	return err
 }
 
 // nodeReport is the end of the node script's output and of kubelet's log,
@@ -110,14 +98,15 @@ func (c *Cluster) nodeReport() string {
 	return b.String()
 }
 
-func (c *Cluster) prepare() error {
-	share := filepath.Join(c.cfg.WorkDir, "vm", "share")
+// prepare fills the share dir: the PKI, the image archives, the node's configs.
+func (c *Cluster) prepare(context.Context) error {
+	share := c.shareDir()
 	for _, d := range []string{c.logDir, filepath.Join(share, "cmd"), filepath.Join(share, "images")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
 		}
 	}
-	if err := writePKI(c.pki(""), "https://"+HostIP+":6443", c.cfg.NodeName, net.ParseIP(HostIP)); err != nil {
+	if err := writePKI(c.pki(""), "https://"+HostIP+":6443", NodeName, net.ParseIP(HostIP)); err != nil {
 		return fmt.Errorf("PKI: %w", err)
 	}
 	if err := linkOrCopy(c.cfg.PauseArchive, filepath.Join(share, "images", "pause.tar")); err != nil {
@@ -131,7 +120,7 @@ func (c *Cluster) prepare() error {
 			return err
 		}
 	}
-	return writeNodeConfigs(filepath.Join(share, "node"), c.cfg.NodeName, c.cfg.PauseImage)
+	return writeNodeConfigs(filepath.Join(share, "node"), NodeName, c.cfg.PauseImage)
 }
 
 // Stop powers the node off, stops the control plane and deletes the namespace.

@@ -16,6 +16,7 @@ const (
 	HostIP       = "10.250.0.1" // tap device in the namespace; the apiserver
 	NodeIP       = "10.250.0.2" // the guest's NIC; kubelet's node IP
 	NodeMAC      = "52:54:00:00:00:02"
+	NodeName     = "e2e-node"
 	linkPrefix   = 24
 	ClusterCIDR  = "10.244.0.0/16"
 	PodCIDR      = "10.244.0.0/24"

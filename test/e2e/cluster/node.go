@@ -25,9 +25,6 @@ func (c *Cluster) bootNode(ctx context.Context) error {
 	if cfg.Logger == nil {
 		cfg.Logger = &c.cfg.Logger
 	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = 45 * time.Minute // the node lives as long as the whole test
-	}
 	if cfg.MemoryMiB == 0 {
 		cfg.MemoryMiB = 4096 // containerd's images and the pods' root filesystems are in RAM
 	}
@@ -36,7 +33,7 @@ func (c *Cluster) bootNode(ctx context.Context) error {
 		return err
 	}
 	header := fmt.Sprintf("E2E_BIN=%s\nNODE_NAME=%s\nNODE_IP=%s\nNODE_MAC=%s\nHOST_IP=%s\n",
-		c.cfg.Bin, c.cfg.NodeName, NodeIP, NodeMAC, HostIP)
+		c.cfg.Bin, NodeName, NodeIP, NodeMAC, HostIP)
 	// Not bound to ctx: the node lives until Stop.
 	c.boot, err = c.node.Start(context.WithoutCancel(ctx), header+nodeScript)
 	return err
@@ -46,8 +43,8 @@ func (c *Cluster) bootNode(ctx context.Context) error {
 // Ready. Start's error adds the end of kubelet's log.
 func (c *Cluster) waitNodeReady(ctx context.Context) error {
 	const ready = `{.status.conditions[?(@.type=="Ready")].status} {.status.conditions[?(@.type=="Ready")].message}`
-	return c.poll(ctx, "node "+c.cfg.NodeName+" Ready", time.Second, func() (bool, string, error) {
-		out, err := c.Kubectl(ctx, "get", "node", c.cfg.NodeName, "-o", "jsonpath="+ready)
+	return c.poll(ctx, "node "+NodeName+" Ready", time.Second, func() (bool, string, error) {
+		out, err := c.Kubectl(ctx, "get", "node", NodeName, "-o", "jsonpath="+ready)
 		if err != nil {
 			return false, err.Error(), nil
 		}
