@@ -150,66 +150,55 @@ func (s *suite) deleteAndWait(ctx context.Context, t *testing.T, ns string, name
 	}
 }
 
-// eventsOf are the events of obj and, for a pod, of its claims: why a wait
-// that ended took minutes.
-func (s *suite) eventsOf(ctx context.Context, obj object) string {
-	events := s.events(ctx, obj.ns, objectName(obj.name))
+// podsOf are obj's pods: obj itself if it is a pod, else those obj.pods
+// selects. The node plugin's are left to pluginReport.
+func (s *suite) podsOf(ctx context.Context, obj object) ([]corev1.Pod, error) {
 	if podName, isPod := strings.CutPrefix(obj.name, "pod/"); isPod {
-		pods, err := s.getPods(ctx, obj.ns, "--field-selector", "metadata.name="+podName)
-		for i := range pods {
-			events += s.claimEvents(ctx, &pods[i])
-		}
-		events += errOrEmpty(err)
+		return s.getPods(ctx, obj.ns, "--field-selector", "metadata.name="+podName)
 	}
-	return events
+	if obj.pods == "" || obj.pods == nodeSelector {
+		return nil, nil
+	}
+	return s.getPods(ctx, obj.ns, "-l", obj.pods)
 }
 
-// explain reports on obj for a failed wait: its recent events, its pods
-// (podReport, and the events of their claims: why a pod waits for its
-// volume), and the node plugin's state, as the plugin is behind every
-// volume. It has its own time, as the steps' context may have ended.
+// eventsOf are the events of obj and of its pods' claims: why a wait took
+// minutes, or why a pod still waits for its volume.
+func (s *suite) eventsOf(ctx context.Context, obj object) string {
+	events := s.events(ctx, obj.ns, objectName(obj.name))
+	pods, err := s.podsOf(ctx, obj)
+	for _, p := range pods {
+		for _, v := range p.Spec.Volumes {
+			if v.PersistentVolumeClaim != nil {
+				events += s.events(ctx, obj.ns, v.PersistentVolumeClaim.ClaimName)
+			}
+		}
+	}
+	return events + errOrEmpty(err)
+}
+
+// explain reports on obj for a failed wait: eventsOf, the state and logs of
+// each of its pods (podReport), and the node plugin's (pluginReport), as the
+// plugin is behind every volume. It has its own time, as the steps' context
+// may have ended.
 func (s *suite) explain(ctx context.Context, obj object) string {
 	if s.c == nil {
 		return ""
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reportTimeout)
 	defer cancel()
-	var b strings.Builder
-	var pods []corev1.Pod
-	var err error
-	if podName, isPod := strings.CutPrefix(obj.name, "pod/"); isPod {
-		pods, err = s.getPods(ctx, obj.ns, "--field-selector", "metadata.name="+podName) // events: in podReport
-	} else {
-		b.WriteString(s.events(ctx, obj.ns, objectName(obj.name)))
-		if obj.pods != "" && obj.pods != nodeSelector { // the plugin's pods are in pluginReport
-			pods, err = s.getPods(ctx, obj.ns, "-l", obj.pods)
-		}
-	}
-	if err != nil {
-		fmt.Fprintf(&b, "--- pods of %s: %v\n", obj.name, err)
-	}
+	report := s.eventsOf(ctx, obj)
+	pods, _ := s.podsOf(ctx, obj) // an error is in eventsOf's
 	for i := range pods {
-		b.WriteString(s.podReport(ctx, &pods[i], podLogTail, containerNames(&pods[i])...))
-		b.WriteString(s.claimEvents(ctx, &pods[i]))
+		report += s.podReport(ctx, &pods[i], podLogTail, containerNames(&pods[i])...)
 	}
-	b.WriteString(s.pluginReport(ctx))
-	return b.String()
+	return report + s.pluginReport(ctx)
 }
 
 // objectName is the name in kind/name ("" for a namespace as a whole).
 func objectName(kindName string) string {
 	_, name, _ := strings.Cut(kindName, "/")
 	return name
-}
-
-func (s *suite) claimEvents(ctx context.Context, p *corev1.Pod) string {
-	var events string
-	for _, v := range p.Spec.Volumes {
-		if v.PersistentVolumeClaim != nil {
-			events += s.events(ctx, p.Namespace, v.PersistentVolumeClaim.ClaimName)
-		}
-	}
-	return events
 }
 
 func containerNames(p *corev1.Pod) []string {
@@ -221,8 +210,8 @@ func containerNames(p *corev1.Pod) []string {
 }
 
 // events are the last eventTail events about the object called name in
-// namespace ns (cluster-scoped objects: ns ""), or the namespace's when name
-// is "".
+// namespace ns (cluster-scoped objects: ns ""), or about every object when
+// name is "".
 func (s *suite) events(ctx context.Context, ns, name string) string {
 	args := []string{"get", "events", "--sort-by=.lastTimestamp"}
 	if ns == "" {
@@ -239,9 +228,5 @@ func (s *suite) events(ctx context.Context, ns, name string) string {
 	if len(lines) > eventTail+1 { // the header line, then the last events
 		lines = append(lines[:1], lines[len(lines)-eventTail:]...)
 	}
-	about := name
-	if about == "" {
-		about = "every object"
-	}
-	return fmt.Sprintf("--- events of %s in %q:\n%s%s\n", about, ns, strings.Join(lines, "\n"), errOrEmpty(err))
+	return fmt.Sprintf("--- events of %q in %q:\n%s%s\n", name, ns, strings.Join(lines, "\n"), errOrEmpty(err))
 }
