@@ -151,9 +151,9 @@ func requireEnv(t *testing.T, name string) string {
 }
 
 func repoRoot(t *testing.T) string {
-	wd, err := os.Getwd()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return filepath.Clean(filepath.Join(wd, "..", ".."))
+	return root
 }

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -68,15 +67,6 @@ func (s *suite) jsonpath(ctx context.Context, t *testing.T, obj, path string, ex
 		t.Fatal(err)
 	}
 	return strings.TrimSpace(out)
-}
-
-// getJSON decodes `kubectl get obj -o json` into v.
-func (s *suite) getJSON(ctx context.Context, t *testing.T, v any, args ...string) {
-	t.Helper()
-	out := s.kubectl(ctx, t, append(append([]string{"get"}, args...), "-o", "json")...)
-	if err := json.Unmarshal([]byte(out), v); err != nil {
-		t.Fatalf("decoding kubectl get %v: %v", args, err)
-	}
 }
 
 // node runs a script on the node (in the guest, as root) and fails the test on error.

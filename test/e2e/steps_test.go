@@ -107,12 +107,15 @@ func (s *suite) benchJob(ctx context.Context, t *testing.T) {
 			`jsonpath=active={.status.active} failed={.status.failed} conditions={.status.conditions[?(@.status=="True")].type}`)
 		_, conditions, _ := strings.Cut(out, "conditions=")
 		if strings.Contains(conditions, "Failed") {
-			return false, out, fmt.Errorf("the Job failed (%s): %s", out, s.kubectlOrErr(ctx, "-n", namespace, "logs", job.name, "--tail=30"))
+			logs, err := s.c.Kubectl(ctx, "-n", namespace, "logs", job.name, "--tail=30")
+			return false, out, fmt.Errorf("the Job failed (%s): %s%s", out, logs, errOrEmpty(err))
 		}
 		return err == nil && strings.Contains(conditions, "Complete"), out + errOrEmpty(err), nil
 	})
 	var cm struct{ Data map[string]string }
-	s.getJSON(ctx, t, &cm, "-n", namespace, "configmap", benchReportConfigMap)
+	if err := json.Unmarshal([]byte(s.kubectl(ctx, t, "-n", namespace, "get", "configmap", benchReportConfigMap, "-o", "json")), &cm); err != nil {
+		t.Fatalf("ConfigMap %s: %v", benchReportConfigMap, err)
+	}
 	var report bench.Report
 	if err := json.Unmarshal([]byte(cm.Data["report.json"]), &report); err != nil {
 		t.Fatalf("report.json in the ConfigMap: %v", err)
@@ -135,9 +138,4 @@ func (s *suite) benchJob(ctx context.Context, t *testing.T) {
 		t.Errorf("report.md in the ConfigMap has no MB/s table:\n%s", cm.Data["report.md"])
 	}
 	t.Logf("bench report.md:\n%s", cm.Data["report.md"])
-}
-
-func (s *suite) kubectlOrErr(ctx context.Context, args ...string) string {
-	out, err := s.c.Kubectl(ctx, args...)
-	return out + errOrEmpty(err)
 }
