@@ -4,41 +4,27 @@
 
 export GOWORK=off GOFLAGS=-mod=mod
 
-# kube_build OUT K8S_VERSION CMD...: builds k8s.io/kubernetes/cmd/<CMD> into OUT.
-# k8s.io/kubernetes requires its staging modules as v0.0.0 with replace
-# directives to ./staging; the helper module replaces each with its published
-# v0.<minor>.<patch>.
+# kube_build OUT K8S_VERSION CMD...: builds k8s.io/kubernetes/cmd/<CMD> into
+# OUT, version-stamped, with Go's default cgo setting.
 kube_build() {
   local out=$1 version=$2; shift 2
-  local work modfile b staging minor vf
-  staging=v0.${version#v1.}
+  local minor vf c cmds=()
   minor=$(echo "$version" | cut -d. -f2)
-  work=$(mktemp -d)
-  (
-    trap 'rm -rf "$work"' EXIT
-    cd "$work"
-    modfile=$(go mod download -json "k8s.io/kubernetes@$version" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
-    {
-      printf 'module assets/k8s\n\ngo 1.26.0\n\nrequire k8s.io/kubernetes %s\n\nreplace (\n' "$version"
-      awk -v v="$staging" '$1 ~ /^k8s\.io\// && $2=="v0.0.0" {print "\t"$1" => "$1" "v}' "$modfile"
-      echo ')'
-    } >go.mod
-    tools_go k8s.io/kubernetes/cmd "$@" >tools.go
-    go mod tidy >/dev/null 2>&1 || go mod tidy # rerun loudly on failure
-    vf="-X k8s.io/component-base/version.gitVersion=$version -X k8s.io/component-base/version.gitMajor=1"
-    vf+=" -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
-    vf+=" -X k8s.io/client-go/pkg/version.gitVersion=$version -X k8s.io/client-go/pkg/version.gitMajor=1"
-    vf+=" -X k8s.io/client-go/pkg/version.gitMinor=$minor"
-    for b in "$@"; do
-      go build -trimpath -ldflags="-s -w $vf" -o "$out/$b.tmp" "k8s.io/kubernetes/cmd/$b"
-      mv "$out/$b.tmp" "$out/$b"
-    done
-  )
+  vf="-X k8s.io/component-base/version.gitVersion=$version -X k8s.io/component-base/version.gitMajor=1"
+  vf+=" -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
+  vf+=" -X k8s.io/client-go/pkg/version.gitVersion=$version -X k8s.io/client-go/pkg/version.gitMajor=1"
+  vf+=" -X k8s.io/client-go/pkg/version.gitMinor=$minor"
+  for c in "$@"; do cmds+=("cmd/$c"); done
+  BUILD_CGO=$(go env CGO_ENABLED) STAGING_VERSION=v0.${version#v1.} \
+    module_build "$out" k8s.io/kubernetes "$version" "$vf" "" "${cmds[@]}"
 }
 
 # module_build OUT MODULE VERSION LDFLAGS TAGS PKG...: builds each PKG (a path
-# under MODULE) into OUT/<basename>. The module's own replace directives are
-# copied into the helper module, since Go ignores replaces of dependencies.
+# under MODULE) into OUT/<basename>, without cgo unless BUILD_CGO=1.
+# The module's own replace directives are copied into the helper module, since
+# Go ignores replaces of dependencies, but those to its own directories: of
+# them, k8s.io/kubernetes's staging modules become their published version,
+# STAGING_VERSION (v0.<minor>.<patch>).
 module_build() {
   local out=$1 module=$2 version=$3 ldflags=$4 tags=$5; shift 5
   local work modfile p
@@ -51,12 +37,13 @@ module_build() {
     {
       printf 'module assets/build\n\ngo 1.26.0\n\nrequire %s %s\n\n' "$module" "$version"
       # single-line replaces and replace blocks alike
-      awk '/^replace \(/{b=1; print; next} b&&/^\)/{b=0; print; next} b||/^replace /{print}' "$modfile" | grep -v '=> \.' || true
+      awk '/^replace \(/{b=1; print; next} b&&/^\)/{b=0; print; next} b||/^replace /{print}' "$modfile" |
+        sed -E "s#^(\s*)(\S+) => \./staging/src/.*#\1\2 => \2 ${STAGING_VERSION:-}#" | grep -v '=> \.' || true
     } >go.mod
     tools_go "$module" "$@" >tools.go
     go mod tidy >/dev/null 2>&1 || go mod tidy
     for p in "$@"; do
-      CGO_ENABLED=0 go build -trimpath -tags "$tags" -ldflags="-s -w $ldflags" -o "$out/$(basename "$p").tmp" "$module/$p"
+      CGO_ENABLED=${BUILD_CGO:-0} go build -trimpath -tags "$tags" -ldflags="-s -w $ldflags" -o "$out/$(basename "$p").tmp" "$module/$p"
       mv "$out/$(basename "$p").tmp" "$out/$(basename "$p")"
     done
   )
