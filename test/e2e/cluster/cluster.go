@@ -48,7 +48,7 @@ type Cluster struct {
 	cfg     Config
 	logDir  string
 	ns      *Netns
-	daemons []*process // the control plane, in order of start
+	daemons []*daemon // the control plane, in order of start
 	node    *vm.VM
 	boot    *vm.Boot
 	cmdSeq  atomic.Int64
@@ -135,7 +135,8 @@ func (c *Cluster) Stop() {
 		c.boot.Wait()
 	}
 	for i := len(c.daemons) - 1; i >= 0; i-- {
-		c.daemons[i].stop(15 * time.Second)
+		c.daemons[i].stop()
+		<-c.daemons[i].done
 	}
 	if c.ns != nil {
 		if err := c.ns.Delete(); err != nil {

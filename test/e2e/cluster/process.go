@@ -4,18 +4,19 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"syscall"
 	"time"
 )
 
-// process is one daemon of the control plane with its log file.
-type process struct {
-	name string
-	cmd  *exec.Cmd
-	log  *os.File
-	done chan error
+// daemon is one process of the control plane.
+type daemon struct {
+	name, log string
+	// stop sends SIGTERM, and SIGKILL 15 seconds later; done closes once the
+	// process has ended, with err.
+	stop context.CancelFunc
+	done chan struct{}
+	err  error
 }
 
 // startDaemon runs bin with args inside the namespace, logging to
@@ -25,41 +26,30 @@ func (c *Cluster) startDaemon(name, bin string, args ...string) error {
 	if err != nil {
 		return err
 	}
-	// Not tied to a context: each daemon lives until Stop, not until the
-	// step that started it returns.
-	cmd := c.ns.Command(context.Background(), bin, args...)
+	// Its own context: each daemon lives until Stop, not until the step that
+	// started it returns.
+	ctx, stop := context.WithCancel(context.Background())
+	cmd := c.ns.Command(ctx, bin, args...)
 	cmd.Stdout, cmd.Stderr = log, log
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 15 * time.Second
 	if err := cmd.Start(); err != nil {
+		stop()
 		log.Close()
 		return fmt.Errorf("starting %s: %w", name, err)
 	}
-	p := &process{name: name, cmd: cmd, log: log, done: make(chan error, 1)}
-	go func() { p.done <- cmd.Wait(); log.Close() }()
-	c.daemons = append(c.daemons, p)
+	d := &daemon{name: name, log: log.Name(), stop: stop, done: make(chan struct{})}
+	go func() { d.err = cmd.Wait(); log.Close(); close(d.done) }()
+	c.daemons = append(c.daemons, d)
 	return nil
 }
 
 // exited reports an error if the process has already ended.
-func (p *process) exited() error {
+func (d *daemon) exited() error {
 	select {
-	case err := <-p.done:
-		p.done <- err
-		return fmt.Errorf("%s exited: %v (see %s)", p.name, err, p.log.Name())
+	case <-d.done:
+		return fmt.Errorf("%s exited: %v (see %s)", d.name, d.err, d.log)
 	default:
 		return nil
-	}
-}
-
-// stop sends SIGTERM, and SIGKILL after grace.
-func (p *process) stop(grace time.Duration) {
-	if p.exited() != nil {
-		return
-	}
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(grace):
-		p.cmd.Process.Kill()
-		<-p.done
 	}
 }
