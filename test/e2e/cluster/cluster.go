@@ -49,7 +49,6 @@ type Cluster struct {
 	logDir  string
 	ns      *Netns
 	daemons []*daemon // the control plane, in order of start
-	node    *vm.VM
 	boot    *vm.Boot
 	cmdSeq  atomic.Int64
 }

@@ -28,14 +28,14 @@ func (c *Cluster) bootNode(ctx context.Context) error {
 	if cfg.MemoryMiB == 0 {
 		cfg.MemoryMiB = 4096 // containerd's images and the pods' root filesystems are in RAM
 	}
-	var err error
-	if c.node, err = vm.New(cfg); err != nil {
+	node, err := vm.New(cfg)
+	if err != nil {
 		return err
 	}
 	header := fmt.Sprintf("E2E_BIN=%s\nNODE_NAME=%s\nNODE_IP=%s\nNODE_MAC=%s\nHOST_IP=%s\n",
 		c.cfg.Bin, NodeName, NodeIP, NodeMAC, HostIP)
 	// Not bound to ctx: the node lives until Stop.
-	c.boot, err = c.node.Start(context.WithoutCancel(ctx), header+nodeScript)
+	c.boot, err = node.Start(context.WithoutCancel(ctx), header+nodeScript)
 	return err
 }
 
