@@ -5,6 +5,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -54,8 +55,7 @@ func TestMain(m *testing.M) {
 // controller's reconcilers running in-process.
 func runWithAPIServer(m *testing.M) int {
 	scheme := runtime.NewScheme()
-	builder := runtime.NewSchemeBuilder(clientgoscheme.AddToScheme, ssdv1.AddToScheme)
-	if err := builder.AddToScheme(scheme); err != nil {
+	if err := errors.Join(clientgoscheme.AddToScheme(scheme), ssdv1.AddToScheme(scheme)); err != nil {
 		return fail("scheme", err)
 	}
 	env := &envtest.Environment{

@@ -22,8 +22,8 @@ import (
 	"helm.sh/helm/v3/pkg/engine"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
+	"sigs.k8s.io/yaml"
 )
 
 const (
@@ -67,9 +67,9 @@ func chartRegistrarContainer(t *testing.T) corev1.Container {
 	if err != nil {
 		t.Fatal(err)
 	}
-	manifest := strings.TrimPrefix(strings.TrimSpace(files["ssdcache/templates/node-daemonset.yaml"]), "---")
+	manifest := files["ssdcache/templates/node-daemonset.yaml"]
 	var ds appsv1.DaemonSet
-	if err := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(manifest), 4096).Decode(&ds); err != nil {
+	if err := yaml.Unmarshal([]byte(manifest), &ds); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range ds.Spec.Template.Spec.Containers {
