@@ -193,13 +193,3 @@ func TestKubeletRegistersTheDriver(t *testing.T) {
 		t.Errorf("registration socket still there after SIGTERM (lstat: %v)", err)
 	}
 }
-
-func TestRejectedRegistrationExitsOne(t *testing.T) {
-	cmd, client, _, _ := startRegistrar(t)
-	// The process exits inside the call, so the call itself may fail.
-	_, _ = client.NotifyRegistrationStatus(context.Background(), &registerapi.RegistrationStatus{Error: "driver name taken"})
-	_ = cmd.Wait()
-	if cmd.ProcessState.ExitCode() != 1 {
-		t.Errorf("exit code after a failed registration = %d, want 1", cmd.ProcessState.ExitCode())
-	}
-}
