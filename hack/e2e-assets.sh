@@ -28,9 +28,7 @@ E2E=$CACHE_DIR/e2e
 PACKAGES=(runc containernetworking-plugins iptables conntrack debootstrap)
 
 log() { echo "e2e-assets: $*" >&2; }
-command -v go >/dev/null || { log "go is not on PATH (need Go >= 1.26)"; exit 1; }
 [ -n "$PROVISIONER_VERSION" ] || { log "no csi-provisioner tag in charts/ssdcache/values.yaml"; exit 1; }
-
 
 # have DIR BIN...: every BIN is in DIR (builds move each binary in place last).
 have() { local d=$1 b; shift; for b in "$@"; do [ -x "$d/$b" ] || return 1; done; }

@@ -17,7 +17,6 @@ OUT=$CACHE_DIR/envtest/$K8S_VERSION-$ETCD_VERSION
 log() { echo "envtest-assets: $*" >&2; }
 
 . "$(dirname "$0")/lib/gobuild.sh"
-command -v go >/dev/null || { log "go is not on PATH (need Go >= 1.26)"; exit 1; }
 
 mkdir -p "$OUT"
 WORK=$(mktemp -d)

@@ -1,15 +1,11 @@
 #!/usr/bin/env bash
 # The end-to-end test: ssdcache installed with Helm on a real one-node
 # Kubernetes (kubelet and containerd in the qemu guest, control plane on the
-# host in a network namespace the test creates and deletes). Installs and
-# builds what it needs, cached under ${CACHE_DIR:-~/.cache/ssdcache}:
-# the VM kernel (hack/vm/setup.sh), kube-apiserver/etcd/kubectl
-# (hack/envtest-assets.sh), node binaries, containerd, helm, csi-provisioner
-# (hack/e2e-assets.sh); the project image's Debian layer (test/e2e/images).
-# Needs root (network namespace, tap device). Extra arguments go to `go test`.
-# SSDCACHE_E2E_KEEP=1 keeps the work dir of a failed run. The whole output
-# is also kept in ${CACHE_DIR}/logs/test-e2e.log: CI's clone is gone when
-# someone reads why a run failed.
+# host in a network namespace the test creates and deletes), with what the
+# scripts below install and build, cached under ${CACHE_DIR:-~/.cache/ssdcache}.
+# Extra arguments go to `go test`. SSDCACHE_E2E_KEEP=1 keeps the work dir of
+# a failed run. The whole output is also kept in ${CACHE_DIR}/logs/test-e2e.log:
+# CI's clone is gone when someone reads why a run failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" -eq 0 ] || { echo "test-e2e: needs root (ip netns, tap device, apt-get)" >&2; exit 1; }

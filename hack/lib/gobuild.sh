@@ -1,7 +1,8 @@
 # Shared by the asset scripts: build release binaries from the Go module proxy
 # in throwaway modules (the project's go.work, vendoring and go.mod stay out).
-# Source it; it defines functions only.
+# Source it; it checks for go and defines functions.
 
+command -v go >/dev/null || { echo "$(basename "$0"): go is not on PATH (need Go >= 1.26)" >&2; exit 1; }
 export GOWORK=off GOFLAGS=-mod=mod
 
 # kube_build OUT K8S_VERSION CMD...: builds k8s.io/kubernetes/cmd/<CMD> into
