@@ -54,16 +54,13 @@ type object struct {
 	pods string // label selector of the pods behind the object, when it is not a pod
 }
 
-// check is one look of a wait: whether the wait is over, what it saw, and an
-// error when the awaited state can no longer come (a pod that has ended, a
-// failed Job), which ends the wait at once.
-type check func() (done bool, saw string, err error)
-
-// eventually polls look until it reports done. It fails at the steps'
-// deadline (ctx's), when look returns an error, or as soon as a container of
-// the node plugin has restarted (see failOnPluginRestart); the failure says
-// what was awaited and what look saw last, with a report on obj (explain).
-func (s *suite) eventually(ctx context.Context, t *testing.T, what string, obj object, look check) {
+// eventually polls look until it reports done; each look also says what it
+// saw. It fails at the steps' deadline (ctx's), when look returns an error
+// (the awaited state can no longer come: a pod that has ended, a failed Job),
+// or as soon as a container of the node plugin has restarted (see
+// failOnPluginRestart); the failure says what was awaited and what look saw
+// last, with a report on obj (explain).
+func (s *suite) eventually(ctx context.Context, t *testing.T, what string, obj object, look func() (done bool, saw string, err error)) {
 	t.Helper()
 	start := time.Now()
 	last := "nothing yet"
