@@ -162,7 +162,8 @@ func (s *suite) podsOf(ctx context.Context, obj object) ([]corev1.Pod, error) {
 // eventsOf are the events of obj and of its pods' claims: why a wait took
 // minutes, or why a pod still waits for its volume.
 func (s *suite) eventsOf(ctx context.Context, obj object) string {
-	events := s.events(ctx, obj.ns, objectName(obj.name))
+	_, name, _ := strings.Cut(obj.name, "/") // "" for the namespace as a whole
+	events := s.events(ctx, obj.ns, name)
 	pods, err := s.podsOf(ctx, obj)
 	for _, p := range pods {
 		for _, v := range p.Spec.Volumes {
@@ -190,12 +191,6 @@ func (s *suite) explain(ctx context.Context, obj object) string {
 		report += s.podReport(ctx, &pods[i], podLogTail, containerNames(&pods[i])...)
 	}
 	return report + s.pluginReport(ctx)
-}
-
-// objectName is the name in kind/name ("" for a namespace as a whole).
-func objectName(kindName string) string {
-	_, name, _ := strings.Cut(kindName, "/")
-	return name
 }
 
 func containerNames(p *corev1.Pod) []string {
