@@ -72,7 +72,7 @@ func (s *suite) buildImages(ctx context.Context, t *testing.T) {
 		}
 	}
 	archives, err := images.Build(ctx, images.Options{
-		RepoRoot: s.repo, CacheDir: cacheDir(t), OutDir: filepath.Join(s.workDir, "images"),
+		RepoRoot: s.repo, OutDir: filepath.Join(s.workDir, "images"),
 		ProjectRef: r.project, Binaries: bins, Logger: testLogger(t),
 	})
 	if err != nil {
@@ -85,15 +85,4 @@ func (s *suite) buildImages(ctx context.Context, t *testing.T) {
 		}
 	}
 	s.images = r
-}
-
-func cacheDir(t *testing.T) string {
-	if d := os.Getenv("CACHE_DIR"); d != "" {
-		return d
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return filepath.Join(home, ".cache", "ssdcache")
 }
