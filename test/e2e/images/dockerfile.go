@@ -6,6 +6,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -15,9 +16,6 @@ import (
 type Dockerfile struct {
 	// Suite is the Debian release of FROM debian:<suite>[-slim].
 	Suite string
-	// Steps are the final stage's RUNs and COPYs from the build context, in
-	// order; RUNs run verbatim in the chroot.
-	Steps []Step
 	// Binaries are the base names COPY'd from the build stage into BinDir;
 	// each is built from ./cmd/<name>.
 	Binaries []string
@@ -26,28 +24,15 @@ type Dockerfile struct {
 	Env        []string
 	User       string
 	Entrypoint []string
+
+	steps []string // RUN and COPY from the build context
 }
 
-// Step is a RUN (shell form, run with /bin/sh -c in the chroot) or a COPY of
-// one file from the build context: Src (relative to the repository root) to
-// Dest in the image, with the file's Data and Mode. Its JSON is part of the
-// cached Debian layer's name.
-type Step struct {
-	Run       string      `json:",omitempty"`
-	Src, Dest string      `json:",omitempty"`
-	Data      string      `json:",omitempty"`
-	Mode      os.FileMode `json:",omitempty"`
-}
+// rootfsSteps must be the final stage's only RUN and COPY from the build
+// context: hack/image/debian.sh does just this in its chroot.
+var rootfsSteps = []string{"COPY hack/image/rootfs.sh /tmp/", "RUN /tmp/rootfs.sh && rm /tmp/rootfs.sh"}
 
-func (s Step) String() string {
-	if s.Run != "" {
-		return "RUN " + s.Run
-	}
-	return "COPY " + s.Src + " " + s.Dest
-}
-
-// readDockerfile parses repoRoot/Dockerfile and reads the files its COPY
-// steps take from the build context.
+// readDockerfile parses repoRoot/Dockerfile.
 func readDockerfile(repoRoot string) (*Dockerfile, error) {
 	p := filepath.Join(repoRoot, "Dockerfile")
 	text, err := os.ReadFile(p)
@@ -58,67 +43,41 @@ func readDockerfile(repoRoot string) (*Dockerfile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", p, err)
 	}
-	for i, s := range df.Steps {
-		if s.Src == "" {
-			continue
-		}
-		st, err := os.Stat(filepath.Join(repoRoot, s.Src))
-		if err != nil {
-			return nil, fmt.Errorf("%s: COPY %s: %w", p, s.Src, err)
-		}
-		data, err := os.ReadFile(filepath.Join(repoRoot, s.Src))
-		if err != nil {
-			return nil, fmt.Errorf("%s: COPY %s: %w", p, s.Src, err)
-		}
-		df.Steps[i].Data, df.Steps[i].Mode = string(data), st.Mode().Perm()
-	}
 	return df, nil
 }
 
 // parseDockerfile reads the final stage of a Dockerfile. It rejects
 // instructions there that the builder does not reproduce, so a new WORKDIR
-// fails the build instead of being silently missing from the e2e image.
+// or RUN fails the build instead of being silently missing from the e2e
+// image. Continuation lines are not joined: one in the final stage is
+// rejected as an unknown instruction.
 func parseDockerfile(text string) (*Dockerfile, error) {
-	lines := logicalLines(text)
-	final := -1
-	for i, l := range lines {
-		if strings.HasPrefix(strings.ToUpper(l), "FROM ") {
-			final = i
+	var final []string
+	for _, l := range strings.Split(text, "\n") {
+		l = strings.TrimSpace(l)
+		switch {
+		case l == "" || strings.HasPrefix(l, "#"):
+		case strings.HasPrefix(strings.ToUpper(l), "FROM "):
+			final = []string{l}
+		default:
+			final = append(final, l)
 		}
 	}
-	if final < 0 {
-		return nil, fmt.Errorf("no FROM")
-	}
 	df := &Dockerfile{}
-	for _, l := range lines[final:] {
+	for _, l := range final {
 		if err := df.parse(l); err != nil {
 			return nil, fmt.Errorf("final stage: %w", err)
 		}
 	}
-	if len(df.Binaries) == 0 || len(df.Entrypoint) == 0 {
+	switch {
+	case df.Suite == "":
+		return nil, fmt.Errorf("no FROM debian:<suite>")
+	case !slices.Equal(df.steps, rootfsSteps):
+		return nil, fmt.Errorf("final stage: RUN and COPY %q, want %q, which hack/image/debian.sh reproduces; teach it the change", df.steps, rootfsSteps)
+	case len(df.Binaries) == 0 || len(df.Entrypoint) == 0:
 		return nil, fmt.Errorf("final stage: want binaries COPY'd from the build stage and an ENTRYPOINT")
 	}
 	return df, nil
-}
-
-// logicalLines joins continuation lines and drops comments, as Docker does:
-// a comment line inside a continued RUN is removed, not passed to the shell.
-func logicalLines(text string) []string {
-	var out []string
-	cur := ""
-	for _, raw := range strings.Split(text, "\n") {
-		l := strings.TrimSpace(raw)
-		if l == "" || strings.HasPrefix(l, "#") {
-			continue
-		}
-		if head, ok := strings.CutSuffix(l, `\`); ok {
-			cur += head + " "
-			continue
-		}
-		out = append(out, cur+l)
-		cur = ""
-	}
-	return out
 }
 
 func (df *Dockerfile) parse(line string) error {
@@ -134,12 +93,13 @@ func (df *Dockerfile) parse(line string) error {
 		df.Suite = strings.TrimSuffix(tag, "-slim")
 	case "ARG":
 	case "RUN":
-		if strings.HasPrefix(args, "[") || strings.HasPrefix(args, "--") {
-			return fmt.Errorf("RUN %s: want the shell form without flags", args)
-		}
-		df.Steps = append(df.Steps, Step{Run: args})
+		df.steps = append(df.steps, line)
 	case "COPY":
-		return df.parseCopy(args)
+		if !strings.HasPrefix(args, "--from=") {
+			df.steps = append(df.steps, line)
+			return nil
+		}
+		return df.parseBinaries(args)
 	case "USER":
 		df.User = args
 	case "ENV":
@@ -159,20 +119,11 @@ func (df *Dockerfile) parse(line string) error {
 	return nil
 }
 
-// parseCopy accepts "COPY --from=<stage> SRC... DIR/" (the binaries) and
-// "COPY FILE /DEST" (one file from the build context, e.g. a script to RUN).
-func (df *Dockerfile) parseCopy(args string) error {
+// parseBinaries reads "COPY --from=<stage> SRC... DIR/", the binaries.
+func (df *Dockerfile) parseBinaries(args string) error {
 	w := strings.Fields(args)
-	if len(w) == 2 && filepath.IsLocal(w[0]) && path.IsAbs(w[1]) {
-		dest := w[1]
-		if strings.HasSuffix(dest, "/") {
-			dest = path.Join(dest, path.Base(w[0]))
-		}
-		df.Steps = append(df.Steps, Step{Src: path.Clean(w[0]), Dest: path.Clean(dest)})
-		return nil
-	}
-	if len(w) < 3 || !strings.HasPrefix(w[0], "--from=") || !strings.HasSuffix(w[len(w)-1], "/") || df.BinDir != "" {
-		return fmt.Errorf("COPY %s: want one COPY --from=<stage> SRC... DIR/ (binaries) and COPY FILE /DEST (one file from the context)", args)
+	if len(w) < 3 || !strings.HasSuffix(w[len(w)-1], "/") || df.BinDir != "" {
+		return fmt.Errorf("COPY %s: want one COPY --from=<stage> SRC... DIR/", args)
 	}
 	df.BinDir = path.Clean(w[len(w)-1])
 	for _, src := range w[1 : len(w)-1] {

@@ -3,12 +3,12 @@
 // "ctr -n k8s.io images import --platform linux/amd64 X.tar" in the guest.
 //
 // The project image reproduces the repository's Dockerfile, whose final
-// stage (base suite, the COPY'd hack/image/rootfs.sh and the RUN of it,
-// copied binaries, ENV, USER, ENTRYPOINT) is parsed from the file itself.
-// Its Debian layer is made with debootstrap and the script run in a chroot,
-// which takes minutes, and is cached under
-// CacheDir/e2e/images; a warm build only compiles the binaries and writes
-// the archive. Single-binary images (pause, CSI sidecars) have one layer.
+// stage (base suite, copied binaries, ENV, USER, ENTRYPOINT) is parsed from
+// the file itself. Its Debian layer is made by hack/image/debian.sh
+// (debootstrap, then hack/image/rootfs.sh in a chroot), which takes minutes,
+// and is cached under CacheDir/e2e/images; a warm build only compiles the
+// binaries and writes the archive. Single-binary images (pause, CSI
+// sidecars) have one layer.
 package images
 
 import (
@@ -21,9 +21,8 @@ import (
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"k8s.io/klog/v2"
-	"k8s.io/mount-utils"
-	"k8s.io/utils/exec"
 )
 
 // Options says which images to build and where.
@@ -43,8 +42,6 @@ type Options struct {
 	Version string
 	// Binaries are single static binary images (sidecars, pause).
 	Binaries []BinaryImage
-	// DebianMirror and DebianSecurityMirror default to deb.debian.org.
-	DebianMirror, DebianSecurityMirror string
 	// Logger defaults to klog's background logger.
 	Logger klog.Logger
 }
@@ -61,24 +58,8 @@ type Archive struct {
 	Ref, Path string
 }
 
-// Builder builds images through injected OS seams.
-type Builder struct {
-	exec    exec.Interface
-	mounter mount.Interface // mounts /proc in the Debian chroot
-}
-
-// NewBuilder returns a Builder that runs tools through e and mounts through m.
-func NewBuilder(e exec.Interface, m mount.Interface) *Builder {
-	return &Builder{exec: e, mounter: m}
-}
-
 // Build writes the archives o asks for and returns them, project image first.
 func Build(ctx context.Context, o Options) ([]Archive, error) {
-	return NewBuilder(exec.New(), mount.New("")).Build(ctx, o)
-}
-
-// Build is the package-level Build through b's seams.
-func (b *Builder) Build(ctx context.Context, o Options) ([]Archive, error) {
 	o = o.withDefaults()
 	if err := o.validate(); err != nil {
 		return nil, err
@@ -88,14 +69,14 @@ func (b *Builder) Build(ctx context.Context, o Options) ([]Archive, error) {
 	}
 	var archives []Archive
 	if o.ProjectRef != "" {
-		a, err := b.buildProjectImage(ctx, o)
+		a, err := buildProjectImage(ctx, o)
 		if err != nil {
 			return nil, fmt.Errorf("project image %s: %w", o.ProjectRef, err)
 		}
 		archives = append(archives, a)
 	}
 	for _, bi := range o.Binaries {
-		a, err := b.buildBinaryImage(ctx, o, bi)
+		a, err := buildBinaryImage(o, bi)
 		if err != nil {
 			return nil, fmt.Errorf("image %s: %w", bi.Ref, err)
 		}
@@ -108,8 +89,6 @@ func (o Options) withDefaults() Options {
 	if o.Logger.GetSink() == nil {
 		o.Logger = klog.Background()
 	}
-	o.DebianMirror = cmp.Or(o.DebianMirror, DefaultDebianMirror)
-	o.DebianSecurityMirror = cmp.Or(o.DebianSecurityMirror, DefaultDebianSecurityMirror)
 	o.Version = cmp.Or(o.Version, e2eVersion)
 	o.CacheDir = cmp.Or(o.CacheDir, os.Getenv("CACHE_DIR"))
 	if home, err := os.UserHomeDir(); o.CacheDir == "" && err == nil {
@@ -183,24 +162,12 @@ func archivePath(outDir, ref string) string {
 
 // buildBinaryImage writes an image of bi's binary at its entrypoint (0755)
 // and /tmp (01777).
-func (b *Builder) buildBinaryImage(ctx context.Context, o Options, bi BinaryImage) (Archive, error) {
-	work, err := os.MkdirTemp(o.OutDir, ".image-")
+func buildBinaryImage(o Options, bi BinaryImage) (Archive, error) {
+	dest := path.Clean(bi.Entrypoint[0])
+	layer, err := filesLayer([]imageFile{{dest, bi.Binary}}, map[string]int64{"/tmp": 0o1777})
 	if err != nil {
 		return Archive{}, err
 	}
-	defer os.RemoveAll(work)
-	stage, layer := filepath.Join(work, "stage"), filepath.Join(work, "layer.tar")
-	dest := path.Clean(bi.Entrypoint[0])
-	if err := os.MkdirAll(filepath.Dir(filepath.Join(stage, dest)), 0o755); err != nil {
-		return Archive{}, err
-	}
-	if err := run(ctx, b.exec, command{name: "cp", args: []string{bi.Binary, filepath.Join(stage, dest)}}); err != nil {
-		return Archive{}, err
-	}
-	if err := b.writeFilesLayer(ctx, stage, layer, []string{dest}, map[string]os.FileMode{"/tmp": os.ModeSticky | 0o777}); err != nil {
-		return Archive{}, err
-	}
-	spec := imageSpec{ref: bi.Ref, entrypoint: bi.Entrypoint, layers: []string{layer},
-		history: []string{"test/e2e/images: " + filepath.Base(bi.Binary) + " at " + bi.Entrypoint[0]}}
-	return b.writeImage(ctx, o, work, spec)
+	return writeImage(o, imageSpec{ref: bi.Ref, entrypoint: bi.Entrypoint, layers: []v1.Layer{layer},
+		history: []string{"test/e2e/images: " + filepath.Base(bi.Binary) + " at " + bi.Entrypoint[0]}})
 }

@@ -3,6 +3,7 @@ package images
 import (
 	"archive/tar"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path"
@@ -48,15 +49,15 @@ func buildProject(t *testing.T, outDir string) Archive {
 
 // TestProjectImageMatchesDockerfile keeps the e2e image and the Dockerfile
 // in step: the packages hack/image/rootfs.sh installs, its lvm.conf edits,
-// apt lists and the script itself gone, the binaries in place, ENV, USER
-// and ENTRYPOINT as written.
+// apt lists gone, /tmp (where the script was) and the runtime's mount
+// points empty, the binaries in place, ENV, USER and ENTRYPOINT as written.
 func TestProjectImageMatchesDockerfile(t *testing.T) {
 	skipUnlessEnabled(t)
 	df, err := readDockerfile(repoRoot)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, img := readArchive(t, buildProject(t, t.TempDir()).Path, projectRef)
+	img := readArchive(t, buildProject(t, t.TempDir()).Path, projectRef)
 	checkConfig(t, img, df.User, df.Env, df.Entrypoint)
 	const status, lvmConf = "var/lib/dpkg/status", "etc/lvm/lvm.conf"
 	files, contents := imageFiles(t, img, status, lvmConf)
@@ -72,10 +73,8 @@ func TestProjectImageMatchesDockerfile(t *testing.T) {
 		if strings.HasPrefix(name, "var/lib/apt/lists/") && h.Typeflag == tar.TypeReg {
 			t.Errorf("apt list %s left in the image", name)
 		}
-	}
-	for _, s := range df.Steps { // the Dockerfile's RUN deletes the script it copies
-		if s.Src != "" && files[s.Dest[1:]] != nil {
-			t.Errorf("%s (COPY %s) left in the image", s.Dest, s.Src)
+		if dir, rest, _ := strings.Cut(name, "/"); rest != "" && slices.Contains([]string{"dev", "proc", "run", "sys", "tmp"}, dir) {
+			t.Errorf("%s left in the image; the runtime mounts /%s", name, dir)
 		}
 	}
 }
@@ -97,8 +96,9 @@ func checkInstalled(t *testing.T, status string, packages []string) {
 	}
 }
 
-// checkLVMWithoutUdev checks hack/image/rootfs.sh's lvm.conf edit: LVM in
-// the container neither waits for udev nor relies on its rules.
+// checkLVMWithoutUdev checks hack/image/rootfs.sh's lvm.conf edit, whose
+// sed would silently change nothing if Debian reworded the file: LVM in the
+// container neither waits for udev nor relies on its rules.
 func checkLVMWithoutUdev(t *testing.T, conf string) {
 	t.Helper()
 	lines := map[string]bool{}
@@ -109,6 +109,40 @@ func checkLVMWithoutUdev(t *testing.T, conf string) {
 		if !lines[setting+" = 0"] || lines[setting+" = 1"] {
 			t.Errorf("/etc/lvm/lvm.conf: want the line %q and not %q; was hack/image/rootfs.sh's sed applied?", setting+" = 0", setting+" = 1")
 		}
+	}
+}
+
+// TestDebianLayerNameFollowsTheScripts: an edit to either script names a
+// new cached layer, so that the edit is not served an old one.
+func TestDebianLayerNameFollowsTheScripts(t *testing.T) {
+	o := Options{RepoRoot: t.TempDir(), CacheDir: "/c"}
+	write := func(script, data string) {
+		p := filepath.Join(o.RepoRoot, script)
+		if err := errors.Join(os.MkdirAll(filepath.Dir(p), 0o755), os.WriteFile(p, []byte(data), 0o755)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	name := func() string {
+		p, err := debianLayerPath(o, "bookworm")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	write(debianScript, "a")
+	write(rootfsScript, "b")
+	base := name()
+	if !strings.HasPrefix(base, "/c/e2e/images/rootfs-bookworm-") || !strings.HasSuffix(base, ".tar") {
+		t.Errorf("cached layer %q, want /c/e2e/images/rootfs-bookworm-<hash>.tar", base)
+	}
+	write(rootfsScript, "c")
+	if name() == base {
+		t.Errorf("editing %s did not rename the cached layer", rootfsScript)
+	}
+	write(rootfsScript, "b")
+	write(debianScript, "c")
+	if name() == base {
+		t.Errorf("editing %s did not rename the cached layer", debianScript)
 	}
 }
 

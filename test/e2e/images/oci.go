@@ -1,0 +1,231 @@
+package images
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/static"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// imageSpec is the runtime configuration and the layers of one image.
+type imageSpec struct {
+	ref        string
+	user       string
+	env        []string // beside PATH
+	entrypoint []string
+	layers     []v1.Layer
+	history    []string // one "created_by" per layer
+}
+
+// defaultPath is the PATH of Debian's images.
+const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+var epoch = time.Unix(0, 0)
+
+// writeImage writes spec's image to its archive in o.OutDir.
+func writeImage(o Options, spec imageSpec) (Archive, error) {
+	start := time.Now()
+	img, err := assembleImage(spec)
+	if err != nil {
+		return Archive{}, err
+	}
+	out := archivePath(o.OutDir, spec.ref)
+	if err := writeArchive(out, spec.ref, img); err != nil {
+		return Archive{}, fmt.Errorf("writing %s: %w", out, err)
+	}
+	digest, err := img.Digest()
+	if err != nil {
+		return Archive{}, err
+	}
+	o.Logger.Info("Wrote image archive", "ref", spec.ref, "path", out, "manifest", digest.String(), "duration", time.Since(start).Round(time.Millisecond))
+	return Archive{Ref: spec.ref, Path: out}, nil
+}
+
+// assembleImage makes an OCI image (manifest and config media types OCI)
+// for linux/amd64 with a fixed creation time, so equal layers give an equal
+// image digest.
+func assembleImage(spec imageSpec) (v1.Image, error) {
+	created := v1.Time{Time: epoch}
+	cfg := &v1.ConfigFile{
+		Architecture: "amd64", OS: "linux", Created: created, RootFS: v1.RootFS{Type: "layers"},
+		Config: v1.Config{
+			Env:        append([]string{defaultPath}, spec.env...),
+			WorkingDir: "/", User: spec.user, Entrypoint: spec.entrypoint,
+		},
+	}
+	base := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
+	img, err := mutate.ConfigFile(base, cfg)
+	if err != nil {
+		return nil, err
+	}
+	adds := make([]mutate.Addendum, len(spec.layers))
+	for i, l := range spec.layers {
+		adds[i] = mutate.Addendum{Layer: l, History: v1.History{Created: created, CreatedBy: spec.history[i]}}
+	}
+	return mutate.Append(img, adds...)
+}
+
+// uncompressedLayer is an OCI layer of the tar data itself. Layers are kept
+// uncompressed: the archives only travel to a local VM, containerd imports
+// them as they are, and gzip would add seconds to every warm build
+// (go-containerregistry's tarball layers always gzip).
+func uncompressedLayer(data []byte) v1.Layer {
+	return static.NewLayer(data, types.OCIUncompressedLayer)
+}
+
+// imageFile is a host file placed in an image as a 0755 executable.
+type imageFile struct{ path, host string }
+
+// filesLayer makes a layer of files after their parent directories (mode
+// 0755, Debian's, so that the layer does not change them in a lower layer)
+// and dirs (path in the image to mode). Every entry is root's and dated
+// 1970, so equal binaries give equal digests.
+func filesLayer(files []imageFile, dirs map[string]int64) (v1.Layer, error) {
+	modes := map[string]int64{}
+	for _, f := range files {
+		for d := path.Dir(f.path); d != "/"; d = path.Dir(d) {
+			modes[d] = 0o755
+		}
+	}
+	maps.Copy(modes, dirs)
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, d := range slices.Sorted(maps.Keys(modes)) { // parents before their children
+		hdr := &tar.Header{Typeflag: tar.TypeDir, Name: d[1:] + "/", Mode: modes[d], ModTime: epoch}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return nil, err
+		}
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f.host)
+		if err != nil {
+			return nil, err
+		}
+		hdr := &tar.Header{Typeflag: tar.TypeReg, Name: f.path[1:], Mode: 0o755, Size: int64(len(data)), ModTime: epoch}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write(data); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return uncompressedLayer(buf.Bytes()), nil
+}
+
+// writeArchive writes img as an OCI image layout in a tar file at out, the
+// format "ctr images import" reads. index.json names the image by ref for
+// containerd (which requires the io.containerd.image.name annotation) and
+// by its tag for other OCI layout readers.
+func writeArchive(out, ref string, img v1.Image) error {
+	idx := mutate.AppendManifests(empty.Index, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{
+		Platform: &v1.Platform{Architecture: "amd64", OS: "linux"},
+		Annotations: map[string]string{
+			"io.containerd.image.name":          ref,
+			"org.opencontainers.image.ref.name": ref[strings.LastIndex(ref, ":")+1:],
+		},
+	}})
+	tmp := out + ".tmp" // renamed when complete: no truncated archive under the final name
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp)
+	defer f.Close()
+	w := bufio.NewWriterSize(f, 1<<20)
+	tw := tar.NewWriter(w)
+	if err := writeLayout(tw, img, idx); err != nil {
+		return err
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, out)
+}
+
+// writeLayout writes the OCI layout's files: oci-layout, the blobs (layers,
+// config, manifest) and index.json.
+func writeLayout(tw *tar.Writer, img v1.Image, idx v1.ImageIndex) error {
+	add := func(name string, size int64, r io.Reader) error {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644, Size: size, ModTime: epoch}); err != nil {
+			return err
+		}
+		_, err := io.Copy(tw, r)
+		return err
+	}
+	addBytes := func(name string, data []byte) error { return add(name, int64(len(data)), bytes.NewReader(data)) }
+	blob := func(h v1.Hash) string { return "blobs/" + h.Algorithm + "/" + h.Hex }
+	if err := addBytes("oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`)); err != nil {
+		return err
+	}
+	layers, err := img.Layers()
+	if err != nil {
+		return err
+	}
+	for _, l := range layers {
+		digest, err := l.Digest()
+		if err != nil {
+			return err
+		}
+		rc, err := l.Compressed() // the data itself: the layers are uncompressed
+		if err != nil {
+			return err
+		}
+		size, err := l.Size()
+		if err == nil {
+			err = add(blob(digest), size, rc)
+		}
+		rc.Close()
+		if err != nil {
+			return err
+		}
+	}
+	config, err := img.RawConfigFile()
+	if err != nil {
+		return err
+	}
+	configName, err := img.ConfigName()
+	if err != nil {
+		return err
+	}
+	if err := addBytes(blob(configName), config); err != nil {
+		return err
+	}
+	manifest, err := img.RawManifest()
+	if err != nil {
+		return err
+	}
+	digest, err := img.Digest()
+	if err != nil {
+		return err
+	}
+	if err := addBytes(blob(digest), manifest); err != nil {
+		return err
+	}
+	index, err := idx.RawManifest()
+	if err != nil {
+		return err
+	}
+	return addBytes("index.json", index)
+}
