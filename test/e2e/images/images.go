@@ -101,56 +101,28 @@ func (o Options) validate() error {
 	if o.OutDir == "" {
 		return fmt.Errorf("Options.OutDir is empty; want the directory for the .tar archives")
 	}
-	if o.ProjectRef == "" && len(o.Binaries) == 0 {
-		return fmt.Errorf("Options.ProjectRef is empty and Options.Binaries has no entries; nothing to build")
+	// The version lands inside -ldflags, which go build splits at spaces
+	// and quotes.
+	if strings.ContainsAny(o.Version, " \t\n'\"\\") {
+		return fmt.Errorf("Options.Version %q: want no spaces, quotes or backslashes (it is passed in -ldflags)", o.Version)
 	}
+	var refs []string
 	if o.ProjectRef != "" {
-		if err := validateRef("Options.ProjectRef", o.ProjectRef); err != nil {
-			return err
-		}
-		if o.RepoRoot == "" || o.CacheDir == "" {
-			return fmt.Errorf("Options.RepoRoot %q and Options.CacheDir %q (or $CACHE_DIR, or a home directory) must be set to build the project image", o.RepoRoot, o.CacheDir)
-		}
-		// The version lands inside -ldflags, which go build splits at spaces
-		// and quotes.
-		if strings.ContainsAny(o.Version, " \t\n'\"\\") {
-			return fmt.Errorf("Options.Version %q: want no spaces, quotes or backslashes (it is passed in -ldflags)", o.Version)
-		}
+		refs = append(refs, o.ProjectRef)
 	}
-	seen := map[string]bool{o.ProjectRef: o.ProjectRef != ""}
-	for i, bi := range o.Binaries {
-		field := fmt.Sprintf("Options.Binaries[%d]", i)
-		if err := bi.validate(field); err != nil {
-			return err
+	for _, bi := range o.Binaries {
+		if len(bi.Entrypoint) == 0 || !path.IsAbs(bi.Entrypoint[0]) {
+			return fmt.Errorf("image %s: Entrypoint %q: want an absolute path to place the binary at, then its arguments", bi.Ref, bi.Entrypoint)
 		}
-		if seen[bi.Ref] {
-			return fmt.Errorf("%s.Ref %q: already used by another image; refs must be unique", field, bi.Ref)
+		refs = append(refs, bi.Ref)
+	}
+	// containerd stores an image under exactly its ref and the kubelet looks
+	// it up by its normalised form, so a short name like "pause:1" would
+	// never be found.
+	for _, ref := range refs {
+		if _, err := name.NewTag(ref, name.StrictValidation); err != nil {
+			return fmt.Errorf("image ref %q: want a fully qualified registry/repository:tag, e.g. docker.io/ssdcache/ssdcache:e2e (%v)", ref, err)
 		}
-		seen[bi.Ref] = true
-	}
-	return nil
-}
-
-func (bi BinaryImage) validate(field string) error {
-	if err := validateRef(field+".Ref", bi.Ref); err != nil {
-		return err
-	}
-	if len(bi.Entrypoint) == 0 || !strings.HasPrefix(bi.Entrypoint[0], "/") {
-		return fmt.Errorf("%s.Entrypoint %q: want an absolute path to place the binary at, then its arguments", field, bi.Entrypoint)
-	}
-	st, err := os.Stat(bi.Binary)
-	if err != nil || !st.Mode().IsRegular() {
-		return fmt.Errorf("%s.Binary %q: want the host path of a static binary (%v)", field, bi.Binary, err)
-	}
-	return nil
-}
-
-// validateRef requires registry/repository:tag. containerd stores the image
-// under exactly this name and the kubelet looks it up by its normalised
-// form, so a short name like "pause:1" would never be found.
-func validateRef(field, ref string) error {
-	if _, err := name.NewTag(ref, name.StrictValidation); err != nil {
-		return fmt.Errorf("%s %q: want a fully qualified registry/repository:tag, e.g. docker.io/ssdcache/ssdcache:e2e (%v)", field, ref, err)
 	}
 	return nil
 }

@@ -4,17 +4,19 @@ import (
 	"archive/tar"
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/types"
@@ -133,6 +135,11 @@ func filesLayer(files []imageFile, dirs map[string]int64) (v1.Layer, error) {
 // containerd (which requires the io.containerd.image.name annotation) and
 // by its tag for other OCI layout readers.
 func writeArchive(out, ref string, img v1.Image) error {
+	dir, err := os.MkdirTemp(filepath.Dir(out), ".layout-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
 	idx := mutate.AppendManifests(empty.Index, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{
 		Platform: &v1.Platform{Architecture: "amd64", OS: "linux"},
 		Annotations: map[string]string{
@@ -140,92 +147,19 @@ func writeArchive(out, ref string, img v1.Image) error {
 			"org.opencontainers.image.ref.name": ref[strings.LastIndex(ref, ":")+1:],
 		},
 	}})
-	tmp := out + ".tmp" // renamed when complete: no truncated archive under the final name
+	if _, err := layout.Write(filepath.Join(dir, "layout"), idx); err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, "archive.tar") // renamed when complete: no truncated archive under the final name
 	f, err := os.Create(tmp)
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp)
 	defer f.Close()
 	w := bufio.NewWriterSize(f, 1<<20)
 	tw := tar.NewWriter(w)
-	if err := writeLayout(tw, img, idx); err != nil {
-		return err
-	}
-	if err := tw.Close(); err != nil {
-		return err
-	}
-	if err := w.Flush(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
+	if err := errors.Join(tw.AddFS(os.DirFS(filepath.Join(dir, "layout"))), tw.Close(), w.Flush(), f.Close()); err != nil {
 		return err
 	}
 	return os.Rename(tmp, out)
-}
-
-// writeLayout writes the OCI layout's files: oci-layout, the blobs (layers,
-// config, manifest) and index.json.
-func writeLayout(tw *tar.Writer, img v1.Image, idx v1.ImageIndex) error {
-	add := func(name string, size int64, r io.Reader) error {
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644, Size: size, ModTime: epoch}); err != nil {
-			return err
-		}
-		_, err := io.Copy(tw, r)
-		return err
-	}
-	addBytes := func(name string, data []byte) error { return add(name, int64(len(data)), bytes.NewReader(data)) }
-	blob := func(h v1.Hash) string { return "blobs/" + h.Algorithm + "/" + h.Hex }
-	if err := addBytes("oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`)); err != nil {
-		return err
-	}
-	layers, err := img.Layers()
-	if err != nil {
-		return err
-	}
-	for _, l := range layers {
-		digest, err := l.Digest()
-		if err != nil {
-			return err
-		}
-		rc, err := l.Compressed() // the data itself: the layers are uncompressed
-		if err != nil {
-			return err
-		}
-		size, err := l.Size()
-		if err == nil {
-			err = add(blob(digest), size, rc)
-		}
-		rc.Close()
-		if err != nil {
-			return err
-		}
-	}
-	config, err := img.RawConfigFile()
-	if err != nil {
-		return err
-	}
-	configName, err := img.ConfigName()
-	if err != nil {
-		return err
-	}
-	if err := addBytes(blob(configName), config); err != nil {
-		return err
-	}
-	manifest, err := img.RawManifest()
-	if err != nil {
-		return err
-	}
-	digest, err := img.Digest()
-	if err != nil {
-		return err
-	}
-	if err := addBytes(blob(digest), manifest); err != nil {
-		return err
-	}
-	index, err := idx.RawManifest()
-	if err != nil {
-		return err
-	}
-	return addBytes("index.json", index)
 }
