@@ -24,7 +24,8 @@ flock 9
 [ -e "$out" ] && exit 0 # built by whoever held the lock
 exec >"${out%.tar}.log" 2>&1
 set -x
-dir=$(mktemp -d "$(dirname "$out")/.rootfs-build-XXXXXX")
+# Resolved, as /proc/mounts lists it, for cleanup.
+dir=$(realpath "$(mktemp -d "$(dirname "$out")/.rootfs-build-XXXXXX")")
 chmod 755 "$dir" # apt downloads as _apt, which must reach the tree
 
 # Unmounts what is still mounted in the tree (a failed build may leave /proc
@@ -36,6 +37,7 @@ cleanup() {
   rm -rf "$dir" "$out.tmp"
 }
 trap cleanup EXIT
+trap 'exit 143' TERM INT HUP # test/e2e/images sends TERM when cancelled
 
 debootstrap --variant=minbase "$suite" "$dir" "$mirror"
 cat >"$dir/etc/apt/sources.list" <<EOF

@@ -9,6 +9,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -117,6 +118,11 @@ func debianLayer(ctx context.Context, o Options, suite string) (string, error) {
 	// A stable locale so messages can be quoted; sbin for debootstrap and
 	// chroot; the rest for apt in the chroot.
 	cmd.Env = []string{"LC_ALL=C", defaultPath, "DEBIAN_FRONTEND=noninteractive", "HOME=/root"}
+	// Cancelled, the script and its children get SIGTERM, so that its trap
+	// can unmount /proc in the chroot and remove the tree.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
+	cmd.WaitDelay = time.Minute
 	if output, err := cmd.CombinedOutput(); err != nil {
 		if len(output) == 0 { // the script got as far as its log
 			output, _ = os.ReadFile(log)
