@@ -1,8 +1,8 @@
 #!/bin/sh
 # The project image's system packages and settings, on top of debian:<suite>-slim.
-# The Dockerfile's final stage runs this script, and so does test/e2e/images in
-# its debootstrapped chroot for the e2e and release image (its cached Debian
-# layer's name hashes this file, so an edit here rebuilds that layer).
+# The Dockerfile's final stage runs this script, and so does hack/image/debian.sh
+# in its debootstrapped chroot for the e2e and release image (test/e2e/images
+# names that cached layer after a hash of this file, so an edit rebuilds it).
 # The node plugin needs the storage tools (lvm2, dmsetup, filesystem tools);
 # the bench needs fio.
 set -eu
