@@ -13,9 +13,6 @@ hack/vm/setup.sh >/dev/null
 KUBEBUILDER_ASSETS=$(hack/envtest-assets.sh)
 SSDCACHE_E2E_BIN=$(hack/e2e-assets.sh)
 export KUBEBUILDER_ASSETS SSDCACHE_E2E_BIN SSDCACHE_E2E=1
-# test/e2e/images checks the project image against the Dockerfile and imports
-# every archive into a host containerd.
-export SSDCACHE_CONTAINERD_DIR=$SSDCACHE_E2E_BIN
 LOG_DIR=${CACHE_DIR:-$HOME/.cache/ssdcache}/logs
 mkdir -p "$LOG_DIR"
 # One package at a time: the cluster needs both cores.
