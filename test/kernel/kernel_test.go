@@ -20,20 +20,6 @@ import (
 	"github.com/ssdcache/ssdcache/test/vm"
 )
 
-// build compiles the binaries the guest runs into the VM's share dir.
-func build(t *testing.T, share string) {
-	t.Helper()
-	bin := filepath.Join(share, "bin")
-	for _, b := range []vm.GoBuild{
-		{Packages: []string{"github.com/ssdcache/ssdcache/cmd/ssdcache-node"}, Out: filepath.Join(bin, "ssdcache-node")},
-		{Packages: []string{"github.com/ssdcache/ssdcache/test/kernel/guest"}, Out: filepath.Join(bin, "guest.test"), Test: true},
-	} {
-		if err := b.Run(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 // The suite's time budget. On a busy machine the emulated guest runs several
 // times slower than on an idle one (the suite takes about 11 minutes alone;
 // one CI run on a shared machine needed 2.5 times that), so no wait, host or
@@ -64,52 +50,55 @@ func suiteDeadline(t *testing.T) time.Time {
 }
 
 // guestScript runs the guest test binary with the environment it expects.
-// deadline is when qemu will be cut off: the guest's waits get
-// SSDCACHE_DEADLINE, a few minutes earlier, and the binary a -test.timeout
-// ending between the two. -test.timeout counts from the binary's start,
-// which only the guest knows (booting takes a while), so the script computes
-// it from the absolute time: the guest's clock starts from the host's
-// (qemu's RTC) and keeps pace with it under TCG.
+// deadline is when qemu will be cut off: the binary's -test.timeout ends a
+// minute earlier (SSDCACHE_TEST_END, see the guest's TestMain) and its waits
+// a few minutes before that (SSDCACHE_DEADLINE). The binaries run from the
+// guest's tmpfs: the share is 9p without a page cache, so every start read
+// all of a 60 MiB binary through it again (2 s a start under emulation,
+// against 0.3 s from tmpfs).
 func guestScript(deadline time.Time, run string, extraEnv ...string) string {
 	testEnd := deadline.Add(-guestExitMargin)
-	waitEnd := testEnd.Add(-guestCleanupMargin)
 	env := strings.Join(append([]string{
 		"SSDCACHE_GUEST=1", "SSDCACHE_NODE_BIN=/tmp/bin/ssdcache-node", "SSDCACHE_HDD=" + vm.HDDByID,
 		"SSDCACHE_SSD=" + vm.SSDByID, "SSDCACHE_WORK=/tmp/kernel", "SSDCACHE_SHARE=" + vm.GuestWorkDir,
-		"SSDCACHE_DEADLINE=" + strconv.FormatInt(waitEnd.Unix(), 10),
+		"SSDCACHE_TEST_END=" + strconv.FormatInt(testEnd.Unix(), 10),
+		"SSDCACHE_DEADLINE=" + strconv.FormatInt(testEnd.Add(-guestCleanupMargin).Unix(), 10),
 	}, extraEnv...), " ")
-	// The binaries run from the guest's tmpfs: the share is 9p without a page
-	// cache, so every start read all of a 60 MiB binary through it again (2
-	// s a start under emulation, against 0.3 s from tmpfs). At least 1s of
-	// timeout: -test.timeout 0 would mean no timeout at all.
 	return fmt.Sprintf(`mkdir -p /tmp/kernel && cd /tmp/kernel && cp -r /vmwork/bin /tmp/bin || exit 1
-left=$(( %d - $(date +%%s) )); [ "$left" -gt 0 ] || left=1
-echo "guest clock $(date -u +%%T); waits end at %s UTC, the test binary's timeout in ${left}s"
-%s /tmp/bin/guest.test -test.v -test.timeout ${left}s -test.run '%s' 2>&1
-`, testEnd.Unix(), waitEnd.UTC().Format(time.TimeOnly), env, run)
+%s /tmp/bin/guest.test -test.v -test.run '%s' 2>&1
+`, env, run)
 }
 
-// newVM prepares a VM in a new work dir, with the binaries the guest runs,
-// that must be done by deadline.
-func newVM(t *testing.T, deadline time.Time) (*vm.VM, string) {
+// newVM prepares a VM in a new work dir, with the binaries the guest runs
+// (ssdcache-node and this suite's guest half) in its share dir, for one boot
+// that must be done by deadline. ssdSize 0 is the VM's default.
+func newVM(t *testing.T, deadline time.Time, ssdSize int64) (*vm.VM, string) {
 	t.Helper()
 	dir := t.TempDir()
-	v := vmUntil(t, dir, deadline)
-	build(t, v.ShareDir())
+	v := vmUntil(t, vm.Config{WorkDir: dir, SSDSize: ssdSize}, deadline)
+	bin := filepath.Join(v.ShareDir(), "bin")
+	for _, b := range []vm.GoBuild{
+		{Packages: []string{"github.com/ssdcache/ssdcache/cmd/ssdcache-node"}, Out: filepath.Join(bin, "ssdcache-node")},
+		{Packages: []string{"github.com/ssdcache/ssdcache/test/kernel/guest"}, Out: filepath.Join(bin, "guest.test"), Test: true},
+	} {
+		if err := b.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return v, dir
 }
 
-// vmUntil is the VM in dir for one boot that qemu ends by deadline at the
+// vmUntil is the VM of cfg for one boot that qemu ends by deadline at the
 // latest. vm.Config.Timeout counts from the start of each boot, so a later
 // boot on the same disks (TestPowerLoss) takes a new VM value with what is
-// left; disks and share dir carry over, as they live in dir.
-func vmUntil(t *testing.T, dir string, deadline time.Time) *vm.VM {
+// left; disks and share dir carry over, as they live in cfg.WorkDir.
+func vmUntil(t *testing.T, cfg vm.Config, deadline time.Time) *vm.VM {
 	t.Helper()
-	left := time.Until(deadline)
-	if left <= 0 {
-		t.Fatalf("no time left to boot the VM: the suite's deadline (%s) passed %v ago", deadline.Format(time.TimeOnly), -left.Round(time.Second))
+	cfg.Timeout = time.Until(deadline)
+	if cfg.Timeout <= 0 {
+		t.Fatalf("no time left to boot the VM: the suite's deadline (%s) passed %v ago", deadline.Format(time.TimeOnly), -cfg.Timeout.Round(time.Second))
 	}
-	v, err := vm.New(vm.Config{WorkDir: dir, Timeout: left})
+	v, err := vm.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +169,7 @@ func tail(s string, n int) string {
 func TestKernel(t *testing.T) {
 	vm.SkipUnlessEnabled(t)
 	deadline := suiteDeadline(t)
-	v, _ := newVM(t, deadline)
+	v, _ := newVM(t, deadline, 0)
 	run := "^Test(KernelReadsMatchDmsetup|RealSanity|OnlineCacheOpsUnderIO|PausedUnderConcurrentWrites|ExpandCachedXFS|Safety.*|AdoptedDiskIsTaken|WarmRestage|WarmUpUnderWrites)$"
 	if only := os.Getenv("SSDCACHE_GUEST_RUN"); only != "" {
 		run = only // to work on one guest test
@@ -204,12 +193,7 @@ func TestStress(t *testing.T) {
 		t.Skip("long run: make stress sets SSDCACHE_STRESS_ROUNDS")
 	}
 	deadline := suiteDeadline(t)
-	dir := t.TempDir()
-	v, err := vm.New(vm.Config{WorkDir: dir, Timeout: time.Until(deadline), SSDSize: 2 << 30})
-	if err != nil {
-		t.Fatal(err)
-	}
-	build(t, v.ShareDir())
+	v, _ := newVM(t, deadline, 2<<30)
 	res, err := v.Run(context.Background(), guestScript(deadline, "^TestStressParallelVolumes$", "SSDCACHE_STRESS_ROUNDS="+rounds))
 	if err != nil {
 		t.Fatal(err)
@@ -226,7 +210,7 @@ func TestPowerLoss(t *testing.T) {
 	// The writing boot gets at most half of what is left: the verifying
 	// boot needs the rest.
 	writeDeadline := time.Now().Add(time.Until(deadline) / 2)
-	v, dir := newVM(t, writeDeadline)
+	v, dir := newVM(t, writeDeadline, 0)
 	b, err := v.Start(context.Background(), guestScript(writeDeadline, "^TestPowerLossWrite$", "SSDCACHE_POWERLOSS=write"))
 	if err != nil {
 		t.Fatal(err)
@@ -246,7 +230,7 @@ func TestPowerLoss(t *testing.T) {
 		t.Fatalf("the writer finished before the power was cut:\n%s", first.Stdout)
 	}
 	t.Logf("power cut after %v:\n%s", first.Duration.Round(time.Second), first.Stdout)
-	res, err := vmUntil(t, dir, deadline).Run(context.Background(), guestScript(deadline, "^TestPowerLossVerify$", "SSDCACHE_POWERLOSS=verify"))
+	res, err := vmUntil(t, vm.Config{WorkDir: dir}, deadline).Run(context.Background(), guestScript(deadline, "^TestPowerLossVerify$", "SSDCACHE_POWERLOSS=verify"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package guest
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -29,6 +30,25 @@ var suiteDeadline = sync.OnceValues(func() (time.Time, error) {
 	}
 	return time.Unix(sec, 0), nil
 })
+
+// TestMain gives the binary a -test.timeout that ends at SSDCACHE_TEST_END,
+// unix seconds from the host, a minute before qemu is cut off, so that the
+// timeout's panic, with every goroutine's stack, reaches the output. The
+// timeout counts from the binary's start, which only the guest knows
+// (booting takes a while); the guest's clock starts from the host's (qemu's
+// RTC) and keeps pace with it under TCG. At least 1s: 0 means no timeout.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if sec, err := strconv.ParseInt(os.Getenv("SSDCACHE_TEST_END"), 10, 64); err == nil {
+		left := max(time.Until(time.Unix(sec, 0)), time.Second)
+		fmt.Printf("guest clock %s UTC; waits end at %s, the test binary's timeout in %v\n",
+			time.Now().UTC().Format(time.TimeOnly), deadline().UTC().Format(time.TimeOnly), left.Round(time.Second))
+		if err := flag.Set("test.timeout", left.String()); err != nil {
+			panic(err)
+		}
+	}
+	os.Exit(m.Run())
+}
 
 // deadline is when the guest's waits give up (see suiteDeadline; guestEnv
 // has checked that it is set).
