@@ -69,11 +69,8 @@ type ssdcacheLayer struct {
 func (s *ssdcacheLayer) Name() string { return "ssdcache" }
 
 func (s *ssdcacheLayer) Create(ctx context.Context) (benchTarget, error) {
-	v, err := s.plugin.CreateVolume(ctx, "pvc-bench", s.volumeBytes, guest.ReadCacheParams(s.cacheSize), guest.BlockCapability())
+	v, err := s.plugin.CreateVolume(ctx, "pvc-bench", s.volumeBytes, s.cacheSize)
 	if err != nil {
-		return benchTarget{}, err
-	}
-	if err := s.plugin.StageAndPublish(ctx, v); err != nil {
 		return benchTarget{}, err
 	}
 	s.vol = v

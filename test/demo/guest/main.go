@@ -45,15 +45,12 @@ func run(ctx context.Context, o guest.Options) error {
 	o.Step("SSD pool %s, raw SSD reference %s", n.SSDParts[0], n.SSDParts[1])
 	o.Step("ssdcache-node is serving CSI on %s", n.Socket)
 	cacheSize := fmt.Sprintf("%dMi", o.CacheMiB)
-	v, err := p.CreateVolume(ctx, "pvc-demo", volumeMiB<<20, guest.ReadCacheParams(cacheSize), guest.BlockCapability())
+	v, err := p.CreateVolume(ctx, "pvc-demo", volumeMiB<<20, cacheSize)
 	if err != nil {
 		return err
 	}
-	o.Step("CreateVolume: volume %s (%d MiB, ssdcache.io/cache-mode=readcache, ssdcache.io/cache-size=%s)", v.ID, volumeMiB, cacheSize)
-	if err := p.StageAndPublish(ctx, v); err != nil {
-		return err
-	}
-	o.Step("NodeStageVolume + NodePublishVolume: raw block volume at %s", v.Target)
+	o.Step("CreateVolume, NodeStageVolume, NodePublishVolume: volume %s (%d MiB, ssdcache.io/cache-mode=readcache, ssdcache.io/cache-size=%s) at %s",
+		v.ID, volumeMiB, cacheSize, v.Target)
 	if table, err := guest.Run(ctx, "dmsetup", "table", guest.DMName(v.ID)); err == nil {
 		o.Step("dm table: %s", table)
 	}

@@ -2,6 +2,7 @@ package guest
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -47,21 +48,9 @@ func (o *Options) Register(fs *flag.FlagSet, name string, runtime time.Duration)
 	fs.BoolVar(&o.AfterReboot, "after-reboot", false, "the disks were partitioned and their volumes staged by an earlier boot: keep the partitions")
 }
 
-// Validate names the flags that are missing.
-func (o *Options) Validate() error {
-	if o.HDD == "" || o.SSD == "" {
-		return fmt.Errorf("-hdd and -ssd are required (by-id paths), got -hdd %q -ssd %q", o.HDD, o.SSD)
-	}
-	return nil
-}
-
-// Main is main() of a guest program, after flag.Parse: exit 2 on bad
-// flags, 1 when run fails or is interrupted.
+// Main is main() of a guest program, after flag.Parse: exit 1 when run
+// fails or is interrupted.
 func Main(o *Options, run func(context.Context) error) {
-	if err := o.Validate(); err != nil {
-		fmt.Fprintf(os.Stderr, "%s guest: %v\n", o.Name, err)
-		os.Exit(2)
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx)
 	stop()
@@ -89,9 +78,10 @@ func StartNode(ctx context.Context, o *Options, hddMiB, ssdMiB []int64) (*Node, 
 		}
 	}
 	partition := Partition
+	logPath := filepath.Join(o.OutputDir, "ssdcache-node.log")
 	if o.AfterReboot {
-		partition = Partitions
-	} else if err := os.RemoveAll(o.StateDir); err != nil { // hot sets of an earlier run on these disks
+		partition = Partitions // and the log and hot sets of the first boot stay
+	} else if err := errors.Join(os.RemoveAll(o.StateDir), os.RemoveAll(logPath)); err != nil {
 		return nil, err
 	}
 	hddParts, err := partition(ctx, o.HDD, hddMiB)
@@ -103,15 +93,10 @@ func StartNode(ctx context.Context, o *Options, hddMiB, ssdMiB []int64) (*Node, 
 		return nil, err
 	}
 	n := &Node{HDDParts: hddParts, SSDParts: ssdParts, Socket: filepath.Join(o.WorkDir, "csi.sock")}
-	n.Plugin, err = StartPlugin(ctx, PluginConfig{
-		Binary: o.NodeBin, OriginDevices: hddParts[:1], CacheDevices: ssdParts[:1], Socket: n.Socket,
-		LogPath: filepath.Join(o.OutputDir, "ssdcache-node.log"), NodeName: o.Name + "-node", StateDir: o.StateDir,
-		AppendLog: o.AfterReboot,
-	})
-	if err != nil {
-		return nil, err
-	}
-	return n, nil
+	args := append(NodeArgs(o.Name+"-node", n.Socket), "--health-probe-address=127.0.0.1:9811",
+		"--origin-devices="+hddParts[0], "--cache-devices="+ssdParts[0], "--state-dir="+o.StateDir)
+	n.Plugin, err = StartPlugin(ctx, o.NodeBin, n.Socket, logPath, args)
+	return n, err
 }
 
 // RunBench runs ssdcache-bench with its output on stdout, where the host

@@ -16,76 +16,45 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 )
 
-// PluginConfig says how to start ssdcache-node.
-type PluginConfig struct {
-	// Binary is the ssdcache-node executable.
-	Binary string
-	// OriginDevices and CacheDevices are /dev/disk/by-id paths of the pools.
-	OriginDevices, CacheDevices []string
-	// Socket is the CSI endpoint's unix socket path.
-	Socket string
-	// LogPath receives the plugin's stdout and stderr.
-	LogPath string
-	// NodeName is the CSI node ID.
-	NodeName string
-	// StateDir is --state-dir, where the plugin keeps hot sets; empty: its default.
-	StateDir string
-	// AppendLog goes on with an existing log instead of starting it anew.
-	AppendLog bool
-}
-
 // Plugin is a running ssdcache-node and a CSI client connected to it.
 type Plugin struct {
-	cfg  PluginConfig
-	proc *Process
-	log  *os.File
-	csi  *Clients
+	binary, socket, logPath string
+	args                    []string
+	proc                    *Process
+	log                     *os.File
+	csi                     *Clients
 }
 
-// StartPlugin runs ssdcache-node without the node agent (there is no API
-// server in the VM) and waits until it answers Probe.
-func StartPlugin(ctx context.Context, cfg PluginConfig) (*Plugin, error) {
-	logFlag := os.O_TRUNC
-	if cfg.AppendLog {
-		logFlag = os.O_APPEND
-	}
-	log, err := os.OpenFile(cfg.LogPath, os.O_CREATE|os.O_WRONLY|logFlag, 0o644)
+// StartPlugin runs binary with args (NodeArgs and more), serving CSI on
+// socket, its output appended to logPath, and waits until it answers Probe.
+func StartPlugin(ctx context.Context, binary, socket, logPath string, args []string) (*Plugin, error) {
+	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	args := append(NodeArgs(cfg.NodeName, cfg.Socket), "--health-probe-address=127.0.0.1:9811")
-	for _, d := range cfg.OriginDevices {
-		args = append(args, "--origin-devices="+d)
-	}
-	for _, d := range cfg.CacheDevices {
-		args = append(args, "--cache-devices="+d)
-	}
-	if cfg.StateDir != "" {
-		args = append(args, "--state-dir="+cfg.StateDir)
-	}
-	p := &Plugin{cfg: cfg, log: log}
-	if p.proc, err = StartProcess(cfg.Binary, args, log); err != nil {
+	p := &Plugin{binary: binary, socket: socket, logPath: logPath, args: args, log: log}
+	if p.proc, err = StartProcess(binary, args, log); err != nil {
 		log.Close()
 		return nil, err
 	}
-	if err := p.waitReady(ctx); err != nil {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if p.csi, err = WaitReady(ctx, p.proc, socket); err != nil {
 		p.Stop()
-		return nil, fmt.Errorf("ssdcache-node did not come up (log %s): %w", cfg.LogPath, err)
+		return nil, fmt.Errorf("%w (log %s)", err, logPath)
 	}
 	return p, nil
 }
 
 // Restart stops the plugin with SIGTERM and starts it again with the same
-// configuration, as a DaemonSet rollout replaces its pod; staged volumes
-// stay as they are, and the log goes on in the same file. It returns how
-// long the old process took to stop and the new one to answer Probe.
+// flags, as a DaemonSet rollout replaces its pod; staged volumes stay as
+// they are, and the log goes on in the same file. It returns how long the
+// old process took to stop and the new one to answer Probe.
 func (p *Plugin) Restart(ctx context.Context) (down, up time.Duration, err error) {
 	start := time.Now()
 	p.Stop()
 	down = time.Since(start)
-	cfg := p.cfg
-	cfg.AppendLog = true
-	next, err := StartPlugin(ctx, cfg)
+	next, err := StartPlugin(ctx, p.binary, p.socket, p.logPath, p.args)
 	if err != nil {
 		return down, 0, err
 	}
@@ -93,27 +62,8 @@ func (p *Plugin) Restart(ctx context.Context) (down, up time.Duration, err error
 	return down, time.Since(start) - down, nil
 }
 
-func (p *Plugin) waitReady(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	for {
-		if exited, err := p.proc.Exited(); exited {
-			return fmt.Errorf("exited: %v", err)
-		}
-		if _, err := os.Stat(p.cfg.Socket); err == nil {
-			p.csi, err = Connect(ctx, p.cfg.Socket)
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("no socket %s: %w", p.cfg.Socket, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
 // LogPath is the file the plugin logs to.
-func (p *Plugin) LogPath() string { return p.cfg.LogPath }
+func (p *Plugin) LogPath() string { return p.logPath }
 
 // Stop ends the plugin with SIGTERM, as a pod deletion would.
 func (p *Plugin) Stop() {
@@ -142,11 +92,6 @@ func BlockCapability() *csi.VolumeCapability {
 	}
 }
 
-// ReadCacheParams are the StorageClass parameters of a cached volume.
-func ReadCacheParams(cacheSize string) map[string]string {
-	return map[string]string{"ssdcache.io/cache-mode": "readcache", "ssdcache.io/cache-size": cacheSize}
-}
-
 // Kubelet's block-volume paths: a staging dir per PV and a publish file per
 // pod (pkg/volume/csi in kubelet).
 const (
@@ -155,21 +100,24 @@ const (
 	podUID              = "8a0c6d5e-0000-4000-8000-0000000000de"
 )
 
-// CreateVolume provisions a volume as external-provisioner does for a PVC
-// named pvName of the given size and StorageClass parameters.
-func (p *Plugin) CreateVolume(ctx context.Context, pvName string, bytes int64, params map[string]string, c *csi.VolumeCapability) (*Volume, error) {
+// CreateVolume provisions a raw block volume with a read cache of
+// cacheSize, as external-provisioner does for a PVC named pvName, and
+// stages and publishes it, as kubelet does when a pod using it starts.
+func (p *Plugin) CreateVolume(ctx context.Context, pvName string, bytes int64, cacheSize string) (*Volume, error) {
 	resp, err := p.csi.Controller.CreateVolume(ctx, &csi.CreateVolumeRequest{
-		Name: pvName, CapacityRange: &csi.CapacityRange{RequiredBytes: bytes}, Parameters: params,
-		VolumeCapabilities: []*csi.VolumeCapability{c},
+		Name: pvName, CapacityRange: &csi.CapacityRange{RequiredBytes: bytes},
+		Parameters:         map[string]string{"ssdcache.io/cache-mode": "readcache", "ssdcache.io/cache-size": cacheSize},
+		VolumeCapabilities: []*csi.VolumeCapability{BlockCapability()},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("CreateVolume %s: %w", pvName, err)
 	}
-	return &Volume{
-		ID: resp.Volume.VolumeId, Context: resp.Volume.VolumeContext, Capability: c,
+	v := &Volume{
+		ID: resp.Volume.VolumeId, Context: resp.Volume.VolumeContext, Capability: BlockCapability(),
 		Staging: filepath.Join(kubeletBlockStaging, pvName),
 		Target:  filepath.Join(kubeletBlockPublish, pvName, podUID),
-	}, nil
+	}
+	return v, p.StageAndPublish(ctx, v)
 }
 
 // StageAndPublish calls NodeStageVolume and NodePublishVolume as kubelet

@@ -28,13 +28,14 @@ const MetricsAddress = "127.0.0.1:9810"
 
 // Process is a running ssdcache-node.
 type Process struct {
-	cmd    *exec.Cmd
-	exited chan error
+	cmd  *exec.Cmd
+	done chan struct{} // closed when it has ended, err saying how
+	err  error
 }
 
 // StartProcess starts binary with args, its stdout and stderr to out.
 func StartProcess(binary string, args []string, out io.Writer) (*Process, error) {
-	p := &Process{cmd: exec.Command(binary, args...), exited: make(chan error, 1)}
+	p := &Process{cmd: exec.Command(binary, args...), done: make(chan struct{})}
 	p.cmd.Env = append(os.Environ(), "LC_ALL=C")
 	p.cmd.Stdout, p.cmd.Stderr = out, out
 	// A tool the plugin started may outlive it holding out (a daemon LVM
@@ -43,7 +44,10 @@ func StartProcess(binary string, args []string, out io.Writer) (*Process, error)
 	if err := p.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", binary, err)
 	}
-	go func() { p.exited <- p.cmd.Wait() }()
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
 	return p, nil
 }
 
@@ -51,25 +55,21 @@ func StartProcess(binary string, args []string, out io.Writer) (*Process, error)
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
 
 // Exited says whether the process has ended, and how.
-func (p *Process) Exited() (bool, error) {
-	select {
-	case err := <-p.exited:
-		p.exited <- err
-		return true, err
-	default:
-		return false, nil
-	}
-}
+func (p *Process) Exited() (bool, error) { return p.Wait(0) }
 
 // Wait waits up to timeout for the process to end by itself.
 func (p *Process) Wait(timeout time.Duration) (exited bool, err error) {
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	select {
-	case err := <-p.exited:
-		p.exited <- err
-		return true, err
+	case <-p.done:
+		return true, p.err
 	case <-timer.C:
+	}
+	select { // it may have ended as the timer fired
+	case <-p.done:
+		return true, p.err
+	default:
 		return false, nil
 	}
 }
@@ -78,10 +78,7 @@ func (p *Process) Wait(timeout time.Duration) (exited bool, err error) {
 // it when it is still running after grace, first calling beforeKill (if
 // not nil) to report what kept it. err is how the process ended.
 func (p *Process) Stop(grace time.Duration, beforeKill func()) error {
-	if exited, err := p.Exited(); exited {
-		return err
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	_ = p.cmd.Process.Signal(syscall.SIGTERM) // fails harmlessly once it has ended
 	if exited, err := p.Wait(grace); exited {
 		return err
 	}
@@ -89,9 +86,8 @@ func (p *Process) Stop(grace time.Duration, beforeKill func()) error {
 		beforeKill()
 	}
 	_ = p.cmd.Process.Kill()
-	err := <-p.exited
-	p.exited <- err
-	return err
+	<-p.done
+	return p.err
 }
 
 // ErrNotReady is Connect's error when the plugin answered Probe not ready.
@@ -125,4 +121,34 @@ func Connect(ctx context.Context, socket string, opts ...grpc.DialOption) (*Clie
 		return nil, err
 	}
 	return c, nil
+}
+
+// ProbeAttempt bounds one Probe of WaitReady's tries, not the wait: a
+// plugin that died meanwhile is noticed at the next try.
+const ProbeAttempt = 10 * time.Second
+
+// WaitReady waits until proc answers Probe ready on socket, dialing anew
+// every 100 ms. It fails when proc exits or ctx ends, saying what it last
+// saw.
+func WaitReady(ctx context.Context, proc *Process, socket string, opts ...grpc.DialOption) (*Clients, error) {
+	saw := "no socket yet"
+	for {
+		if exited, err := proc.Exited(); exited {
+			return nil, fmt.Errorf("ssdcache-node exited before it answered Probe: %v", err)
+		}
+		if _, err := os.Stat(socket); err == nil {
+			attempt, cancel := context.WithTimeout(ctx, ProbeAttempt)
+			c, err := Connect(attempt, socket, opts...)
+			cancel()
+			if err == nil {
+				return c, nil
+			}
+			saw = "the socket is there; Probe: " + err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("ssdcache-node did not answer Probe on %s: %w; last seen: %s", socket, ctx.Err(), saw)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
