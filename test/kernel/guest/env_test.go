@@ -3,6 +3,7 @@ package guest
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -90,11 +91,13 @@ func launch(t testing.TB, e env, socket string, args []string) *plugin {
 	return p
 }
 
+// start spawns the plugin and waits until it answers Probe on its socket.
 func (p *plugin) start() {
 	p.t.Helper()
 	p.spawn()
 	p.t.Cleanup(p.stop)
-	if err := p.waitReady(); err != nil {
+	var err error
+	if p.csi, err = vmguest.WaitReady(ctx(p.t), p.proc, p.socket, grpc.WithUnaryInterceptor(retryAborted)); err != nil {
 		p.t.Fatalf("ssdcache-node did not come up: %v\n%s", err, p.diagnose())
 	}
 }
@@ -109,30 +112,6 @@ func (p *plugin) spawn() {
 	}
 	p.proc = proc
 }
-
-// waitReady waits until the plugin answers Probe on its socket, or exits.
-func (p *plugin) waitReady() error {
-	return poll("ssdcache-node to answer Probe on "+p.socket, 100*time.Millisecond, func() (bool, string, error) {
-		if exited, err := p.proc.Exited(); exited {
-			return false, "", fmt.Errorf("ssdcache-node exited: %s", exitText(err))
-		}
-		if _, err := os.Stat(p.socket); err != nil {
-			return false, "no socket yet", nil
-		}
-		c, cancel := context.WithTimeout(context.Background(), probeAttempt)
-		defer cancel()
-		clients, err := vmguest.Connect(c, p.socket, grpc.WithUnaryInterceptor(retryAborted))
-		if err != nil {
-			return false, "the socket is there; Probe: " + err.Error(), nil
-		}
-		p.csi = clients
-		return true, "", nil
-	})
-}
-
-// probeAttempt bounds one Probe of waitReady's polls, not the wait: a plugin
-// that died meanwhile is noticed by the next poll.
-const probeAttempt = 10 * time.Second
 
 func exitText(err error) string {
 	if err == nil {
@@ -224,12 +203,11 @@ func (p *plugin) restart(extra ...string) {
 // sh runs a shell command and returns its output, failing the test on error.
 func sh(t testing.TB, format string, args ...any) string {
 	t.Helper()
-	cmdline := fmt.Sprintf(format, args...)
-	out, err := exec.Command("bash", "-c", cmdline).CombinedOutput()
+	out, err := trySh(format, args...)
 	if err != nil {
-		t.Fatalf("%s: %v\n%s", cmdline, err, out)
+		t.Fatalf("%s: %v\n%s", fmt.Sprintf(format, args...), err, out)
 	}
-	return strings.TrimSpace(string(out))
+	return out
 }
 
 // trySh is sh that returns the error instead of failing.
@@ -245,14 +223,7 @@ func dataset(t testing.TB, dir string, n int) map[string]string {
 	sums := map[string]string{}
 	buf := make([]byte, 1<<20)
 	for i := 0; i < n; i++ {
-		f, err := os.Open("/dev/urandom")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := f.Read(buf); err != nil {
-			t.Fatal(err)
-		}
-		f.Close()
+		rand.Read(buf)
 		name := filepath.Join(dir, fmt.Sprintf("file-%03d", i))
 		if err := os.WriteFile(name, buf, 0o644); err != nil {
 			t.Fatal(err)

@@ -121,7 +121,7 @@ func probeReady(socket string) (bool, error) {
 	if _, err := os.Stat(socket); err != nil {
 		return false, err
 	}
-	c, cancel := context.WithTimeout(context.Background(), probeAttempt)
+	c, cancel := context.WithTimeout(context.Background(), vmguest.ProbeAttempt)
 	defer cancel()
 	clients, err := vmguest.Connect(c, socket)
 	if errors.Is(err, vmguest.ErrNotReady) {
