@@ -17,24 +17,20 @@ import (
 	"github.com/ssdcache/ssdcache/test/vm"
 )
 
-// GuestBin is where the guest finds a binary the job built.
-func GuestBin(name string) string { return vm.GuestWorkDir + "/bin/" + name }
-
-// Run boots v on script and copies the guest's output (stdout and stderr of
+// run boots v on script and copies the guest's output (stdout and stderr of
 // the script, which should merge them) to progress while it runs. It fails
 // when the harness failed, the script did not finish or exited non-zero;
 // the result is returned in every case it exists.
-func Run(ctx context.Context, v *vm.VM, script string, progress io.Writer) (*vm.Result, error) {
+func run(ctx context.Context, v *vm.VM, script string, progress io.Writer) (*vm.Result, error) {
 	b, err := v.Start(ctx, script)
 	if err != nil {
 		return nil, err
 	}
 	follow(b, progress)
 	res, err := b.Wait()
-	if err != nil {
-		return res, err
-	}
 	switch {
+	case err != nil:
+		return res, err
 	case res.TimedOut:
 		return res, fmt.Errorf("the VM timed out after %v; console tail:\n%s", res.Duration.Round(time.Second), tail(res.Console, 30))
 	case !res.Finished:
@@ -97,13 +93,8 @@ func CopyFiles(src, dst string, names ...string) error {
 	return nil
 }
 
-// NewPrefixWriter returns a writer that prefixes each whole line of the
-// guest's output, so it reads apart from the host's own messages; a partial
-// line waits for its end.
-func NewPrefixWriter(w io.Writer, prefix string) io.Writer {
-	return &prefixWriter{w: w, prefix: prefix}
-}
-
+// prefixWriter prefixes each whole line of the guest's output, so it reads
+// apart from the host's own messages; a partial line waits for its end.
 type prefixWriter struct {
 	w       io.Writer
 	prefix  string

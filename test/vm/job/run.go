@@ -83,7 +83,7 @@ func (j Job) Run(ctx context.Context) error {
 // output to stdout.
 func (j Job) boot(ctx context.Context, v *vm.VM, what string, extra []string, stdout *strings.Builder) error {
 	fmt.Fprintf(os.Stderr, "%s: %s (qemu TCG; the guest's output follows)\n", j.Name, what)
-	res, err := Run(ctx, v, j.script(extra), NewPrefixWriter(os.Stderr, "  vm| "))
+	res, err := run(ctx, v, j.script(extra), &prefixWriter{w: os.Stderr, prefix: "  vm| "})
 	if res != nil {
 		stdout.WriteString(res.Stdout)
 	}
@@ -108,7 +108,7 @@ func (j Job) binaries(share string) []vm.GoBuild {
 // script runs the guest program with its output merged, so the host echoes
 // errors in order with the rest.
 func (j Job) script(extra []string) string {
-	args := append([]string{GuestBin(j.guestBinary()), "-hdd", vm.HDDByID, "-ssd", vm.SSDByID,
+	args := append([]string{vm.GuestWorkDir + "/bin/" + j.guestBinary(), "-hdd", vm.HDDByID, "-ssd", vm.SSDByID,
 		"-output-dir", vm.GuestWorkDir + "/out", "-cache-mib", fmt.Sprint(j.CacheMiB)}, j.GuestArgs...)
 	args = append(args, extra...)
 	for i, a := range args {
