@@ -12,7 +12,8 @@ import (
 
 // Config returns the suite's configuration for the plugin at endpoint, with
 // mount paths under dir, volumes of volumeSize bytes and the given
-// StorageClass parameters. Every call is made twice (idempotency).
+// StorageClass parameters. Every call is made twice (idempotency). The
+// suite's own CheckPath (os.Stat) tells it what a path is, as kubelet sees it.
 func Config(endpoint, dir string, volumeSize int64, params map[string]string) sanity.TestConfig {
 	cfg := sanity.NewTestConfig()
 	cfg.Address = endpoint
@@ -24,22 +25,5 @@ func Config(endpoint, dir string, volumeSize int64, params map[string]string) sa
 	cfg.IdempotentCount = 2
 	cfg.CreateTargetDir = func(p string) (string, error) { return p, os.MkdirAll(p, 0o750) }
 	cfg.CreateStagingDir = cfg.CreateTargetDir
-	cfg.CheckPath = checkPath
 	return cfg
-}
-
-// checkPath tells the suite what a path is, as kubelet would see it.
-func checkPath(path string) (sanity.PathKind, error) {
-	fi, err := os.Stat(path)
-	switch {
-	case os.IsNotExist(err):
-		return sanity.PathIsNotFound, nil
-	case err != nil:
-		return sanity.PathIsOther, err
-	case fi.IsDir():
-		return sanity.PathIsDir, nil
-	case fi.Mode().IsRegular():
-		return sanity.PathIsFile, nil
-	}
-	return sanity.PathIsOther, nil
 }
