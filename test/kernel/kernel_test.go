@@ -6,7 +6,6 @@
 package kernel
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ssdcache/ssdcache/test/vm"
+	"github.com/ssdcache/ssdcache/test/vm/job"
 )
 
 // The suite's time budget. On a busy machine the emulated guest runs several
@@ -123,7 +123,7 @@ func report(t *testing.T, res *vm.Result) {
 	}
 	if !res.Finished || res.ExitCode != 0 || len(results) == 0 {
 		t.Fatalf("guest tests: finished=%v exit=%d timedOut=%v after %v\n--- output\n%s\n--- boot log\n%s\n--- console tail\n%s",
-			res.Finished, res.ExitCode, res.TimedOut, res.Duration, res.Stdout, res.BootLog, tail(res.Console, 40))
+			res.Finished, res.ExitCode, res.TimedOut, res.Duration, res.Stdout, res.BootLog, job.Tail(res.Console, 40))
 	}
 	t.Logf("guest run took %v; simulated HDD: %d requests, %v busy", res.Duration.Round(time.Second), res.HDDOps, res.HDDBusy.Round(time.Millisecond))
 }
@@ -137,10 +137,7 @@ var resultLine = regexp.MustCompile(`^\s*--- (PASS|FAIL|SKIP): (\S+) \(`)
 func parseGoTest(out string) []goTestResult {
 	var results []goTestResult
 	var lines []string
-	sc := bufio.NewScanner(strings.NewReader(out))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
+	for _, line := range strings.Split(out, "\n") {
 		if strings.HasPrefix(line, "=== RUN") && !strings.Contains(line, "/") {
 			lines = lines[:0]
 		}
@@ -152,14 +149,6 @@ func parseGoTest(out string) []goTestResult {
 		results = append(results, goTestResult{name: m[2], outcome: m[1], output: strings.Join(lines, "\n")})
 	}
 	return results
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // TestKernel runs every guest test in one boot: csi-sanity on the real
@@ -219,7 +208,7 @@ func TestPowerLoss(t *testing.T) {
 	if err := waitForLines(b, acked, 300); err != nil {
 		b.Kill()
 		res, _ := b.Wait()
-		t.Fatalf("%v\n--- guest output\n%s\n--- console tail\n%s", err, res.Stdout, tail(res.Console, 40))
+		t.Fatalf("%v\n--- guest output\n%s\n--- console tail\n%s", err, res.Stdout, job.Tail(res.Console, 40))
 	}
 	b.Kill()
 	first, err := b.Wait()
@@ -249,7 +238,7 @@ func waitForLines(b *vm.Boot, path string, n int) error {
 			if lines >= n {
 				return nil
 			}
-			saw = fmt.Sprintf("%d lines, the last %q", lines, tail(string(data), 1))
+			saw = fmt.Sprintf("%d lines, the last %q", lines, job.Tail(string(data), 1))
 		}
 		select {
 		case <-b.Done():

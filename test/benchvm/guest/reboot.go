@@ -62,10 +62,9 @@ func afterReboot(ctx context.Context, o options, l layout) error {
 	return errors.Join(err, destroyCaches(ctx, l, part))
 }
 
-// saveRebootVolume keeps what kubelet would know of the volume; the
-// capability is not kept (a protobuf message), every bench volume's is block.
+// saveRebootVolume keeps what kubelet would know of the volume.
 func saveRebootVolume(dir string, v *guest.Volume) error {
-	data, err := json.Marshal(guest.Volume{ID: v.ID, Context: v.Context, Staging: v.Staging, Target: v.Target})
+	data, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
@@ -81,7 +80,6 @@ func loadRebootVolume(dir string) (*guest.Volume, error) {
 	if err := json.Unmarshal(data, v); err != nil {
 		return nil, fmt.Errorf("%s: %w", rebootStateFile, err)
 	}
-	v.Capability = guest.BlockCapability() // as pass created it
 	return v, nil
 }
 

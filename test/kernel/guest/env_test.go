@@ -258,16 +258,12 @@ func directSHA256(name string, buf []byte) (string, error) {
 	}
 	defer f.Close()
 	h := sha256.New()
-	for {
-		n, err := f.Read(buf)
-		h.Write(buf[:n])
-		if err == io.EOF {
-			return hex.EncodeToString(h.Sum(nil)), nil
-		}
-		if err != nil {
-			return "", err
-		}
+	// Behind a plain io.Reader, f reads into buf, not into a buffer of
+	// io.Copy's own that O_DIRECT would refuse.
+	if _, err := io.CopyBuffer(h, struct{ io.Reader }{f}, buf); err != nil {
+		return "", err
 	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // lockedBuffer collects a child's output from its copying goroutines.

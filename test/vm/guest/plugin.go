@@ -76,20 +76,16 @@ func (p *Plugin) Stop() {
 
 // Volume is a provisioned volume and where kubelet stages and publishes it.
 type Volume struct {
-	ID         string
-	Context    map[string]string
-	Capability *csi.VolumeCapability
-	Staging    string
-	Target     string
+	ID, Staging, Target string
+	Context             map[string]string
 }
 
-// BlockCapability is a raw block volume for one node, as a PVC with
-// volumeMode: Block and ReadWriteOnce asks for.
-func BlockCapability() *csi.VolumeCapability {
-	return &csi.VolumeCapability{
-		AccessType: &csi.VolumeCapability_Block{Block: &csi.VolumeCapability_BlockVolume{}},
-		AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
-	}
+// blockVolume is the capability of a raw block volume for one node, as a PVC
+// with volumeMode: Block and ReadWriteOnce asks for; the volumes the guests
+// create are all such.
+var blockVolume = &csi.VolumeCapability{
+	AccessType: &csi.VolumeCapability_Block{Block: &csi.VolumeCapability_BlockVolume{}},
+	AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
 }
 
 // Kubelet's block-volume paths: a staging dir per PV and a publish file per
@@ -107,13 +103,13 @@ func (p *Plugin) CreateVolume(ctx context.Context, pvName string, bytes int64, c
 	resp, err := p.csi.Controller.CreateVolume(ctx, &csi.CreateVolumeRequest{
 		Name: pvName, CapacityRange: &csi.CapacityRange{RequiredBytes: bytes},
 		Parameters:         map[string]string{"ssdcache.io/cache-mode": "readcache", "ssdcache.io/cache-size": cacheSize},
-		VolumeCapabilities: []*csi.VolumeCapability{BlockCapability()},
+		VolumeCapabilities: []*csi.VolumeCapability{blockVolume},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("CreateVolume %s: %w", pvName, err)
 	}
 	v := &Volume{
-		ID: resp.Volume.VolumeId, Context: resp.Volume.VolumeContext, Capability: BlockCapability(),
+		ID: resp.Volume.VolumeId, Context: resp.Volume.VolumeContext,
 		Staging: filepath.Join(kubeletBlockStaging, pvName),
 		Target:  filepath.Join(kubeletBlockPublish, pvName, podUID),
 	}
@@ -130,12 +126,12 @@ func (p *Plugin) StageAndPublish(ctx context.Context, v *Volume) error {
 		}
 	}
 	if _, err := p.csi.Node.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{
-		VolumeId: v.ID, StagingTargetPath: v.Staging, VolumeCapability: v.Capability, VolumeContext: v.Context,
+		VolumeId: v.ID, StagingTargetPath: v.Staging, VolumeCapability: blockVolume, VolumeContext: v.Context,
 	}); err != nil {
 		return fmt.Errorf("NodeStageVolume %s: %w", v.ID, err)
 	}
 	if _, err := p.csi.Node.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{
-		VolumeId: v.ID, StagingTargetPath: v.Staging, TargetPath: v.Target, VolumeCapability: v.Capability, VolumeContext: v.Context,
+		VolumeId: v.ID, StagingTargetPath: v.Staging, TargetPath: v.Target, VolumeCapability: blockVolume, VolumeContext: v.Context,
 	}); err != nil {
 		return fmt.Errorf("NodePublishVolume %s: %w", v.ID, err)
 	}

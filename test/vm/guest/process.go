@@ -96,7 +96,6 @@ var ErrNotReady = errors.New("answered Probe, not ready")
 // Clients are the CSI clients of one connection to the plugin.
 type Clients struct {
 	Conn       *grpc.ClientConn
-	Identity   csi.IdentityClient
 	Controller csi.ControllerClient
 	Node       csi.NodeClient
 }
@@ -111,8 +110,8 @@ func Connect(ctx context.Context, socket string, opts ...grpc.DialOption) (*Clie
 	if err != nil {
 		return nil, err
 	}
-	c := &Clients{Conn: conn, Identity: csi.NewIdentityClient(conn), Controller: csi.NewControllerClient(conn), Node: csi.NewNodeClient(conn)}
-	resp, err := c.Identity.Probe(ctx, &csi.ProbeRequest{}, grpc.WaitForReady(true))
+	c := &Clients{Conn: conn, Controller: csi.NewControllerClient(conn), Node: csi.NewNodeClient(conn)}
+	resp, err := csi.NewIdentityClient(conn).Probe(ctx, &csi.ProbeRequest{}, grpc.WaitForReady(true))
 	if err == nil && resp.GetReady() != nil && !resp.GetReady().GetValue() {
 		err = ErrNotReady
 	}

@@ -32,10 +32,10 @@ func run(ctx context.Context, v *vm.VM, script string, progress io.Writer) (*vm.
 	case err != nil:
 		return res, err
 	case res.TimedOut:
-		return res, fmt.Errorf("the VM timed out after %v; console tail:\n%s", res.Duration.Round(time.Second), tail(res.Console, 30))
+		return res, fmt.Errorf("the VM timed out after %v; console tail:\n%s", res.Duration.Round(time.Second), Tail(res.Console, 30))
 	case !res.Finished:
 		return res, fmt.Errorf("the guest script did not finish (after %v); console tail:\n%s\nboot log:\n%s",
-			res.Duration.Round(time.Second), tail(res.Console, 30), res.BootLog)
+			res.Duration.Round(time.Second), Tail(res.Console, 30), res.BootLog)
 	case res.ExitCode != 0:
 		return res, fmt.Errorf("the guest program exited with code %d (see its output above)", res.ExitCode)
 	}
@@ -68,7 +68,8 @@ func follow(b *vm.Boot, w io.Writer) {
 	}
 }
 
-func tail(s string, n int) string {
+// Tail is the last n lines of s.
+func Tail(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
