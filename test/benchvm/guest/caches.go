@@ -266,12 +266,12 @@ func registerAgain(ctx context.Context, dev string) error {
 		return err
 	}
 	registered := "/sys/block/" + filepath.Base(real) + "/bcache/dev"
-	return guest.Poll(ctx, "bcache to register "+dev+" again", 30*time.Second, 200*time.Millisecond, func() (bool, error) {
+	return guest.Poll(ctx, "bcache to register "+dev+" again", 30*time.Second, 200*time.Millisecond, func() (bool, string, error) {
 		if _, err := os.Stat(registered); err == nil {
-			return true, nil
+			return true, "", nil
 		}
 		err := register(dev)
-		return err == nil, err
+		return err == nil, fmt.Sprint(err), nil
 	})
 }
 
@@ -399,13 +399,13 @@ func (b *bcacheLayer) Destroy(ctx context.Context) error {
 }
 
 func waitGone(ctx context.Context, paths ...string) error {
-	return guest.Poll(ctx, fmt.Sprintf("%v to go after stop", paths), 60*time.Second, 200*time.Millisecond, func() (bool, error) {
+	return guest.Poll(ctx, fmt.Sprintf("%v to go after stop", paths), 60*time.Second, 200*time.Millisecond, func() (bool, string, error) {
 		for _, p := range paths {
 			if _, err := os.Stat(p); !os.IsNotExist(err) {
-				return false, nil
+				return false, p + " is still there", nil
 			}
 		}
-		return true, nil
+		return true, "", nil
 	})
 }
 

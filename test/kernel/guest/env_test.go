@@ -186,7 +186,7 @@ func (p *plugin) stop() {
 // waitExit waits until the suite's deadline for the process to end by
 // itself (a fault point killed it) and returns how it ended.
 func (p *plugin) waitExit() error {
-	if exited, err := p.proc.Wait(untilDeadline()); exited {
+	if exited, err := p.proc.Wait(time.Until(deadline())); exited {
 		return err
 	}
 	return fmt.Errorf("ssdcache-node still running at the suite's deadline (%s)\n%s", deadline().Format(time.TimeOnly), p.diagnose())

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	vmguest "github.com/ssdcache/ssdcache/test/vm/guest"
 )
 
 // Waits in the guest have no fixed deadline of their own: on a busy host the
@@ -57,9 +59,6 @@ func deadline() time.Time {
 	return d
 }
 
-// untilDeadline is the time left for a wait.
-func untilDeadline() time.Duration { return time.Until(deadline()) }
-
 // ctx is the context of a test's calls to the plugin and the cache library:
 // it ends at the suite's deadline, as one call can take minutes on a busy
 // machine.
@@ -69,24 +68,9 @@ func ctx(t testing.TB) context.Context {
 	return c
 }
 
-// poll calls check every interval until it reports done or an error (the
-// awaited state can no longer come), or the suite's deadline passes. check
-// also says what it saw, which the error quotes when the deadline passes.
+// poll is vmguest.Poll until the suite's deadline.
 func poll(what string, interval time.Duration, check func() (done bool, saw string, err error)) error {
-	start := time.Now()
-	for {
-		done, saw, err := check()
-		switch {
-		case err != nil:
-			return fmt.Errorf("waiting for %s: %w", what, err)
-		case done:
-			return nil
-		case time.Now().After(deadline()):
-			return fmt.Errorf("%s: not by the suite's deadline (%s, after %v); last seen: %s",
-				what, deadline().Format(time.TimeOnly), time.Since(start).Round(time.Second), saw)
-		}
-		time.Sleep(interval)
-	}
+	return vmguest.Poll(context.Background(), what, time.Until(deadline()), interval, check)
 }
 
 // childCommand is a child process the test starts and waits for with

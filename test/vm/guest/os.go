@@ -59,26 +59,26 @@ func Partitions(ctx context.Context, disk string, sizesMiB []int64) ([]string, e
 
 // WaitForPath waits until path exists (a udev link, a sysfs entry).
 func WaitForPath(ctx context.Context, path string, timeout time.Duration) error {
-	return Poll(ctx, path+" to appear", timeout, 100*time.Millisecond, func() (bool, error) {
+	return Poll(ctx, path+" to appear", timeout, 100*time.Millisecond, func() (bool, string, error) {
 		_, err := os.Stat(path)
-		return err == nil, nil
+		return err == nil, "", nil
 	})
 }
 
-// Poll calls done every interval until it reports true or timeout passes;
-// the error then names what was awaited and done's last error.
-func Poll(ctx context.Context, what string, timeout, interval time.Duration, done func() (bool, error)) error {
+// Poll calls check every interval until it reports done or an error (what
+// it awaits can no longer come), or timeout passes; check also says what it
+// saw, which the error then quotes.
+func Poll(ctx context.Context, what string, timeout, interval time.Duration, check func() (done bool, saw string, err error)) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		ok, err := done()
-		if ok {
+		done, saw, err := check()
+		switch {
+		case err != nil:
+			return fmt.Errorf("waiting for %s: %w", what, err)
+		case done:
 			return nil
-		}
-		if time.Now().After(deadline) {
-			if err != nil {
-				return fmt.Errorf("waited %v for %s: %w", timeout, what, err)
-			}
-			return fmt.Errorf("waited %v for %s", timeout, what)
+		case time.Now().After(deadline):
+			return fmt.Errorf("%s: not within %v (by %s); last seen: %s", what, timeout.Round(time.Second), deadline.Format(time.TimeOnly), saw)
 		}
 		select {
 		case <-ctx.Done():
