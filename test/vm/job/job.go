@@ -6,7 +6,6 @@ package job
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"os"
@@ -16,31 +15,6 @@ import (
 
 	"github.com/ssdcache/ssdcache/test/vm"
 )
-
-// run boots v on script and copies the guest's output (stdout and stderr of
-// the script, which should merge them) to progress while it runs. It fails
-// when the harness failed, the script did not finish or exited non-zero;
-// the result is returned in every case it exists.
-func run(ctx context.Context, v *vm.VM, script string, progress io.Writer) (*vm.Result, error) {
-	b, err := v.Start(ctx, script)
-	if err != nil {
-		return nil, err
-	}
-	follow(b, progress)
-	res, err := b.Wait()
-	switch {
-	case err != nil:
-		return res, err
-	case res.TimedOut:
-		return res, fmt.Errorf("the VM timed out after %v; console tail:\n%s", res.Duration.Round(time.Second), Tail(res.Console, 30))
-	case !res.Finished:
-		return res, fmt.Errorf("the guest script did not finish (after %v); console tail:\n%s\nboot log:\n%s",
-			res.Duration.Round(time.Second), Tail(res.Console, 30), res.BootLog)
-	case res.ExitCode != 0:
-		return res, fmt.Errorf("the guest program exited with code %d (see its output above)", res.ExitCode)
-	}
-	return res, nil
-}
 
 // follow copies what the guest appends to its stdout file until qemu exits.
 func follow(b *vm.Boot, w io.Writer) {

@@ -79,15 +79,33 @@ func (j Job) Run(ctx context.Context) error {
 	return collectErr
 }
 
-// boot runs the guest program once, with extra flags, and appends its
-// output to stdout.
+// boot runs the guest program once, with extra flags, copying its output
+// (the script merges stderr into it) to stderr as it comes and appending it
+// to stdout. It fails when the harness failed, the script did not finish or
+// exited non-zero.
 func (j Job) boot(ctx context.Context, v *vm.VM, what string, extra []string, stdout *strings.Builder) error {
 	fmt.Fprintf(os.Stderr, "%s: %s (qemu TCG; the guest's output follows)\n", j.Name, what)
-	res, err := run(ctx, v, j.script(extra), &prefixWriter{w: os.Stderr, prefix: "  vm| "})
+	b, err := v.Start(ctx, j.script(extra))
+	if err != nil {
+		return err
+	}
+	follow(b, &prefixWriter{w: os.Stderr, prefix: "  vm| "})
+	res, err := b.Wait()
 	if res != nil {
 		stdout.WriteString(res.Stdout)
 	}
-	return err
+	switch {
+	case err != nil:
+		return err
+	case res.TimedOut:
+		return fmt.Errorf("the VM timed out after %v; console tail:\n%s", res.Duration.Round(time.Second), Tail(res.Console, 30))
+	case !res.Finished:
+		return fmt.Errorf("the guest script did not finish (after %v); console tail:\n%s\nboot log:\n%s",
+			res.Duration.Round(time.Second), Tail(res.Console, 30), res.BootLog)
+	case res.ExitCode != 0:
+		return fmt.Errorf("the guest program exited with code %d (see its output above)", res.ExitCode)
+	}
+	return nil
 }
 
 func (j Job) guestBinary() string { return j.Name + "-guest" }
