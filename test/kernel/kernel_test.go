@@ -105,10 +105,15 @@ func vmUntil(t *testing.T, cfg vm.Config, deadline time.Time) *vm.VM {
 	return v
 }
 
-// report turns the guest's `go test -v` output into subtests here, so each
-// guest test passes or fails on its own line of the host's results.
-func report(t *testing.T, res *vm.Result) {
+// runGuest boots v on the guest tests that match run, with the extra
+// environment, and turns their `go test -v` output into subtests here, so
+// each guest test passes or fails on its own line of the host's results.
+func runGuest(t *testing.T, v *vm.VM, deadline time.Time, run string, extraEnv ...string) {
 	t.Helper()
+	res, err := v.Run(context.Background(), guestScript(deadline, run, extraEnv...))
+	if err != nil {
+		t.Fatal(err)
+	}
 	results := parseGoTest(res.Stdout)
 	for _, r := range results {
 		t.Run(r.name, func(t *testing.T) {
@@ -163,11 +168,7 @@ func TestKernel(t *testing.T) {
 	if only := os.Getenv("SSDCACHE_GUEST_RUN"); only != "" {
 		run = only // to work on one guest test
 	}
-	res, err := v.Run(context.Background(), guestScript(deadline, run))
-	if err != nil {
-		t.Fatal(err)
-	}
-	report(t, res)
+	runGuest(t, v, deadline, run)
 }
 
 // TestStress runs 32 volumes through stage, cache, publish, write, verify,
@@ -183,11 +184,7 @@ func TestStress(t *testing.T) {
 	}
 	deadline := suiteDeadline(t)
 	v, _ := newVM(t, deadline, 2<<30)
-	res, err := v.Run(context.Background(), guestScript(deadline, "^TestStressParallelVolumes$", "SSDCACHE_STRESS_ROUNDS="+rounds))
-	if err != nil {
-		t.Fatal(err)
-	}
-	report(t, res)
+	runGuest(t, v, deadline, "^TestStressParallelVolumes$", "SSDCACHE_STRESS_ROUNDS="+rounds)
 }
 
 // TestPowerLoss cuts the VM's power while a cached volume is being
@@ -219,11 +216,7 @@ func TestPowerLoss(t *testing.T) {
 		t.Fatalf("the writer finished before the power was cut:\n%s", first.Stdout)
 	}
 	t.Logf("power cut after %v:\n%s", first.Duration.Round(time.Second), first.Stdout)
-	res, err := vmUntil(t, vm.Config{WorkDir: dir}, deadline).Run(context.Background(), guestScript(deadline, "^TestPowerLossVerify$", "SSDCACHE_POWERLOSS=verify"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	report(t, res)
+	runGuest(t, vmUntil(t, vm.Config{WorkDir: dir}, deadline), deadline, "^TestPowerLossVerify$", "SSDCACHE_POWERLOSS=verify")
 }
 
 // waitForLines waits until the guest has acknowledged n writes in path,
