@@ -95,8 +95,10 @@ func StartNode(ctx context.Context, o *Options, hddMiB, ssdMiB []int64) (*Node, 
 	n := &Node{HDDParts: hddParts, SSDParts: ssdParts, Socket: filepath.Join(o.WorkDir, "csi.sock")}
 	args := append(NodeArgs(o.Name+"-node", n.Socket), "--health-probe-address=127.0.0.1:9811",
 		"--origin-devices="+hddParts[0], "--cache-devices="+ssdParts[0], "--state-dir="+o.StateDir)
-	n.Plugin, err = StartPlugin(ctx, o.NodeBin, n.Socket, logPath, args)
-	return n, err
+	if n.Plugin, err = startPlugin(ctx, o.NodeBin, n.Socket, logPath, args); err != nil {
+		return nil, err
+	}
+	return n, nil
 }
 
 // RunBench runs ssdcache-bench with its output on stdout, where the host

@@ -25,9 +25,9 @@ type Plugin struct {
 	csi                     *Clients
 }
 
-// StartPlugin runs binary with args (NodeArgs and more), serving CSI on
+// startPlugin runs binary with args (NodeArgs and more), serving CSI on
 // socket, its output appended to logPath, and waits until it answers Probe.
-func StartPlugin(ctx context.Context, binary, socket, logPath string, args []string) (*Plugin, error) {
+func startPlugin(ctx context.Context, binary, socket, logPath string, args []string) (*Plugin, error) {
 	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
@@ -54,7 +54,7 @@ func (p *Plugin) Restart(ctx context.Context) (down, up time.Duration, err error
 	start := time.Now()
 	p.Stop()
 	down = time.Since(start)
-	next, err := StartPlugin(ctx, p.binary, p.socket, p.logPath, p.args)
+	next, err := startPlugin(ctx, p.binary, p.socket, p.logPath, p.args)
 	if err != nil {
 		return down, 0, err
 	}
