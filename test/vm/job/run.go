@@ -45,12 +45,18 @@ type Job struct {
 // Run runs the job. A VM failure wins over a Collect failure.
 func (j Job) Run(ctx context.Context) error {
 	cfg := j.VM
-	workDir, cleanup, err := j.prepareWorkDir()
-	if err != nil {
-		return err
+	if cfg.WorkDir == "" {
+		dir, err := os.MkdirTemp("", "ssdcache-"+j.Name+"-")
+		if err != nil {
+			return err
+		}
+		if j.KeepWorkDir {
+			fmt.Fprintln(os.Stderr, j.Name+": VM work dir", dir)
+		} else {
+			defer os.RemoveAll(dir)
+		}
+		cfg.WorkDir = dir
 	}
-	defer cleanup()
-	cfg.WorkDir = workDir
 	v, err := vm.New(cfg)
 	if err != nil {
 		return err
@@ -142,21 +148,6 @@ func shellQuote(a string) string {
 		return a
 	}
 	return "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
-}
-
-func (j Job) prepareWorkDir() (string, func(), error) {
-	if j.VM.WorkDir != "" {
-		return j.VM.WorkDir, func() {}, nil
-	}
-	dir, err := os.MkdirTemp("", "ssdcache-"+j.Name+"-")
-	if err != nil {
-		return "", nil, err
-	}
-	if j.KeepWorkDir {
-		fmt.Fprintln(os.Stderr, j.Name+": VM work dir", dir)
-		return dir, func() {}, nil
-	}
-	return dir, func() { os.RemoveAll(dir) }, nil
 }
 
 // Main is main() of `make <target>`: run until done or interrupted, and say
