@@ -55,23 +55,22 @@ func StartProcess(binary string, args []string, out io.Writer) (*Process, error)
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
 
 // Exited says whether the process has ended, and how.
-func (p *Process) Exited() (bool, error) { return p.Wait(0) }
-
-// Wait waits up to timeout for the process to end by itself.
-func (p *Process) Wait(timeout time.Duration) (exited bool, err error) {
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
+func (p *Process) Exited() (bool, error) {
 	select {
-	case <-p.done:
-		return true, p.err
-	case <-timer.C:
-	}
-	select { // it may have ended as the timer fired
 	case <-p.done:
 		return true, p.err
 	default:
 		return false, nil
 	}
+}
+
+// Wait waits up to timeout for the process to end by itself.
+func (p *Process) Wait(timeout time.Duration) (exited bool, err error) {
+	select {
+	case <-p.done:
+	case <-time.After(timeout):
+	}
+	return p.Exited()
 }
 
 // Stop ends the process with SIGTERM, as a pod deletion would, and kills

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,28 +17,20 @@ import (
 	"github.com/ssdcache/ssdcache/test/vm"
 )
 
-// follow copies what the guest appends to its stdout file until qemu exits.
+// follow copies what the guest appends to its stdout file, every second
+// and once more when qemu has exited.
 func follow(b *vm.Boot, w io.Writer) {
 	var offset int64
-	poll := func() {
-		f, err := os.Open(b.StdoutPath())
-		if err != nil {
-			return
-		}
-		defer f.Close()
-		if _, err := f.Seek(offset, io.SeekStart); err != nil {
-			return
-		}
-		n, _ := io.Copy(w, f)
-		offset += n
-	}
-	for {
+	for done := false; !done; {
 		select {
 		case <-b.Done():
-			poll()
-			return
+			done = true
 		case <-time.After(time.Second):
-			poll()
+		}
+		if f, err := os.Open(b.StdoutPath()); err == nil {
+			n, _ := io.Copy(w, io.NewSectionReader(f, offset, math.MaxInt64-offset))
+			offset += n
+			f.Close()
 		}
 	}
 }
