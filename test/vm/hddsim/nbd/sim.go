@@ -2,7 +2,6 @@ package nbd
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -21,20 +20,9 @@ type SimConfig struct {
 	Socket string
 	// File is the sparse backing file, created if missing; contents are kept.
 	File string
-	// Model is the drive; its Capacity is the disk size.
+	// Model is the drive; its Capacity is the disk size (package vm checks
+	// it is whole MiB).
 	Model model.Params
-}
-
-func (c SimConfig) validate() error {
-	switch size := c.Model.Capacity; {
-	case c.Socket == "":
-		return errors.New("hddsim: SimConfig.Socket is empty: give a unix socket path")
-	case c.File == "":
-		return errors.New("hddsim: SimConfig.File is empty: give a backing file path")
-	case size <= 0 || size%512 != 0:
-		return fmt.Errorf("hddsim: SimConfig.Model.Capacity=%d: must be a positive multiple of 512 bytes", size)
-	}
-	return nil
 }
 
 // Sim is a running simulated HDD.
@@ -46,9 +34,6 @@ type Sim struct {
 // StartSim opens the backing file, listens on the socket and serves in the
 // background until ctx is done. The socket is removed when serving ends.
 func StartSim(ctx context.Context, cfg SimConfig, clock model.Clock, logger klog.Logger) (*Sim, error) {
-	if err := cfg.validate(); err != nil {
-		return nil, err
-	}
 	file, err := OpenFile(cfg.File, cfg.Model.Capacity)
 	if err != nil {
 		return nil, fmt.Errorf("hddsim: backing file: %w", err)
