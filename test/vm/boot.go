@@ -40,20 +40,15 @@ type Result struct {
 type Boot struct {
 	vm      *VM
 	cmd     *exec.Cmd
-	qemuErr bytes.Buffer
+	qemuOut bytes.Buffer
 	sim     *nbd.Sim
-	stopSim context.CancelFunc
 	// run ends qemu (exec.CommandContext kills it) on the caller's context,
-	// the timeout (errTimedOut) or Kill (errKilled).
+	// the timeout (errTimedOut) or Kill (errKilled); its cause says which.
 	run      context.Context
 	kill     context.CancelCauseFunc
-	start    time.Time
-	end      time.Time
-	timedOut bool
-	killed   bool
-	done     chan struct{}
+	duration time.Duration
 	waitErr  error
-	sockDir  string
+	done     chan struct{}
 }
 
 var (
@@ -80,88 +75,66 @@ func (v *VM) Start(ctx context.Context, script string) (*Boot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("vm: socket dir: %w", err)
 	}
-	b := &Boot{vm: v, done: make(chan struct{}), sockDir: sockDir}
-	if err := b.startSim(ctx); err != nil {
+	socket := filepath.Join(sockDir, "hdd.sock")
+	// The HDD serves until qemu has exited, whatever happens to ctx.
+	simCtx, stopSim := context.WithCancel(context.WithoutCancel(ctx))
+	sim, err := nbd.StartSim(simCtx, nbd.SimConfig{Socket: socket, File: v.HDDImage(), Model: model.Defaults(v.cfg.HDDSize)},
+		model.RealClock{}, v.logger)
+	if err != nil {
+		stopSim()
 		os.RemoveAll(sockDir)
 		return nil, err
 	}
 	killable, kill := context.WithCancelCause(ctx)
 	run, stopTimer := context.WithTimeoutCause(killable, v.cfg.Timeout, errTimedOut)
-	b.run, b.kill = run, kill
-	if err := b.startQEMU(); err != nil {
+	b := &Boot{vm: v, sim: sim, run: run, kill: kill, done: make(chan struct{})}
+	stop := func() {
 		stopTimer()
-		b.stopSim()
-		b.sim.Wait()
+		kill(nil)
+		stopSim()
+		if err := sim.Wait(); err != nil {
+			v.logger.Error(err, "HDD simulator ended with an error")
+		}
 		os.RemoveAll(sockDir)
+	}
+	start := time.Now()
+	if err := b.startQEMU(socket); err != nil {
+		stop()
 		return nil, err
 	}
-	go b.supervise(stopTimer)
+	go func() {
+		b.waitErr = b.cmd.Wait()
+		b.duration = time.Since(start)
+		stop()
+		close(b.done)
+	}()
 	return b, nil
 }
 
 func (v *VM) writeGuestFiles(script string) error {
-	dir := filepath.Join(v.ShareDir(), ".vm")
 	for _, name := range []string{"rc", "stdout", "stderr", "boot.log"} {
-		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := os.Remove(v.guestFile(name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("vm: clearing %s: %w", name, err)
 		}
 	}
-	if err := os.WriteFile(filepath.Join(dir, "init.sh"), guestInit, 0o755); err != nil {
+	if err := os.WriteFile(v.guestFile("init.sh"), guestInit, 0o755); err != nil {
 		return fmt.Errorf("vm: writing guest init: %w", err)
 	}
-	return os.WriteFile(filepath.Join(dir, "script.sh"), []byte(script), 0o644)
+	return os.WriteFile(v.guestFile("script.sh"), []byte(script), 0o644)
 }
 
-func (b *Boot) startSim(ctx context.Context) error {
-	simCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	cfg := nbd.SimConfig{Socket: filepath.Join(b.sockDir, "hdd.sock"), File: b.vm.HDDImage(), Model: model.Defaults(b.vm.cfg.HDDSize)}
-	sim, err := nbd.StartSim(simCtx, cfg, model.RealClock{}, b.vm.logger)
-	if err != nil {
-		cancel()
-		return err
-	}
-	b.sim, b.stopSim = sim, cancel
-	return nil
-}
-
-func (b *Boot) startQEMU() error {
-	cfg := b.vm.cfg
-	args := qemuArgs(cfg, qemuPaths{
-		kernel: b.vm.kernel, initrd: b.vm.initrd, console: b.ConsolePath(),
-		share: b.vm.ShareDir(), ssdImage: b.vm.SSDImage(), nbdSocket: filepath.Join(b.sockDir, "hdd.sock"),
-	})
-	// `ip netns exec` execs qemu in place, so the pid, Pdeathsig and Kill
-	// below still reach qemu itself.
-	name, argv := qemuCommand(cfg, args)
-	b.cmd = exec.CommandContext(b.run, name, argv...)
+func (b *Boot) startQEMU(nbdSocket string) error {
+	name, args := b.vm.qemuCommand(nbdSocket)
+	b.cmd = exec.CommandContext(b.run, name, args...)
 	b.cmd.Env = append(os.Environ(), "LC_ALL=C")
-	b.cmd.Stdout, b.cmd.Stderr = &b.qemuErr, &b.qemuErr
+	b.cmd.Stdout, b.cmd.Stderr = &b.qemuOut, &b.qemuOut
 	// qemu must not outlive the harness (a test binary killed on timeout).
 	b.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	b.start = time.Now()
 	if err := b.cmd.Start(); err != nil {
-		return fmt.Errorf("vm: starting %s: %w", cfg.QEMU, err)
+		return fmt.Errorf("vm: starting %s: %w", b.vm.cfg.QEMU, err)
 	}
-	b.vm.logger.Info("VM booting", "workDir", cfg.WorkDir, "pid", b.cmd.Process.Pid)
+	b.vm.logger.Info("VM booting", "workDir", b.vm.cfg.WorkDir, "pid", b.cmd.Process.Pid)
 	return nil
-}
-
-// supervise waits for qemu to exit or be killed, then stops the NBD server.
-func (b *Boot) supervise(stopTimer context.CancelFunc) {
-	b.waitErr = b.cmd.Wait()
-	b.end = time.Now()
-	if b.waitErr != nil { // qemu did not power off by itself: why was it ended?
-		b.timedOut = errors.Is(context.Cause(b.run), errTimedOut)
-		b.killed = errors.Is(context.Cause(b.run), errKilled)
-	}
-	stopTimer()
-	b.kill(nil)
-	b.stopSim()
-	if simErr := b.sim.Wait(); simErr != nil {
-		b.vm.logger.Error(simErr, "HDD simulator ended with an error")
-	}
-	os.RemoveAll(b.sockDir)
-	close(b.done)
 }
 
 // Kill cuts the VM's power: qemu gets SIGKILL, so writes the guest had not
@@ -171,35 +144,33 @@ func (b *Boot) Kill() { b.kill(errKilled) }
 // Done is closed when qemu has exited (the guest powered off or was killed).
 func (b *Boot) Done() <-chan struct{} { return b.done }
 
-// ConsolePath is the host file receiving the guest's serial console.
-func (b *Boot) ConsolePath() string { return filepath.Join(b.vm.cfg.WorkDir, "console.log") }
-
 // StdoutPath is the host file the guest script's stdout goes to, readable while it runs.
-func (b *Boot) StdoutPath() string { return filepath.Join(b.vm.ShareDir(), ".vm", "stdout") }
+func (b *Boot) StdoutPath() string { return b.vm.guestFile("stdout") }
 
 // Wait blocks until qemu has exited and collects the result. An error means
 // the harness itself failed (qemu did not start properly); a script that
 // failed or never finished is reported in Result.
 func (b *Boot) Wait() (*Result, error) {
 	<-b.done
-	res := b.collect()
-	if !res.Finished && !res.TimedOut && b.waitErr != nil && !b.killed {
-		return res, fmt.Errorf("vm: qemu failed: %v: %s", b.waitErr, strings.TrimSpace(b.qemuErr.String()))
-	}
-	return res, nil
-}
-
-func (b *Boot) collect() *Result {
-	dir := filepath.Join(b.vm.ShareDir(), ".vm")
-	read := func(name string) string { data, _ := os.ReadFile(filepath.Join(dir, name)); return string(data) }
-	console, _ := os.ReadFile(b.ConsolePath())
+	read := func(path string) string { data, _ := os.ReadFile(path); return string(data) }
+	v := b.vm
 	res := &Result{
-		Stdout: read("stdout"), Stderr: read("stderr"), BootLog: read("boot.log"),
-		Console: string(console), ExitCode: -1, TimedOut: b.timedOut, Duration: b.end.Sub(b.start),
+		Stdout: read(v.guestFile("stdout")), Stderr: read(v.guestFile("stderr")), BootLog: read(v.guestFile("boot.log")),
+		Console: read(v.consolePath()), ExitCode: -1, Duration: b.duration,
 	}
-	if rc, err := strconv.Atoi(strings.TrimSpace(read("rc"))); err == nil {
+	if rc, err := strconv.Atoi(strings.TrimSpace(read(v.guestFile("rc")))); err == nil {
 		res.ExitCode, res.Finished = rc, true
 	}
 	res.HDDOps, res.HDDBusy = b.sim.Actuator.Stats()
-	return res
+	if b.waitErr == nil { // qemu powered off by itself
+		return res, nil
+	}
+	// Why qemu ended: errTimedOut, errKilled, or context.Canceled when it
+	// died by itself or the caller's context ended.
+	cause := context.Cause(b.run)
+	res.TimedOut = errors.Is(cause, errTimedOut)
+	if !res.Finished && !res.TimedOut && !errors.Is(cause, errKilled) {
+		return res, fmt.Errorf("vm: qemu failed: %v: %s", b.waitErr, strings.TrimSpace(b.qemuOut.String()))
+	}
+	return res, nil
 }

@@ -164,7 +164,7 @@ func locateKernel(cacheDir string) (kernel, initrd string, err error) {
 }
 
 func (v *VM) prepare() error {
-	if err := os.MkdirAll(filepath.Join(v.ShareDir(), ".vm"), 0o755); err != nil {
+	if err := os.MkdirAll(v.guestFile(""), 0o755); err != nil {
 		return fmt.Errorf("vm: creating work dir: %w", err)
 	}
 	// The HDD's image is opened by the NBD server at boot; the SSD's is a
@@ -185,6 +185,13 @@ func (v *VM) HDDImage() string { return filepath.Join(v.cfg.WorkDir, "hdd.img") 
 
 // SSDImage is the emulated NVMe's backing file.
 func (v *VM) SSDImage() string { return filepath.Join(v.cfg.WorkDir, "ssd.img") }
+
+// consolePath is the host file receiving the guest's serial console.
+func (v *VM) consolePath() string { return filepath.Join(v.cfg.WorkDir, "console.log") }
+
+// guestFile is a file the harness and guest_init.sh exchange: the script,
+// its output and exit code, the init's boot log.
+func (v *VM) guestFile(name string) string { return filepath.Join(v.ShareDir(), ".vm", name) }
 
 // SkipUnlessEnabled skips t unless SSDCACHE_VM=1 and -short is off: booting
 // a VM takes root-free but slow software emulation and the cached kernel.
