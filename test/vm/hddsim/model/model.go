@@ -66,9 +66,6 @@ func (p Params) SeekTime(distance int64) time.Duration {
 
 // RotationTime is the average wait for a random sector: half a revolution.
 func (p Params) RotationTime() time.Duration {
-	if p.RPM == 0 {
-		return 0
-	}
 	return time.Duration(float64(time.Minute) / p.RPM / 2)
 }
 
