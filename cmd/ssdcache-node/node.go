@@ -77,8 +77,11 @@ func newNode(o options, m *agent.Metrics, rec events.EventRecorder) (*node, erro
 		layers.Metadata = dm.NewCacheTools(run, o.stateDir)
 		layers.HotSets = hotset.InStateDir(o.stateDir)
 	}
-	n.engine = cache.NewEngine(layers, cache.Pools{OriginVG: o.originVG, DefaultClass: o.cacheClass}, faultPoints(o.faultPoint),
-		cache.WithBlockSectors(o.cacheBlockSize.sectors))
+	engineOpts := []cache.Option{cache.WithBlockSectors(o.cacheBlockSize.sectors)}
+	if o.promoteInterval > 0 {
+		engineOpts = append(engineOpts, cache.WithPromoter())
+	}
+	n.engine = cache.NewEngine(layers, cache.Pools{OriginVG: o.originVG, DefaultClass: o.cacheClass}, faultPoints(o.faultPoint), engineOpts...)
 	n.setup = agent.NewPoolSetup(
 		agent.PoolSetupConfig{NodeName: o.nodeName, Origin: origin, Cache: cachePool, CacheClass: o.cacheClass, Interval: o.poolRetryInterval},
 		agent.PoolSetupDeps{Inventory: blockdev.NewHostInventory(), Pools: lvm.NewPools(l, dev), LVM: l, Watch: n.pools,

@@ -22,7 +22,9 @@ const DefaultPromoteInterval = 2 * time.Second
 // promotion on each volume whose cache warms up (cache.Engine.Promote), when
 // some of those reads missed and the cache has free blocks: a second pass
 // over new data then reads from the SSD, where dm-cache's smq alone needs
-// four to six. A full cache is left to smq, which replaces blocks by use.
+// four to six. Meanwhile the cache runs smq's cleaner variant, which
+// promotes nothing (cache.PolicyFilling); a full cache is handed over to
+// smq, which replaces blocks by use.
 type Promoter struct {
 	engine   *cache.Engine
 	locks    *cache.VolumeLocks
@@ -124,6 +126,9 @@ func (p *Promoter) collect(ctx context.Context, id string, st cache.State) {
 			klog.V(2).InfoS("Reading the blocks read", "volumeID", id, "err", err)
 		}
 		delete(p.reads, id)
+		if err == nil {
+			p.handOver(ctx, id, *st.Status, "its reads are not counted")
+		}
 		return
 	}
 	p.add(ctx, id, blocks, *st.Status)
@@ -149,14 +154,31 @@ func (p *Promoter) add(ctx context.Context, id string, blocks []uint64, st dm.Ca
 		r.blocks[b] = struct{}{}
 	}
 	switch {
-	case st.CacheUsed >= st.CacheTotal || (len(r.blocks) > 0 && r.missed == 0):
-		r.blocks, r.missed = map[uint64]struct{}{}, 0 // full, or every read hit
+	case st.CacheUsed >= st.CacheTotal:
+		r.blocks, r.missed = map[uint64]struct{}{}, 0
+		p.handOver(ctx, id, st, "the cache is full")
+	case len(r.blocks) > 0 && r.missed == 0:
+		r.blocks, r.missed = map[uint64]struct{}{}, 0 // every read hit
 	case r.missed < max(minPromoteMisses, st.CacheTotal/promoteMissesShare) || len(r.blocks) < minPromoteMisses ||
 		p.clock.Now().Before(r.notBefore):
 		// keep collecting
 	default:
 		p.promote(ctx, id, r)
 	}
+}
+
+// handOver lets smq replace the blocks of a cache the promoter no longer
+// fills (cache.Engine.HandOver); a busy volume is handed over at a later tick.
+func (p *Promoter) handOver(ctx context.Context, id string, st dm.CacheStatus, why string) {
+	if st.Policy != cache.PolicyFilling || !p.locks.TryAcquire(id) {
+		return
+	}
+	defer p.locks.Release(id)
+	if err := p.engine.HandOver(ctx, id); err != nil {
+		klog.ErrorS(err, "Handing the cache over to smq", "volumeID", id)
+		return
+	}
+	klog.InfoS("Handed the cache over to smq, which replaces blocks by use", "volumeID", id, "reason", why)
 }
 
 // promote runs one promotion under the volume's lock; a busy volume keeps

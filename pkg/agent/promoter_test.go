@@ -185,3 +185,59 @@ func TestPromotionThatCannotLoadTheCacheBackIsADrop(t *testing.T) {
 		t.Fatalf("drops metric %v, want 1", got)
 	}
 }
+
+// A cache the promoter fills runs smq's cleaner, which promotes nothing;
+// once it is full, or its reads are no longer counted, it is handed over to
+// smq with its mappings, to replace blocks by use.
+func TestPromoterHandsFullOrUnwatchedCachesOverToSmq(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		untrack  bool
+		used     string
+		handOver bool
+	}{
+		{name: "filling", used: "100/16384"},
+		{name: "full", used: "16384/16384", handOver: true},
+		{name: "reads not counted", used: "100/16384", untrack: true, handOver: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := newNode(t)
+			n.engine = cache.NewEngine(cache.Layers{DM: n.dm, LVM: n.lvm, Dev: n.dev, Metadata: n.meta, HotSets: n.hotSets},
+				cache.Pools{OriginVG: "hdd", CacheVGs: map[string]string{"nvme": "nvme"}, DefaultClass: "nvme"}, nil, testBlockSize, cache.WithPromoter())
+			n.stage(t, &cache.Spec{SizeBytes: gib, Mode: cache.ModeReadCache, Warm: true})
+			name := cache.DeviceName(vol)
+			before := liveCacheTarget(t, n, name)
+			if before.Policy != cache.PolicyFilling {
+				t.Fatalf("a cache that warms up starts on policy %q, want %q", before.Policy, cache.PolicyFilling)
+			}
+			if tc.untrack {
+				if err := n.dm.UntrackReads(context.Background(), name); err != nil {
+					t.Fatal(err)
+				}
+			}
+			n.dm.StatusOverride[name] = "0 20971520 cache 8 10/4096 128 " + tc.used + " 0 900 0 0 0 0 0 1 writethrough 2 migration_threshold 2048 cleaner 0 rw -"
+			NewPromoter(n.engine, n.locks, n.metrics, n.clock, 0, nil).Tick(context.Background())
+			after := liveCacheTarget(t, n, name)
+			want := before
+			if tc.handOver {
+				want.Policy = cache.PolicyReplacing
+			}
+			if after.Params() != want.Params() {
+				t.Fatalf("live cache table %q, want %q", after.Params(), want.Params())
+			}
+		})
+	}
+}
+
+func liveCacheTarget(t *testing.T, n *fakeNode, name string) dm.CacheTarget {
+	t.Helper()
+	tbl, err := n.dm.Table(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, ok := tbl.Target.(dm.CacheTarget)
+	if !ok {
+		t.Fatalf("table %v is not a cache", tbl)
+	}
+	return live
+}

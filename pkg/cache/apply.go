@@ -48,7 +48,7 @@ func (a *applier) apply(ctx context.Context, s step) error {
 		if err != nil {
 			return err
 		}
-		table, err := cacheTable(a.want, meta, data)
+		table, err := cacheTable(a.want, meta, data, a.loadPolicy())
 		if err != nil {
 			return err
 		}
@@ -116,6 +116,16 @@ func (a *applier) tags(role lvm.Role) []string {
 // fresh, empty metadata (safety rule 2).
 func (a *applier) zeroMetadata(meta lvm.LV) error {
 	return a.dev.ZeroHead(meta.Path, meta.DevNum, min(meta.Size, zeroMetadataBytes))
+}
+
+// loadPolicy is the policy a new cache table runs: the promoter fills a
+// cache that warms up, when there is one and the cache metadata tools are
+// there.
+func (a *applier) loadPolicy() string {
+	if a.promoted && a.metadata != nil && a.want.cache.Warm {
+		return PolicyFilling
+	}
+	return PolicyReplacing
 }
 
 // startPromoting has a new cache's reads counted for Promote when it warms

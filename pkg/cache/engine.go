@@ -73,6 +73,8 @@ type Engine struct {
 	// minBlockSectors is the block size of new caches, before doubling for
 	// large ones (dm.BlockSectorsFor).
 	minBlockSectors uint64
+	// promoted says an agent promotes the blocks read (WithPromoter).
+	promoted bool
 
 	poolsMu sync.RWMutex
 	pools   Pools
@@ -87,6 +89,13 @@ type Option func(*Engine)
 // made again (resize, or attach after a detach).
 func WithBlockSectors(sectors uint64) Option {
 	return func(e *Engine) { e.minBlockSectors = sectors }
+}
+
+// WithPromoter says that an agent promotes the blocks read on caches that
+// warm up (agent.Promoter calls Promote and HandOver): their tables start
+// on PolicyFilling. Without it every cache runs PolicyReplacing.
+func WithPromoter() Option {
+	return func(e *Engine) { e.promoted = true }
 }
 
 // NewEngine returns an engine over the given OS layers.

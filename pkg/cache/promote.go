@@ -87,6 +87,27 @@ func (e *Engine) Promote(ctx context.Context, volumeID string, blocks []uint64) 
 	return run.warmed, nil
 }
 
+// HandOver lets smq replace the blocks of a volume's cache that the
+// promoter no longer fills (it is full, or its reads are not counted): the
+// live table is loaded again with smq, over the metadata it just committed
+// when suspended, so every mapping stays. A cache already on smq, or not
+// live, is left alone.
+func (e *Engine) HandOver(ctx context.Context, volumeID string) error {
+	obs, _, err := e.current(ctx, volumeID)
+	if err != nil {
+		return err
+	}
+	live, cached := obs.table.Target.(dm.CacheTarget)
+	if !cached || live.Policy == PolicyReplacing {
+		return nil
+	}
+	live.Policy = PolicyReplacing
+	if err := e.reload(ctx, "hand-over", volumeID, dm.Table{Length: obs.table.Length, Target: live}); err != nil {
+		return fmt.Errorf("hand over volume %s to %s: %w", volumeID, PolicyReplacing, err)
+	}
+	return nil
+}
+
 func liveLVs(lvs []lvm.LV, live dm.CacheTarget) (meta, data lvm.LV, ok bool) {
 	i := slices.IndexFunc(lvs, func(lv lvm.LV) bool { return lv.DevNum == live.Metadata })
 	j := slices.IndexFunc(lvs, func(lv lvm.LV) bool { return lv.DevNum == live.Data })

@@ -139,3 +139,50 @@ func TestToFetchIsBoundedByFreeBlocksAndMemory(t *testing.T) {
 		t.Fatalf("one promotion holds %d bytes in memory, want at most %d", got, maxPromoteBytes)
 	}
 }
+
+// With a promoter, a cache that warms up runs the cleaner, which serves its
+// mappings and promotes nothing, and HandOver loads smq over the same
+// metadata, which it neither zeroes nor rewrites; a cache without warm-up,
+// or without a promoter, runs smq from the start.
+func TestPromotedCachesFillOnTheCleanerUntilHandedOverToSmq(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		promoter bool
+		spec     *Spec
+		want     string
+	}{
+		{"warm-up with a promoter", true, warmCache(gib), PolicyFilling},
+		{"no warm-up", true, readCache(gib), PolicyReplacing},
+		{"no promoter", false, warmCache(gib), PolicyReplacing},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t)
+			opts := []Option{WithBlockSectors(blockSecs)}
+			if tc.promoter {
+				opts = append(opts, WithPromoter())
+			}
+			w.engine = NewEngine(Layers{DM: w.dm, LVM: w.lvm, Dev: w.dev, Metadata: w.meta, HotSets: w.hotSets}, testPools, nil, opts...)
+			w.stage(t, tc.spec)
+			filling := w.table(t).Target.(dm.CacheTarget)
+			if filling.Policy != tc.want {
+				t.Fatalf("new cache table runs %q, want %q", filling.Policy, tc.want)
+			}
+			w.used(t, 3, 4)
+			w.events = nil
+			if err := w.engine.HandOver(context.Background(), vol); err != nil {
+				t.Fatal(err)
+			}
+			replacing := filling
+			replacing.Policy = PolicyReplacing
+			if got := w.table(t).Target.(dm.CacheTarget); got.Params() != replacing.Params() {
+				t.Fatalf("table after HandOver %q, want %q", got.Params(), replacing.Params())
+			}
+			if md, _ := w.meta.Get(metaPath); len(md.Mappings) != 2 || indexOf(w.events, "zero ") >= 0 {
+				t.Fatalf("mappings after HandOver %v, want the two kept and the metadata not zeroed; events:\n%s", md.Mappings, strings.Join(w.events, "\n"))
+			}
+			if reloaded := indexOf(w.events, "load ssdcache-pvc-1") >= 0; reloaded != (tc.want == PolicyFilling) {
+				t.Fatalf("HandOver of a cache on %q reloaded: %v; events:\n%s", tc.want, reloaded, strings.Join(w.events, "\n"))
+			}
+		})
+	}
+}
