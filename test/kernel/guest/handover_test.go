@@ -1,0 +1,56 @@
+package guest
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/ssdcache/ssdcache/pkg/cache"
+	"github.com/ssdcache/ssdcache/pkg/dm"
+)
+
+// TestFilledCacheHandedOverToSmq: a cache that warms up starts on the
+// cleaner policy, which promotes nothing by itself, so the promoter alone
+// fills it; reads of more data than it holds fill it, and the promoter then
+// hands it over to smq, which replaces blocks by use, keeping every mapping
+// and every byte.
+func TestFilledCacheHandedOverToSmq(t *testing.T) {
+	e := guestEnv(t)
+	p := startPlugin(t, e)
+	v := p.provision(t, "handover", 128<<20, cached("32Mi"), fsCapability("ext4"))
+	p.stage(t, v)
+	p.publish(t, v)
+	if got := livePolicy(t, v.id); got != cache.PolicyFilling {
+		t.Fatalf("a new cache that warms up runs %q, want %q", got, cache.PolicyFilling)
+	}
+	sums := dataset(t, v.target, 48)
+	t.Logf("pass 1 over 48 MiB: %v", readPass(t, v.id, sums))
+	err := poll("the full cache handed over to "+cache.PolicyReplacing, 200*time.Millisecond, func() (bool, string, error) {
+		c, ok := table(t, v.id).Target.(dm.CacheTarget)
+		if !ok {
+			return false, "no cache table (a promotion swapped it out)", nil
+		}
+		st := cacheStatus(t, v.id)
+		return c.Policy == cache.PolicyReplacing, fmt.Sprintf("policy %s, %d of %d blocks cached", c.Policy, st.CacheUsed, st.CacheTotal), nil
+	})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, p.diagnose())
+	}
+	st := cacheStatus(t, v.id)
+	if st.CacheUsed != st.CacheTotal {
+		t.Fatalf("handed over with %d of %d blocks cached, want a full cache", st.CacheUsed, st.CacheTotal)
+	}
+	logPromotions(t, p)
+	t.Logf("pass 2 after the hand-over: %v", readPass(t, v.id, sums))
+	p.teardown(t, v)
+}
+
+// livePolicy is the policy of a volume's live cache table.
+func livePolicy(t testing.TB, id string) string {
+	t.Helper()
+	c, ok := table(t, id).Target.(dm.CacheTarget)
+	if !ok {
+		t.Fatalf("volume %s: table %q, want a cache", id, table(t, id))
+	}
+	return c.Policy
+}
