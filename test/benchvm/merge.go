@@ -4,13 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/ssdcache/ssdcache/pkg/bench"
 	"github.com/ssdcache/ssdcache/test/benchvm/parts"
 )
 
-// part is one ssdcache-bench invocation on freshly created caches.
+// part is one ssdcache-bench invocation of one working set on freshly
+// created caches.
 type part struct {
 	dir string
 	// relabel renames the invocation's working set in the merged report:
@@ -25,17 +27,25 @@ type part struct {
 // same targets; each working set ran on caches created cold for it.
 func merge(invocations []part) (*bench.Report, error) {
 	var merged *bench.Report
-	var errs []string
+	var errs, tests []string
 	for _, p := range invocations {
 		r, err := parts.ReadReport(p.dir)
 		if err != nil {
 			return nil, err
 		}
 		if p.relabel != "" {
-			relabel(r, p.relabel)
+			for i := range r.Config.WorkingSets {
+				r.Config.WorkingSets[i].Label = p.relabel
+			}
+			for i := range r.Results {
+				r.Results[i].WorkingSet = p.relabel
+			}
 		}
 		if r.Error != "" {
 			errs = append(errs, filepath.Base(p.dir)+": "+r.Error)
+		}
+		for _, t := range r.Config.Tests {
+			tests = append(tests, t.ID)
 		}
 		if merged == nil {
 			merged = r
@@ -45,7 +55,6 @@ func merge(invocations []part) (*bench.Report, error) {
 			return nil, fmt.Errorf("%s: %w", p.dir, err)
 		}
 		merged.Config.WorkingSets = append(merged.Config.WorkingSets, r.Config.WorkingSets...)
-		merged.Config.Tests = unionTests(merged.Config.Tests, r.Config.Tests)
 		merged.Config.Runs = max(merged.Config.Runs, r.Config.Runs)
 		merged.Config.ReadOnly = merged.Config.ReadOnly && r.Config.ReadOnly
 		merged.Results = append(merged.Results, r.Results...)
@@ -55,51 +64,22 @@ func merge(invocations []part) (*bench.Report, error) {
 	if merged == nil {
 		return nil, errors.New("no reports to merge")
 	}
+	// In matrix order, so reads come before writes, then the tree test.
+	var err error
+	if merged.Config.Tests, err = bench.SelectTests(tests); err != nil {
+		return nil, err
+	}
 	merged.Error = strings.Join(errs, "; ")
 	bench.Analyze(merged)
 	return merged, nil
 }
 
-func relabel(r *bench.Report, label string) {
-	old := map[string]bool{}
-	for i := range r.Config.WorkingSets {
-		old[r.Config.WorkingSets[i].Label] = true
-		r.Config.WorkingSets[i].Label = label
-	}
-	for i := range r.Results {
-		if old[r.Results[i].WorkingSet] {
-			r.Results[i].WorkingSet = label
-		}
-	}
-}
-
 // sameTargets checks that two invocations measured the same targets by name
 // and role; paths may differ (a recreated cache can get another device).
 func sameTargets(a, b []bench.Target) error {
-	if len(a) != len(b) {
-		return fmt.Errorf("%d targets, the first invocation had %d", len(b), len(a))
-	}
-	for i := range a {
-		if a[i].Name != b[i].Name || (a[i].DMDevice == "") != (b[i].DMDevice == "") {
-			return fmt.Errorf("target %d is %q (dm-cache %q), the first invocation had %q (dm-cache %q)",
-				i, b[i].Name, b[i].DMDevice, a[i].Name, a[i].DMDevice)
-		}
+	same := func(x, y bench.Target) bool { return x.Name == y.Name && (x.DMDevice == "") == (y.DMDevice == "") }
+	if !slices.EqualFunc(a, b, same) {
+		return fmt.Errorf("targets %+v, the first invocation had %+v", b, a)
 	}
 	return nil
-}
-
-// unionTests keeps the matrix order, so reads come before writes, then the
-// tree test.
-func unionTests(a, b []bench.Test) []bench.Test {
-	have := map[string]bool{}
-	for _, t := range append(append([]bench.Test{}, a...), b...) {
-		have[t.ID] = true
-	}
-	var out []bench.Test
-	for _, t := range append(bench.Matrix(), bench.TreeTest) {
-		if have[t.ID] {
-			out = append(out, t)
-		}
-	}
-	return out
 }
