@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -30,18 +31,16 @@ type options struct {
 	runs               int
 	runtime            time.Duration
 	timeout            time.Duration
-	keepWorkDir        bool
 }
 
 func main() {
 	var o options
 	flag.StringVar(&o.outputDir, "output-dir", "_output/demo", "where the report, logs and plot go")
-	flag.StringVar(&o.workDir, "work-dir", "", "VM work dir (disk images, share dir); default a fresh temporary dir, removed afterwards")
+	flag.StringVar(&o.workDir, "work-dir", "", "VM work dir (disk images, share dir), kept afterwards; default a fresh temporary dir, removed afterwards")
 	flag.Int64Var(&o.cacheMiB, "cache-mib", 256, "the volume's cache size in MiB; the working set is half of it")
 	flag.IntVar(&o.runs, "runs", 6, "repeated runs of the read tests")
 	flag.DurationVar(&o.runtime, "runtime", 8*time.Second, "time limit per test (a random 4 KiB pass over the HDD would take minutes)")
 	flag.DurationVar(&o.timeout, "timeout", 25*time.Minute, "limit for the VM's whole run")
-	flag.BoolVar(&o.keepWorkDir, "keep-work-dir", false, "keep the VM work dir for inspection")
 	flag.Parse()
 	job.Main("demo", "full report in "+o.outputDir, func(ctx context.Context) error { return run(ctx, o) })
 }
@@ -53,48 +52,32 @@ func run(ctx context.Context, o options) error {
 		GuestArgs:    []string{"-runs", fmt.Sprint(o.runs), "-runtime", o.runtime.String()},
 		CacheMiB:     o.cacheMiB,
 		VM:           vm.Config{WorkDir: o.workDir, Timeout: o.timeout},
-		KeepWorkDir:  o.keepWorkDir,
 		OutputDir:    o.outputDir,
 		Collect:      func(guestOut string) error { return collect(guestOut, o.outputDir) },
 	}
 	if err := job.Run(ctx); err != nil {
 		return err
 	}
-	r, err := parts.ReadReport(o.outputDir)
-	if err != nil {
-		return err
+	// The cold runs, then the run after restage: the cache the plugin
+	// filled from the hot set it saved at unstage.
+	for _, step := range []struct {
+		dir, title string
+		runs       int
+	}{{"", "", o.runs}, {restagedDir, "after restage (NodeUnstageVolume, NodeStageVolume: the new cache filled from the hot set)", 1}} {
+		r, err := parts.ReadReport(filepath.Join(o.outputDir, step.dir))
+		if err != nil {
+			return err
+		}
+		if err := check(r, step.runs); err != nil {
+			return fmt.Errorf("%s: %w", filepath.Join(o.outputDir, step.dir), err)
+		}
+		printTables(os.Stdout, step.title, r)
 	}
-	if err := check(r, o.runs); err != nil {
-		return err
-	}
-	printTables(os.Stdout, r)
-	restaged, err := parts.ReadReport(filepath.Join(o.outputDir, restagedDir))
-	if err != nil {
-		return err
-	}
-	if err := check(restaged, 1); err != nil {
-		return fmt.Errorf("after restage: %w", err)
-	}
-	printRestaged(os.Stdout, restaged)
 	return nil
 }
 
 // restagedDir holds the report of the run after the volume was restaged.
 const restagedDir = "restaged"
-
-// printRestaged shows the run after restage: the cache the plugin filled
-// from the hot set it saved at unstage.
-func printRestaged(w io.Writer, r *bench.Report) {
-	fmt.Fprintf(w, "\nafter restage (NodeUnstageVolume, NodeStageVolume: the new cache filled from the hot set), run 1:\n")
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "test\tMB/s\tof raw SSD\tof raw HDD\thit ratio\t")
-	for _, t := range r.Config.Tests {
-		for _, res := range cachedResults(r, t.ID) {
-			fmt.Fprintf(tw, "%s\t%.1f\t%s\t%s\t%s\t\n", t.Label, res.MBps, num(res.FractionOfSSD, 2), num(res.FractionOfHDD, 2), num(res.HitRatio, 2))
-		}
-	}
-	tw.Flush()
-}
 
 // collect keeps the node's log even when the report is missing.
 func collect(guestOut, outputDir string) error {
@@ -145,12 +128,18 @@ func cachedResults(r *bench.Report, test string) []bench.Result {
 	return out
 }
 
-func printTables(w io.Writer, r *bench.Report) {
+func printTables(w io.Writer, title string, r *bench.Report) {
+	if title != "" {
+		fmt.Fprintf(w, "\n%s:", title)
+	}
 	ws := r.Config.WorkingSets[0]
 	fmt.Fprintf(w, "\nssdcache volume, %s working set (%d MiB), %d runs, same blocks every run (fio seed %d)\n",
 		ws.Label, ws.Bytes>>20, r.Config.Runs, r.Config.RandSeed)
 	for _, t := range r.Config.Tests {
-		ref := reference(r, ws.Label, t.ID)
+		var ref bench.Reference
+		if i := slices.IndexFunc(r.References, func(ref bench.Reference) bool { return ref.WorkingSet == ws.Label && ref.Test == t.ID }); i >= 0 {
+			ref = r.References[i]
+		}
 		fmt.Fprintf(w, "\n%s: raw SSD %s MB/s, raw HDD %s MB/s (medians, same run)\n", t.Label, num(ref.SSDMBps, 1), num(ref.HDDMBps, 1))
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "run\tMB/s\tof raw SSD\tof raw HDD\thit ratio\tpromotions\t")
@@ -171,15 +160,6 @@ func printTables(w io.Writer, r *bench.Report) {
 		fmt.Fprintf(w, "%s: %.0f%% of raw SSD reached: %s (last run %s of raw SSD)\n",
 			c.Test, 100*r.Config.ConvergeFraction, when, num(c.LastFractionOfSSD, 2))
 	}
-}
-
-func reference(r *bench.Report, ws, test string) bench.Reference {
-	for _, ref := range r.References {
-		if ref.WorkingSet == ws && ref.Test == test {
-			return ref
-		}
-	}
-	return bench.Reference{}
 }
 
 func num(f *float64, decimals int) string {
