@@ -157,18 +157,7 @@ func saveParts(out string, o options) error {
 }
 
 func writeMerged(ctx context.Context, o options) error {
-	ps := invocations(o)
-	restages := map[string][]parts.Restage{}
-	for _, p := range ps {
-		if _, after := afterDisruption(p.relabel); after {
-			figures, err := parts.ReadRestage(p.dir)
-			if err != nil {
-				return err
-			}
-			restages[p.relabel] = figures
-		}
-	}
-	r, err := merge(ps)
+	r, restages, err := merge(invocations(o))
 	if err != nil {
 		return err
 	}
@@ -176,17 +165,18 @@ func writeMerged(ctx context.Context, o options) error {
 	if err := bench.WriteFiles(o.outputDir, r); err != nil {
 		return err
 	}
-	dashboardNote := drawDashboard(ctx, o, r)
-	if err := appendMethod(filepath.Join(o.outputDir, bench.ReportMarkdown), r, restages, dashboardNote, o); err != nil {
+	// report.md again, with what pkg/bench cannot know appended.
+	var md strings.Builder
+	if err := bench.WriteMarkdown(&md, r); err != nil {
+		return err
+	}
+	md.WriteString("\n" + method(r, restages, drawDashboard(ctx, o, r), o))
+	if err := os.WriteFile(filepath.Join(o.outputDir, bench.ReportMarkdown), []byte(md.String()), 0o644); err != nil {
 		return err
 	}
 	if r.Error != "" {
 		return fmt.Errorf("the benchmark stopped early: %s", r.Error)
 	}
-	md, err := os.ReadFile(filepath.Join(o.outputDir, bench.ReportMarkdown))
-	if err != nil {
-		return err
-	}
-	fmt.Println(summary(string(md)))
+	fmt.Println(summary(md.String()))
 	return nil
 }

@@ -24,14 +24,23 @@ type part struct {
 // merge joins the invocations into one report: working sets, tests and
 // results side by side, then derives references, fractions, convergence and
 // overhead again with pkg/bench's own analysis. Every invocation measured the
-// same targets; each working set ran on caches created cold for it.
-func merge(invocations []part) (*bench.Report, error) {
+// same targets; each working set ran on caches created cold for it. The
+// restage figures of the disrupted parts come back by their label.
+func merge(invocations []part) (*bench.Report, map[string][]parts.Restage, error) {
 	var merged *bench.Report
 	var errs, tests []string
+	restages := map[string][]parts.Restage{}
 	for _, p := range invocations {
 		r, err := parts.ReadReport(p.dir)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
+		}
+		figures, err := parts.ReadRestage(p.dir)
+		if err != nil {
+			return nil, nil, err
+		}
+		if figures != nil {
+			restages[p.relabel] = figures
 		}
 		if p.relabel != "" {
 			for i := range r.Config.WorkingSets {
@@ -52,7 +61,7 @@ func merge(invocations []part) (*bench.Report, error) {
 			continue
 		}
 		if err := sameTargets(merged.Config.Targets, r.Config.Targets); err != nil {
-			return nil, fmt.Errorf("%s: %w", p.dir, err)
+			return nil, nil, fmt.Errorf("%s: %w", p.dir, err)
 		}
 		merged.Config.WorkingSets = append(merged.Config.WorkingSets, r.Config.WorkingSets...)
 		merged.Config.Runs = max(merged.Config.Runs, r.Config.Runs)
@@ -62,16 +71,16 @@ func merge(invocations []part) (*bench.Report, error) {
 		merged.FinishedAt = r.FinishedAt
 	}
 	if merged == nil {
-		return nil, errors.New("no reports to merge")
+		return nil, nil, errors.New("no reports to merge")
 	}
 	// In matrix order, so reads come before writes, then the tree test.
 	var err error
 	if merged.Config.Tests, err = bench.SelectTests(tests); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	merged.Error = strings.Join(errs, "; ")
 	bench.Analyze(merged)
-	return merged, nil
+	return merged, restages, nil
 }
 
 // sameTargets checks that two invocations measured the same targets by name

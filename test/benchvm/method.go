@@ -2,17 +2,17 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/ssdcache/ssdcache/pkg/bench"
 	"github.com/ssdcache/ssdcache/test/benchvm/parts"
 )
 
-// appendMethod adds how this report was made to report.md: what pkg/bench
+// method is what report.md adds to pkg/bench's report: the restaged
+// section, the dashboard's, and how this report was made: what pkg/bench
 // cannot know (the disk layout, cold caches per working set, the emulated
 // disks) but a reader needs to judge the figures.
-func appendMethod(path string, r *bench.Report, restages map[string][]parts.Restage, dashboardNote string, o options) error {
+func method(r *bench.Report, restages map[string][]parts.Restage, dashboardNote string, o options) string {
 	var b strings.Builder
 	if section := restagedSection(r, restages); section != "" {
 		b.WriteString(section + "\n")
@@ -56,13 +56,7 @@ func appendMethod(path string, r *bench.Report, restages map[string][]parts.Rest
 			fmt.Fprintf(&b, "| %s | %s | %.1f |\n", ref.WorkingSet, ref.Test, *ref.SSDMBps / *ref.HDDMBps)
 		}
 	}
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	_, err = f.WriteString("\n" + b.String())
-	return err
+	return b.String()
 }
 
 // summary is report.md's summary and overhead sections, for the terminal.
