@@ -56,12 +56,6 @@ func judgeAgainstColdSets(r *bench.Report) {
 // reboot steps: each cached target's first run of a test after them,
 // against the cold set's warm ceiling and run 1, and how long each took.
 func restagedSection(r *bench.Report, restages map[string][]parts.Restage) string {
-	coldRun1 := map[resultKey]float64{}
-	for _, res := range r.Results {
-		if res.Run == 1 {
-			coldRun1[resultKey{res.WorkingSet, res.Target, res.Test}] = res.MBps
-		}
-	}
 	var rows strings.Builder
 	var sets []string
 	for _, res := range r.Results {
@@ -71,8 +65,10 @@ func restagedSection(r *bench.Report, restages map[string][]parts.Restage) strin
 			continue
 		}
 		var ofColdRun1 *float64
-		if run1, ok := coldRun1[resultKey{cold, res.Target, res.Test}]; ok {
-			ofColdRun1 = bench.Fraction(res.MBps, &run1)
+		if i := slices.IndexFunc(r.Results, func(c bench.Result) bool {
+			return c.WorkingSet == cold && c.Target == res.Target && c.Test == res.Test && c.Run == 1
+		}); i >= 0 {
+			ofColdRun1 = bench.Fraction(res.MBps, &r.Results[i].MBps)
 		}
 		// FractionOfCeiling is over the cold set's warm ceiling, as
 		// judgeAgainstColdSets set it.
@@ -85,33 +81,23 @@ func restagedSection(r *bench.Report, restages map[string][]parts.Restage) strin
 	}
 	var b strings.Builder
 	b.WriteString("## Run 1 after restage, plugin restart and reboot\n\n")
-	b.WriteString(disruptionsText(sets))
+	// How the caches were disrupted, for the steps the rows show.
+	for _, step := range []struct{ label, text string }{
+		{restagedLabel, "Restaged (`<set> restaged`): after the working set's cold runs every cache was taken down and brought up again, as a node does when a volume's pod is replaced: " +
+			"ssdcache through CSI (NodeUnpublishVolume, NodeUnstageVolume, NodeStageVolume, NodePublishVolume: the hot set saved at unstage, the new cache filled from it at stage), " +
+			"lvmcache with `lvchange -an` and `-ay`, bcache by stopping its device and registering the backing device again; then every target ran once more. "},
+		{restartedLabel, "Plugin restarted (`<set> plugin restarted`): ssdcache-node was stopped with SIGTERM and started again with its volume staged and published, as a DaemonSet rollout does, and every target ran once more; lvmcache and bcache have no plugin and stay as they were. "},
+		{rebootedLabel, "Rebooted (`<set> rebooted`): the caches were left up while the VM's guest program exited (ssdcache-node stopped with SIGTERM), the guest synced and powered off without taking any device-mapper table down, and booted again on the same disks; " +
+			"ssdcache came up through NodeStageVolume and NodePublishVolume, filled from the hot set it had saved last, lvmcache through LVM's autoactivation at boot (and `lvchange -ay`), bcache by registering its devices; then every target ran once more. "},
+	} {
+		if slices.ContainsFunc(sets, func(ws string) bool { return strings.HasSuffix(ws, step.label) }) {
+			b.WriteString(step.text)
+		}
+	}
+	b.WriteString("Warm ceiling: the cold runs' median MB/s at a read hit ratio of 0.95 or more (`-` where none was that warm, or no dm-cache counters).\n\n")
 	b.WriteString("| working set | target | test | hit ratio | MB/s | of warm ceiling | of raw SSD | x cold run 1 |\n|---|---|---|---|---|---|---|---|\n")
 	b.WriteString(rows.String())
 	writeRestageTimes(&b, r, restages)
-	return b.String()
-}
-
-// disruptionsText says how the caches were disrupted, for the steps the
-// rows' working sets show.
-func disruptionsText(sets []string) string {
-	shown := func(label string) bool {
-		return slices.ContainsFunc(sets, func(ws string) bool { return strings.HasSuffix(ws, label) })
-	}
-	var b strings.Builder
-	if shown(restagedLabel) {
-		b.WriteString("Restaged (`<set> restaged`): after the working set's cold runs every cache was taken down and brought up again, as a node does when a volume's pod is replaced: " +
-			"ssdcache through CSI (NodeUnpublishVolume, NodeUnstageVolume, NodeStageVolume, NodePublishVolume: the hot set saved at unstage, the new cache filled from it at stage), " +
-			"lvmcache with `lvchange -an` and `-ay`, bcache by stopping its device and registering the backing device again; then every target ran once more. ")
-	}
-	if shown(restartedLabel) {
-		b.WriteString("Plugin restarted (`<set> plugin restarted`): ssdcache-node was stopped with SIGTERM and started again with its volume staged and published, as a DaemonSet rollout does, and every target ran once more; lvmcache and bcache have no plugin and stay as they were. ")
-	}
-	if shown(rebootedLabel) {
-		b.WriteString("Rebooted (`<set> rebooted`): the caches were left up while the VM's guest program exited (ssdcache-node stopped with SIGTERM), the guest synced and powered off without taking any device-mapper table down, and booted again on the same disks; " +
-			"ssdcache came up through NodeStageVolume and NodePublishVolume, filled from the hot set it had saved last, lvmcache through LVM's autoactivation at boot (and `lvchange -ay`), bcache by registering its devices; then every target ran once more. ")
-	}
-	b.WriteString("Warm ceiling: the cold runs' median MB/s at a read hit ratio of 0.95 or more (`-` where none was that warm, or no dm-cache counters).\n\n")
 	return b.String()
 }
 
