@@ -33,15 +33,14 @@ func drawDashboard(ctx context.Context, o options, r *bench.Report) string {
 	if errors.Is(err, fs.ErrNotExist) {
 		return "" // parts of a run before the guest recorded metrics
 	}
-	var section string
 	if err == nil {
 		defer log.Close()
-		section, err = renderDashboard(ctx, o, r, log, logPath)
+		var section string
+		if section, err = renderDashboard(ctx, o, r, log, logPath); err == nil {
+			return section
+		}
 	}
-	if err != nil {
-		return fmt.Sprintf("## The dashboard over this run\n\nNot drawn: %v\n", err)
-	}
-	return section
+	return fmt.Sprintf("## The dashboard over this run\n\nNot drawn: %v\n", err)
 }
 
 func renderDashboard(ctx context.Context, o options, r *bench.Report, log io.Reader, logPath string) (string, error) {
