@@ -99,7 +99,7 @@ func run(ctx context.Context, o options) error {
 		VM: vm.Config{WorkDir: o.workDir, Timeout: o.timeout, SSDSize: (4*o.cacheMiB + 256) << 20,
 			HDDSize: max(4<<30, (8*o.cacheMiB+256)<<20)},
 		OutputDir: o.outputDir,
-		Collect:   func(guestOut string) error { return saveParts(guestOut, o) },
+		Collect:   func(guestOut string) error { return saveParts(guestOut, o.outputDir) },
 	}
 	if o.rebootWorkingSet != "" {
 		job.RebootArgs = []string{"-after-reboot"}
@@ -138,22 +138,16 @@ func invocations(o options) []part {
 	return ps
 }
 
-// saveParts copies each invocation's report and the node's log out of the
-// share dir, whatever happened, so a failed run can be looked at.
-func saveParts(out string, o options) error {
-	_ = job.CopyFiles(out, filepath.Join(o.outputDir, "parts"), "ssdcache-node.log", parts.MetricsLog)
-	var errs []string
-	for _, p := range invocations(o) {
-		src := filepath.Join(out, filepath.Base(p.dir))
-		if err := job.CopyFiles(src, p.dir, bench.ReportJSON, bench.ReportMarkdown, bench.ConvergenceSVG); err != nil {
-			errs = append(errs, err.Error())
-		}
-		_ = job.CopyFiles(src, p.dir, parts.RestageFile) // a disrupted part's; its absence shows in the report
+// saveParts copies all the guest wrote (each invocation's report, the
+// restage figures, the node's log and metrics) into parts/, in place of an
+// earlier run's, whatever happened, so a failed run can be looked at. A
+// missing report fails the merge.
+func saveParts(out, outputDir string) error {
+	dir := filepath.Join(outputDir, "parts")
+	if err := os.RemoveAll(dir); err != nil {
+		return err
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("collecting reports: %s", strings.Join(errs, "; "))
-	}
-	return nil
+	return os.CopyFS(dir, os.DirFS(out))
 }
 
 func writeMerged(ctx context.Context, o options) error {
