@@ -22,20 +22,15 @@ import (
 	"github.com/ssdcache/ssdcache/test/vm/job"
 )
 
+// options are the flags; their help says what each is.
 type options struct {
-	outputDir, workDir string
-	cacheMiB           int64
-	workingSets        []string
-	runs, restageRuns  int
-	restartRuns        int
-	treeWorkingSet     string
-	rebootWorkingSet   string
-	runtime            time.Duration
-	// dashboard is the Grafana dashboard drawn over the run's metrics.
-	dashboard string
-	timeout   time.Duration
-	// reportOnly merges the parts already under outputDir again.
-	reportOnly bool
+	outputDir, workDir, dashboard    string
+	cacheMiB                         int64
+	workingSets                      []string
+	runs, restageRuns, restartRuns   int
+	treeWorkingSet, rebootWorkingSet string
+	runtime, timeout                 time.Duration
+	reportOnly                       bool
 }
 
 func main() {

@@ -29,8 +29,7 @@ type options struct {
 	outputDir, workDir string
 	cacheMiB           int64
 	runs               int
-	runtime            time.Duration
-	timeout            time.Duration
+	runtime, timeout   time.Duration
 }
 
 func main() {
