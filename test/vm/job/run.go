@@ -28,8 +28,6 @@ type Job struct {
 	CacheMiB int64
 	// VM configures the VM; an empty WorkDir means a fresh temporary dir.
 	VM vm.Config
-	// KeepWorkDir keeps a temporary work dir for inspection.
-	KeepWorkDir bool
 	// OutputDir receives guest.log and whatever Collect copies.
 	OutputDir string
 	// Collect copies results from the guest's output dir in the share; it is
@@ -50,11 +48,7 @@ func (j Job) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if j.KeepWorkDir {
-			fmt.Fprintln(os.Stderr, j.Name+": VM work dir", dir)
-		} else {
-			defer os.RemoveAll(dir)
-		}
+		defer os.RemoveAll(dir)
 		cfg.WorkDir = dir
 	}
 	v, err := vm.New(cfg)
