@@ -13,15 +13,17 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// TestChartPassesOnlyRealFlags builds the three binaries and checks that every
-// flag the chart passes to them is one they define, so a renamed flag fails
-// here rather than in a crash-looping pod.
+// TestChartPassesOnlyRealFlags builds the three binaries and the e2e's
+// node-driver-registrar stand-in, whose flags are the upstream ones the chart
+// passes, and checks that every flag the chart passes to them is one they
+// define, so a renamed flag fails here rather than in a crash-looping pod.
 func TestChartPassesOnlyRealFlags(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binaries; skipped under -short")
 	}
 	bin := t.TempDir()
-	build := exec.Command("go", "build", "-o", bin+"/", "./cmd/ssdcache-node", "./cmd/ssdcache-controller", "./cmd/ssdcache-bench")
+	build := exec.Command("go", "build", "-o", bin+"/", "./cmd/ssdcache-node", "./cmd/ssdcache-controller", "./cmd/ssdcache-bench",
+		"./test/e2e/sidecars/node-driver-registrar")
 	build.Dir = "../.."
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
@@ -32,15 +34,20 @@ func TestChartPassesOnlyRealFlags(t *testing.T) {
 	job := r.benchJob(t)
 	for _, c := range []corev1.Container{
 		container(t, ds.Spec.Template.Spec, "ssdcache-node"),
+		container(t, ds.Spec.Template.Spec, "node-driver-registrar"), // the image's entrypoint: no command
 		container(t, dep.Spec.Template.Spec, "ssdcache-controller"),
 		container(t, job.Spec.Template.Spec, "bench"),
 		container(t, exampleBenchJob(t).Spec.Template.Spec, "bench"),
 	} {
-		defined := flagsOf(t, filepath.Join(bin, filepath.Base(c.Command[0])))
+		binary := c.Name
+		if len(c.Command) > 0 {
+			binary = filepath.Base(c.Command[0])
+		}
+		defined := flagsOf(t, filepath.Join(bin, binary))
 		for _, arg := range c.Args {
 			name := strings.TrimLeft(strings.SplitN(arg, "=", 2)[0], "-")
 			if !defined[name] {
-				t.Errorf("container %s passes %q, but %s has no flag %q", c.Name, arg, c.Command[0], name)
+				t.Errorf("container %s passes %q, but %s has no flag %q", c.Name, arg, binary, name)
 			}
 		}
 	}

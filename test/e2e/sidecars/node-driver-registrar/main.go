@@ -7,8 +7,8 @@
 // registration API on <plugin-registration-path>/<driver>-reg.sock, with
 // /healthz on --http-endpoint. A failed registration exits 1 (kubelet
 // restarts it); SIGTERM removes the socket and exits 0. Its flags are the
-// upstream ones the chart passes, plus klog's; any other is rejected, so a
-// chart that starts passing one fails at once.
+// upstream ones the chart passes, plus klog's; test/chart checks that the
+// chart passes no other.
 package main
 
 import (

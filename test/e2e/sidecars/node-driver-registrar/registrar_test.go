@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -17,13 +16,7 @@ import (
 	"github.com/kubernetes-csi/csi-lib-utils/connection"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
-	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/engine"
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
-	"sigs.k8s.io/yaml"
 )
 
 const (
@@ -48,59 +41,6 @@ func registrarCommand(args ...string) *exec.Cmd {
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), runMainEnv+"=1")
 	return cmd
-}
-
-// chartRegistrarContainer renders the chart with its default values, as
-// `helm template` would, and returns the node DaemonSet's registrar container.
-func chartRegistrarContainer(t *testing.T) corev1.Container {
-	t.Helper()
-	ch, err := loader.Load("../../../../charts/ssdcache")
-	if err != nil {
-		t.Fatal(err)
-	}
-	release := chartutil.ReleaseOptions{Name: "ssd", Namespace: "ssdcache-system", IsInstall: true, Revision: 1}
-	values, err := chartutil.ToRenderValues(ch, map[string]any{}, release, chartutil.DefaultCapabilities)
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, err := engine.Render(ch, values)
-	if err != nil {
-		t.Fatal(err)
-	}
-	manifest := files["ssdcache/templates/node-daemonset.yaml"]
-	var ds appsv1.DaemonSet
-	if err := yaml.Unmarshal([]byte(manifest), &ds); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range ds.Spec.Template.Spec.Containers {
-		if c.Name == "node-driver-registrar" {
-			return c
-		}
-	}
-	t.Fatalf("the chart's node DaemonSet has no node-driver-registrar container:\n%s", manifest)
-	return corev1.Container{}
-}
-
-// TestChartCommandLine: every flag the chart passes is one the stand-in takes,
-// and its value reaches the setting upstream gives it.
-func TestChartCommandLine(t *testing.T) {
-	c := chartRegistrarContainer(t)
-	t.Logf("the chart's registrar args: %q", c.Args)
-	cfg, err := parseFlags(c.Args)
-	if err != nil {
-		t.Fatalf("the chart's args %q: %v", c.Args, err)
-	}
-	got := map[string]string{"csi-address": cfg.csiAddress, "kubelet-registration-path": cfg.kubeletRegistrationPath,
-		"plugin-registration-path": cfg.pluginRegistrationPath, "http-endpoint": cfg.httpEndpoint}
-	for _, arg := range c.Args {
-		name, value, _ := strings.Cut(strings.TrimLeft(arg, "-"), "=")
-		if field, ok := got[name]; ok && field != value {
-			t.Errorf("%s gives %q, want %q", arg, field, value)
-		}
-		if timeout, err := time.ParseDuration(value); name == "timeout" && (err != nil || timeout != cfg.timeout) {
-			t.Errorf("%s gives timeout %s", arg, cfg.timeout)
-		}
-	}
 }
 
 // fakeDriver is all of a CSI driver the registrar asks: GetPluginInfo.
