@@ -105,7 +105,8 @@ func (s *suite) startCluster(ctx context.Context, t *testing.T) {
 		cfg := cluster.Config{
 			WorkDir: filepath.Join(s.workDir, fmt.Sprintf("cluster-%d", attempt)), Bin: requireEnv(t, binEnv), EnvtestBin: requireEnv(t, envtestEnv),
 			Images: s.images.archives, PauseImage: s.images.pause, PauseArchive: s.images.pauseArchive,
-			VM:     vm.Config{HDDSize: 4 << 30, SSDSize: 1 << 30, Timeout: time.Until(deadline) + stepsMargin},
+			// containerd's images and the pods' root filesystems are in the guest's RAM.
+			VM:     vm.Config{HDDSize: 4 << 30, SSDSize: 1 << 30, MemoryMiB: 4096, Timeout: time.Until(deadline) + stepsMargin},
 			Logger: s.log,
 		}
 		startBy := deadline // the second start may take all that is left

@@ -38,7 +38,7 @@ type Config struct {
 	// PauseImage is the sandbox image's reference, PauseArchive its archive
 	// (imported first, before kubelet starts).
 	PauseImage, PauseArchive string
-	// VM sizes the guest; WorkDir and Network are set by the cluster.
+	// VM sizes the guest; WorkDir, Network and Logger are set by the cluster.
 	VM     vm.Config
 	Logger klog.Logger
 }
@@ -58,7 +58,7 @@ type Cluster struct {
 func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	c := &Cluster{cfg: cfg, logDir: filepath.Join(cfg.WorkDir, "vm", "share", "logs")}
 	if err := c.start(ctx); err != nil {
-		err = fmt.Errorf("%w\n%s", err, c.nodeReport())
+		err = fmt.Errorf("%w\n%s", err, c.startReport())
 		c.Stop()
 		return nil, err
 	}
@@ -82,12 +82,13 @@ func (c *Cluster) createNetns(ctx context.Context) (err error) {
 	return err
 }
 
-// nodeReport is the end of the node script's output and of kubelet's log,
-// for a failed start: the work dir is usually gone by the time anyone looks.
-func (c *Cluster) nodeReport() string {
+// startReport is the end of the apiserver's log, the node script's output
+// and kubelet's and containerd's logs, for a failed start: the work dir is
+// usually gone by the time anyone looks.
+func (c *Cluster) startReport() string {
 	var b strings.Builder
-	for _, f := range []string{filepath.Join(c.shareDir(), ".vm", "stdout"), filepath.Join(c.shareDir(), ".vm", "boot.log"),
-		filepath.Join(c.logDir, "kubelet.log"), filepath.Join(c.logDir, "containerd.log")} {
+	for _, f := range []string{filepath.Join(c.logDir, "kube-apiserver.log"), filepath.Join(c.shareDir(), ".vm", "stdout"),
+		filepath.Join(c.shareDir(), ".vm", "boot.log"), filepath.Join(c.logDir, "kubelet.log"), filepath.Join(c.logDir, "containerd.log")} {
 		last, err := lastLines(f, 15)
 		if err != nil {
 			continue
@@ -156,21 +157,19 @@ func (c *Cluster) Kubectl(ctx context.Context, args ...string) (string, error) {
 
 // KubectlStdin is Kubectl with stdin (for `apply -f -`).
 func (c *Cluster) KubectlStdin(ctx context.Context, stdin string, args ...string) (string, error) {
-	return c.run(ctx, stdin, filepath.Join(c.cfg.EnvtestBin, "kubectl"), append([]string{"--kubeconfig=" + c.pki("admin.kubeconfig")}, args...)...)
+	return c.run(ctx, stdin, filepath.Join(c.cfg.EnvtestBin, "kubectl"), args...)
 }
 
 // Helm runs helm as cluster-admin inside the namespace.
 func (c *Cluster) Helm(ctx context.Context, args ...string) (string, error) {
-	return c.run(ctx, "", filepath.Join(c.cfg.Bin, "helm"), append([]string{"--kubeconfig=" + c.pki("admin.kubeconfig")}, args...)...)
+	return c.run(ctx, "", filepath.Join(c.cfg.Bin, "helm"), args...)
 }
 
 // Shell runs a script of kubectl and helm commands as an operator would
-// type them (bash -euo pipefail, in dir), with both on PATH and the
-// cluster-admin kubeconfig as KUBECONFIG.
+// type them (bash -euo pipefail, in dir).
 func (c *Cluster) Shell(ctx context.Context, dir, script string) (string, error) {
 	cmd := c.ns.Command(ctx, "bash", "-euo", "pipefail", "-c", script)
-	cmd.Dir = dir
-	cmd.Env = append(c.helmEnv(), "PATH="+c.cfg.EnvtestBin+":"+c.cfg.Bin+":"+os.Getenv("PATH"), "KUBECONFIG="+c.pki("admin.kubeconfig"))
+	cmd.Dir, cmd.Env = dir, c.env()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return string(out), fmt.Errorf("script %q: %v: %s", script, err, out)
@@ -178,19 +177,22 @@ func (c *Cluster) Shell(ctx context.Context, dir, script string) (string, error)
 	return string(out), nil
 }
 
-// helmEnv keeps helm's cache and config in the work dir, not in $HOME.
-func (c *Cluster) helmEnv() []string {
-	return append(os.Environ(), "HELM_CACHE_HOME="+filepath.Join(c.cfg.WorkDir, "helm"),
-		"HELM_CONFIG_HOME="+filepath.Join(c.cfg.WorkDir, "helm"), "HELM_DATA_HOME="+filepath.Join(c.cfg.WorkDir, "helm"))
+// env is the commands' environment: kubectl and helm on PATH, the
+// cluster-admin kubeconfig as KUBECONFIG, and helm's cache and config in
+// the work dir, not in $HOME.
+func (c *Cluster) env() []string {
+	helm := filepath.Join(c.cfg.WorkDir, "helm")
+	return append(os.Environ(), "PATH="+c.cfg.EnvtestBin+":"+c.cfg.Bin+":"+os.Getenv("PATH"), "KUBECONFIG="+c.pki("admin.kubeconfig"),
+		"HELM_CACHE_HOME="+helm, "HELM_CONFIG_HOME="+helm, "HELM_DATA_HOME="+helm)
 }
 
 func (c *Cluster) run(ctx context.Context, stdin, bin string, args ...string) (string, error) {
 	cmd := c.ns.Command(ctx, bin, args...)
-	cmd.Env = c.helmEnv()
+	cmd.Env = c.env()
 	var out, errOut bytes.Buffer
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(stdin), &out, &errOut
 	if err := cmd.Run(); err != nil {
-		return out.String(), fmt.Errorf("%s %s: %v: %s", filepath.Base(bin), strings.Join(args[1:], " "), err, strings.TrimSpace(errOut.String()))
+		return out.String(), fmt.Errorf("%s %s: %v: %s", filepath.Base(bin), strings.Join(args, " "), err, strings.TrimSpace(errOut.String()))
 	}
 	return out.String(), nil
 }

@@ -22,12 +22,7 @@ func (c *Cluster) bootNode(ctx context.Context) error {
 	cfg := c.cfg.VM
 	cfg.WorkDir = filepath.Join(c.cfg.WorkDir, "vm")
 	cfg.Network = &vm.Network{NetNS: c.ns.Name, Tap: tapName, MAC: NodeMAC}
-	if cfg.Logger == nil {
-		cfg.Logger = &c.cfg.Logger
-	}
-	if cfg.MemoryMiB == 0 {
-		cfg.MemoryMiB = 4096 // containerd's images and the pods' root filesystems are in RAM
-	}
+	cfg.Logger = &c.cfg.Logger
 	node, err := vm.New(cfg)
 	if err != nil {
 		return err
