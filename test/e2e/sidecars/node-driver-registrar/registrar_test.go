@@ -6,9 +6,7 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,25 +21,7 @@ const (
 	testDriver  = "ssdcache.io"
 	kubeletPath = "/var/lib/kubelet/plugins/ssdcache.io/csi.sock"
 	waitBound   = 30 * time.Second // generous bound on waits, never a pass/fail timing
-	// runMainEnv makes the test binary run main() instead of the tests, so
-	// that flags, signals and exit codes are tested as shipped.
-	runMainEnv = "NODE_DRIVER_REGISTRAR_RUN_MAIN"
 )
-
-func TestMain(m *testing.M) {
-	if os.Getenv(runMainEnv) == "1" {
-		os.Args = append([]string{"node-driver-registrar"}, os.Args[1:]...)
-		main()
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
-
-func registrarCommand(args ...string) *exec.Cmd {
-	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), runMainEnv+"=1")
-	return cmd
-}
 
 // fakeDriver is all of a CSI driver the registrar asks: GetPluginInfo.
 type fakeDriver struct {
@@ -52,9 +32,10 @@ func (fakeDriver) GetPluginInfo(context.Context, *csi.GetPluginInfoRequest) (*cs
 	return &csi.GetPluginInfoResponse{Name: testDriver, VendorVersion: "test"}, nil
 }
 
-// startRegistrar runs main() in a child process against a fake driver, where
-// a killed predecessor left its socket, and connects to it as kubelet would.
-func startRegistrar(t *testing.T) (cmd *exec.Cmd, client registerapi.RegistrationClient, socketPath, healthURL string) {
+// startRegistrar runs the registrar as main() does, until ctx ends (main's
+// SIGTERM), against a fake driver, where a killed predecessor left its
+// socket, and connects to it as kubelet would. done gives run's result.
+func startRegistrar(ctx context.Context, t *testing.T) (done <-chan error, client registerapi.RegistrationClient, socketPath, healthURL string) {
 	t.Helper()
 	dir := t.TempDir()
 	csiLis, err := net.Listen("unix", filepath.Join(dir, "csi.sock"))
@@ -80,30 +61,29 @@ func startRegistrar(t *testing.T) (cmd *exec.Cmd, client registerapi.Registratio
 	}
 	httpAddr := httpLis.Addr().String()
 	_ = httpLis.Close()
-	cmd = registrarCommand("--csi-address="+csiLis.Addr().String(), "--kubelet-registration-path="+kubeletPath,
-		"--plugin-registration-path="+dir, "--http-endpoint="+httpAddr, "--timeout=5s", "--v=5")
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start registrar process: %v", err)
+	cfg, err := parseFlags([]string{"--csi-address=" + csiLis.Addr().String(), "--kubelet-registration-path=" + kubeletPath,
+		"--plugin-registration-path=" + dir, "--http-endpoint=" + httpAddr, "--timeout=5s", "--v=5"})
+	if err != nil {
+		t.Fatal(err)
 	}
-	// One that does not exit when it should is killed, which its exit code then shows.
-	killer := time.AfterFunc(waitBound, func() { _ = cmd.Process.Kill() })
-	t.Cleanup(func() { killer.Stop(); _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	result := make(chan error, 1)
+	go func() { result <- run(ctx, cfg) }()
 
 	// Retried until the registrar has replaced the stale socket.
-	conn, err := connection.Connect(context.Background(), socketPath, nil, connection.WithTimeout(waitBound))
+	conn, err := connection.Connect(ctx, socketPath, nil, connection.WithTimeout(waitBound))
 	if err != nil {
 		t.Fatalf("connect to registration socket: %v", err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	return cmd, registerapi.NewRegistrationClient(conn), socketPath, "http://" + httpAddr + "/healthz"
+	return result, registerapi.NewRegistrationClient(conn), socketPath, "http://" + httpAddr + "/healthz"
 }
 
 // TestKubeletRegistersTheDriver plays kubelet's side of plugin registration
 // and the liveness probe, then stops the registrar as kubelet does.
 func TestKubeletRegistersTheDriver(t *testing.T) {
-	cmd, client, socketPath, healthURL := startRegistrar(t)
-	ctx := context.Background()
+	ctx, stop := context.WithCancel(t.Context())
+	defer stop()
+	done, client, socketPath, healthURL := startRegistrar(ctx, t)
 	info, err := client.GetInfo(ctx, &registerapi.InfoRequest{})
 	want := &registerapi.PluginInfo{Type: registerapi.CSIPlugin, Name: testDriver, Endpoint: kubeletPath, SupportedVersions: []string{"1.0.0"}}
 	if err != nil || !proto.Equal(info, want) {
@@ -122,11 +102,14 @@ func TestKubeletRegistersTheDriver(t *testing.T) {
 		t.Fatalf("NotifyRegistrationStatus(registered): %v", err)
 	}
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Errorf("after SIGTERM: %v, want exit code 0", err)
+	stop() // what SIGTERM does to main's context
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("after SIGTERM: %v, want none (exit code 0)", err)
+		}
+	case <-time.After(waitBound):
+		t.Fatal("the registrar did not stop")
 	}
 	if _, err := os.Lstat(socketPath); !os.IsNotExist(err) {
 		t.Errorf("registration socket still there after SIGTERM (lstat: %v)", err)
