@@ -41,20 +41,12 @@ module_build() {
       awk '/^replace \(/{b=1; print; next} b&&/^\)/{b=0; print; next} b||/^replace /{print}' "$modfile" |
         sed -E "s#^(\s*)(\S+) => \./staging/src/.*#\1\2 => \2 ${STAGING_VERSION:-}#" | grep -v '=> \.' || true
     } >go.mod
-    tools_go "$module" "$@" >tools.go
+    # A tools.go importing every PKG, so that `go mod tidy` keeps their dependencies.
+    { printf '//go:build tools\n\npackage tools\n\nimport (\n'; printf '\t_ "%s"\n' "${@/#/$module/}"; echo ')'; } >tools.go
     go mod tidy >/dev/null 2>&1 || go mod tidy
     for p in "$@"; do
       CGO_ENABLED=${BUILD_CGO:-0} go build -trimpath -tags "$tags" -ldflags="-s -w $ldflags" -o "$out/$(basename "$p").tmp" "$module/$p"
       mv "$out/$(basename "$p").tmp" "$out/$(basename "$p")"
     done
   )
-}
-
-# tools_go PREFIX NAME...: a tools.go importing PREFIX/NAME for each NAME, so
-# that `go mod tidy` keeps every package's dependencies.
-tools_go() {
-  local prefix=$1 n; shift
-  printf '//go:build tools\n\npackage tools\n\nimport (\n'
-  for n in "$@"; do printf '\t_ "%s/%s"\n' "$prefix" "$n"; done
-  echo ')'
 }
