@@ -36,14 +36,12 @@ func stepsDeadline(t *testing.T) time.Time {
 	return d.Add(-stepsMargin)
 }
 
-// timeoutFlag passes what is left of ctx's deadline to a kubectl or helm
-// command that waits itself; at least a second, as 0 means no limit to some.
+// timeoutFlag passes what is left of the steps' deadline (ctx's) to a
+// kubectl or helm command that waits itself; at least a second, as 0 means
+// no limit to some.
 func timeoutFlag(ctx context.Context) string {
-	left := time.Minute
-	if d, ok := ctx.Deadline(); ok {
-		left = max(time.Until(d).Round(time.Second), time.Second)
-	}
-	return "--timeout=" + left.String()
+	d, _ := ctx.Deadline()
+	return "--timeout=" + max(time.Until(d).Round(time.Second), time.Second).String()
 }
 
 // object is what a wait is about, named as kubectl takes it, for the report
@@ -106,10 +104,7 @@ func (s *suite) waitReady(ctx context.Context, t *testing.T, obj object) {
 		if err != nil {
 			return false, err.Error(), nil
 		}
-		f := strings.SplitN(out, "|", 4)
-		for len(f) < 4 {
-			f = append(f, "")
-		}
+		f := strings.SplitN(out, "|", 4) // the template writes every "|"
 		phase, ready := f[0], f[1]
 		saw := fmt.Sprintf("phase %q, Ready=%q (%s: %s)", phase, ready, f[2], f[3])
 		if strings.HasPrefix(obj.name, "pod/") && (phase == string(corev1.PodFailed) || phase == string(corev1.PodSucceeded)) {
@@ -180,9 +175,6 @@ func (s *suite) eventsOf(ctx context.Context, obj object) string {
 // plugin is behind every volume. It has its own time, as the steps' context
 // may have ended.
 func (s *suite) explain(ctx context.Context, obj object) string {
-	if s.c == nil {
-		return ""
-	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reportTimeout)
 	defer cancel()
 	report := s.eventsOf(ctx, obj)
