@@ -52,43 +52,32 @@ type object struct {
 	pods string // label selector of the pods behind the object, when it is not a pod
 }
 
-// eventually polls look until it reports done; each look also says what it
-// saw. It fails at the steps' deadline (ctx's), when look returns an error
-// (the awaited state can no longer come: a pod that has ended, a failed Job),
-// or as soon as a container of the node plugin has restarted (see
-// failOnPluginRestart); the failure says what was awaited and what look saw
-// last, with a report on obj (explain).
+// eventually polls look (cluster's Poll) until it reports done; each look
+// also says what it saw. It fails at the steps' deadline (ctx's), when look
+// returns an error (the awaited state can no longer come: a pod that has
+// ended, a failed Job), when the node's VM stops, or as soon as a container
+// of the node plugin has restarted (see failOnPluginRestart); the failure
+// says what was awaited and what look saw last, with a report on obj
+// (explain).
 func (s *suite) eventually(ctx context.Context, t *testing.T, what string, obj object, look func() (done bool, saw string, err error)) {
 	t.Helper()
 	start := time.Now()
-	last := "nothing yet"
 	var pluginChecked time.Time
-	for {
+	err := s.c.Poll(ctx, what, pollInterval, func() (bool, string, error) {
 		done, saw, err := look()
-		if err != nil {
-			t.Fatalf("%s: %v\n%s", what, err, s.explain(ctx, obj))
-		}
-		if done {
-			if took := time.Since(start); took >= slowWait {
-				t.Logf("waited %v for %s", took.Round(time.Second), what)
-				if took >= verySlowWait {
-					t.Logf("what the wait for %s saw:\n%s", what, s.eventsOf(ctx, obj))
-				}
-			}
-			return
-		}
-		if ctx.Err() == nil { // a look that the deadline cut short saw nothing worth quoting
-			last = saw
-		}
-		if time.Since(pluginChecked) >= pluginCheckInterval {
+		if !done && err == nil && time.Since(pluginChecked) >= pluginCheckInterval {
 			s.failOnPluginRestart(ctx, t, what)
 			pluginChecked = time.Now()
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%s: not by the steps' deadline (waited %v); last seen: %s\n%s",
-				what, time.Since(start).Round(time.Second), last, s.explain(ctx, obj))
-		case <-time.After(pollInterval):
+		return done, saw, err
+	})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, s.explain(ctx, obj))
+	}
+	if took := time.Since(start); took >= slowWait {
+		t.Logf("waited %v for %s", took.Round(time.Second), what)
+		if took >= verySlowWait {
+			t.Logf("what the wait for %s saw:\n%s", what, s.eventsOf(ctx, obj))
 		}
 	}
 }

@@ -50,6 +50,7 @@ type Cluster struct {
 	ns      *Netns
 	daemons []*daemon // the control plane, in order of start
 	boot    *vm.Boot
+	started bool // Start has returned it: Poll no longer looks for a soft lockup
 	cmdSeq  atomic.Int64
 }
 
@@ -74,6 +75,7 @@ func (c *Cluster) start(ctx context.Context) error {
 			return err
 		}
 	}
+	c.started = true
 	return nil
 }
 

@@ -78,7 +78,7 @@ func (c *Cluster) apiserverArgs() []string {
 // waitAPIServer waits, until ctx ends, for the apiserver's /readyz, or for
 // etcd or the apiserver to exit. Start's error adds the end of its log.
 func (c *Cluster) waitAPIServer(ctx context.Context) error {
-	return c.poll(ctx, "kube-apiserver's /readyz", 500*time.Millisecond, func() (bool, string, error) {
+	return c.Poll(ctx, "kube-apiserver's /readyz", 500*time.Millisecond, func() (bool, string, error) {
 		out, err := c.Kubectl(ctx, "get", "--raw", "/readyz")
 		if err == nil {
 			return true, "", nil

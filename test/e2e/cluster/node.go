@@ -38,7 +38,7 @@ func (c *Cluster) bootNode(ctx context.Context) error {
 // Ready. Start's error adds the end of kubelet's log.
 func (c *Cluster) waitNodeReady(ctx context.Context) error {
 	const ready = `{.status.conditions[?(@.type=="Ready")].status} {.status.conditions[?(@.type=="Ready")].message}`
-	return c.poll(ctx, "node "+NodeName+" Ready", time.Second, func() (bool, string, error) {
+	return c.Poll(ctx, "node "+NodeName+" Ready", time.Second, func() (bool, string, error) {
 		out, err := c.Kubectl(ctx, "get", "node", NodeName, "-o", "jsonpath="+ready)
 		if err != nil {
 			return false, err.Error(), nil
@@ -54,7 +54,7 @@ func (c *Cluster) waitNodeReady(ctx context.Context) error {
 // notes each failed import.
 func (c *Cluster) waitImages(ctx context.Context) error {
 	marker := filepath.Join(c.shareDir(), "images-imported")
-	return c.poll(ctx, "the node to import its images", time.Second, func() (bool, string, error) {
+	return c.Poll(ctx, "the node to import its images", time.Second, func() (bool, string, error) {
 		_, err := os.Stat(marker)
 		return err == nil, "no " + marker + " yet", nil
 	})
@@ -65,7 +65,7 @@ func (c *Cluster) waitImages(ctx context.Context) error {
 // starts, and csi-provisioner exits if its first API call times out there.
 func (c *Cluster) waitServiceIP(ctx context.Context) error {
 	probe := fmt.Sprintf("timeout 5 bash -c '</dev/tcp/%s/443'", ServiceAPIIP)
-	return c.poll(ctx, "the API server on its Service IP "+ServiceAPIIP, time.Second, func() (bool, string, error) {
+	return c.Poll(ctx, "the API server on its Service IP "+ServiceAPIIP, time.Second, func() (bool, string, error) {
 		out, err := c.NodeExec(ctx, probe)
 		if err != nil {
 			return false, strings.TrimSpace(out + " " + err.Error()), nil

@@ -11,12 +11,13 @@ import (
 	"time"
 )
 
-// poll calls check every interval until it reports done or an error, the
-// node's VM stops or its kernel reports a soft lockup, or ctx ends. No wait here has a deadline of its own: ctx
-// carries the caller's, derived from the test's (a start on a busy machine
-// takes many times as long as on an idle one). The error says what was
-// awaited and what check saw last.
-func (c *Cluster) poll(ctx context.Context, what string, interval time.Duration, check func() (done bool, saw string, err error)) error {
+// Poll calls check every interval until it reports done or an error, the
+// node's VM stops, or ctx ends; while the cluster starts, also once the
+// guest's kernel reports a soft lockup. No wait here has a deadline of its
+// own: ctx carries the caller's, derived from the test's (on a busy machine
+// everything takes many times as long as on an idle one). The error says
+// what was awaited and what check saw last.
+func (c *Cluster) Poll(ctx context.Context, what string, interval time.Duration, check func() (done bool, saw string, err error)) error {
 	start := time.Now()
 	last := "nothing yet"
 	var vmDone <-chan struct{} // nil (never ready) until the VM is started
@@ -40,6 +41,9 @@ func (c *Cluster) poll(ctx context.Context, what string, interval time.Duration,
 		case <-vmDone:
 			return fmt.Errorf("%s: the node's VM stopped after %v; last seen: %s", what, time.Since(start).Round(time.Second), last)
 		case <-time.After(interval):
+		}
+		if c.started {
+			continue
 		}
 		if line := softLockup(filepath.Join(c.cfg.WorkDir, "vm", "console.log")); line != "" {
 			return fmt.Errorf("%s: %w: %s", what, ErrGuestLockup, line)
