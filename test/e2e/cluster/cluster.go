@@ -79,11 +79,6 @@ func (c *Cluster) start(ctx context.Context) error {
 	return nil
 }
 
-func (c *Cluster) createNetns(ctx context.Context) (err error) {
-	c.ns, err = CreateNetns(ctx)
-	return err
-}
-
 // startReport is the end of the apiserver's log, the node script's output
 // and kubelet's and containerd's logs, for a failed start: the work dir is
 // usually gone by the time anyone looks.

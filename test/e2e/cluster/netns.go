@@ -30,9 +30,9 @@ const (
 // namespace has loopback and a tap device to the guest, and no other link.
 type Netns struct{ Name string }
 
-// CreateNetns makes namespace ssdcache-e2e-<pid> with the tap device, after
+// createNetns makes namespace ssdcache-e2e-<pid> with the tap device, after
 // removing namespaces that earlier runs left behind (their pid is gone).
-func CreateNetns(ctx context.Context) (*Netns, error) {
+func (c *Cluster) createNetns(ctx context.Context) error {
 	removeStaleNetns(ctx)
 	n := &Netns{Name: netnsPrefix + strconv.Itoa(os.Getpid())}
 	steps := [][]string{
@@ -50,10 +50,11 @@ func CreateNetns(ctx context.Context) (*Netns, error) {
 			if i > 0 {
 				n.Delete()
 			}
-			return nil, fmt.Errorf("ip %s: %v: %s", strings.Join(s, " "), err, out)
+			return fmt.Errorf("ip %s: %v: %s", strings.Join(s, " "), err, out)
 		}
 	}
-	return n, nil
+	c.ns = n
+	return nil
 }
 
 // Command runs name inside the namespace. `ip netns exec` execs in place, so
