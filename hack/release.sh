@@ -31,13 +31,8 @@ die() { log "$*"; exit 1; }
 raw=$1
 # A relative OUT_DIR is taken from where the script is called; the default
 # is _output/release in the repository.
-case ${2:-} in
-  "") out=$(cd "$(dirname "$0")/.." && pwd)/_output/release ;;
-  /*) out=$2 ;;
-  *) out=$PWD/$2 ;;
-esac
-out=${out%/}
-[ -n "$out" ] || die "OUT_DIR \"$2\" is not allowed: want a directory below /, which is replaced as a whole"
+out=$(realpath -ms -- "${2:-$(dirname "$0")/../_output/release}")
+[ "$out" != / ] || die "OUT_DIR \"$2\" is not allowed: want a directory below /, which is replaced as a whole"
 cd "$(dirname "$0")/.."
 
 # Semantic Versioning 2.0: numbers without leading zeros; prerelease
