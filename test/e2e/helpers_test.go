@@ -62,11 +62,7 @@ func (s *suite) apply(ctx context.Context, t *testing.T, manifest string) {
 // jsonpath reads one field of an object ("" when it is not there).
 func (s *suite) jsonpath(ctx context.Context, t *testing.T, obj, path string, extra ...string) string {
 	t.Helper()
-	out, err := s.c.Kubectl(ctx, append([]string{"get", obj, "-o", "jsonpath=" + path}, extra...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimSpace(out)
+	return strings.TrimSpace(s.kubectl(ctx, t, append([]string{"get", obj, "-o", "jsonpath=" + path}, extra...)...))
 }
 
 // node runs a script on the node (in the guest, as root) and fails the test on error.
