@@ -30,39 +30,20 @@ PACKAGES=(runc containernetworking-plugins iptables conntrack debootstrap)
 log() { echo "e2e-assets: $*" >&2; }
 [ -n "$PROVISIONER_VERSION" ] || { log "no csi-provisioner tag in charts/ssdcache/values.yaml"; exit 1; }
 
-# have DIR BIN...: every BIN is in DIR (builds move each binary in place last).
-have() { local d=$1 b; shift; for b in "$@"; do [ -x "$d/$b" ] || return 1; done; }
-
 build_helm() {
-  local d=$E2E/helm-$HELM_VERSION
-  have "$d" helm || {
-    log "building helm $HELM_VERSION"
-    mkdir -p "$d" && module_build "$d" helm.sh/helm/v3 "$HELM_VERSION" \
-      "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" "" cmd/helm; }
+  module_build "$E2E/helm-$HELM_VERSION" helm.sh/helm/v3 "$HELM_VERSION" \
+    "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" "" cmd/helm
 }
 
 build_all() {
-  local d
-  d=$E2E/k8s-$K8S_VERSION
-  have "$d" kubelet kube-controller-manager kube-scheduler kube-proxy || {
-    log "building kubelet, kube-controller-manager, kube-scheduler, kube-proxy $K8S_VERSION"
-    mkdir -p "$d" && kube_build "$d" "$K8S_VERSION" kubelet kube-controller-manager kube-scheduler kube-proxy; }
-
-  d=$E2E/containerd-$CONTAINERD_VERSION
-  have "$d" containerd containerd-shim-runc-v2 ctr || {
-    log "building containerd $CONTAINERD_VERSION"
-    local m=github.com/containerd/containerd/v2
-    mkdir -p "$d" && module_build "$d" $m "$CONTAINERD_VERSION" \
-      "-X $m/version.Version=$CONTAINERD_VERSION -X $m/version.Revision=modproxy" \
-      "no_btrfs no_devmapper no_zfs no_aufs" cmd/containerd cmd/containerd-shim-runc-v2 cmd/ctr; }
-
+  kube_build "$E2E/k8s-$K8S_VERSION" "$K8S_VERSION" kubelet kube-controller-manager kube-scheduler kube-proxy
+  local m=github.com/containerd/containerd/v2
+  module_build "$E2E/containerd-$CONTAINERD_VERSION" $m "$CONTAINERD_VERSION" \
+    "-X $m/version.Version=$CONTAINERD_VERSION -X $m/version.Revision=modproxy" \
+    "no_btrfs no_devmapper no_zfs no_aufs" cmd/containerd cmd/containerd-shim-runc-v2 cmd/ctr
   build_helm
-
-  d=$E2E/csi-provisioner-$PROVISIONER_VERSION
-  have "$d" csi-provisioner || {
-    log "building csi-provisioner $PROVISIONER_VERSION"
-    mkdir -p "$d" && module_build "$d" github.com/kubernetes-csi/external-provisioner/v5 "$PROVISIONER_VERSION" \
-      "-X main.version=$PROVISIONER_VERSION" "" cmd/csi-provisioner; }
+  module_build "$E2E/csi-provisioner-$PROVISIONER_VERSION" github.com/kubernetes-csi/external-provisioner/v5 \
+    "$PROVISIONER_VERSION" "-X main.version=$PROVISIONER_VERSION" "" cmd/csi-provisioner
 }
 
 link_bin() {

@@ -39,7 +39,5 @@ build_etcd() {
 
 # The directory is per version, and each build moves its binary in place last.
 [ -x "$OUT/etcd" ] || build_etcd
-need=()
-for b in kube-apiserver kubectl; do [ -x "$OUT/$b" ] || need+=("$b"); done
-[ ${#need[@]} -eq 0 ] || { log "building ${need[*]} $K8S_VERSION"; kube_build "$OUT" "$K8S_VERSION" "${need[@]}"; }
+kube_build "$OUT" "$K8S_VERSION" kube-apiserver kubectl
 echo "$OUT"

@@ -21,14 +21,20 @@ kube_build() {
 }
 
 # module_build OUT MODULE VERSION LDFLAGS TAGS PKG...: builds each PKG (a path
-# under MODULE) into OUT/<basename>, without cgo unless BUILD_CGO=1.
+# under MODULE) into OUT/<basename>, without cgo unless BUILD_CGO=1, unless it
+# is there: OUT is per version, and each build moves its binary in place last.
 # The module's own replace directives are copied into the helper module, since
 # Go ignores replaces of dependencies, but those to its own directories: of
 # them, k8s.io/kubernetes's staging modules become their published version,
 # STAGING_VERSION (v0.<minor>.<patch>).
 module_build() {
   local out=$1 module=$2 version=$3 ldflags=$4 tags=$5; shift 5
-  local work modfile p
+  local work modfile p need=()
+  for p in "$@"; do [ -x "$out/$(basename "$p")" ] || need+=("$p"); done
+  [ ${#need[@]} -gt 0 ] || return 0
+  set -- "${need[@]}"
+  echo "$(basename "$0" .sh): building $module $version: $*" >&2
+  mkdir -p "$out"
   work=$(mktemp -d)
   (
     trap 'rm -rf "$work"' EXIT
