@@ -7,8 +7,8 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -61,7 +61,7 @@ func writePKI(dir, serverURL, node string, serverIP net.IP) error {
 	if err != nil {
 		return err
 	}
-	caPEM, _, err := writePair(dir, "ca", ca, caKey)
+	caPEM, _, err := writePair(dir, "ca", ca.Raw, caKey)
 	if err != nil {
 		return err
 	}
@@ -101,28 +101,21 @@ func issue(dir, name string, tmpl, ca *x509.Certificate, caKey crypto.Signer) (c
 	if err != nil {
 		return nil, nil, err
 	}
-	if tmpl.SerialNumber, err = rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62)); err != nil {
-		return nil, nil, err
-	}
-	// An hour back: the guest's clock need not agree with the host's.
+	// An hour back: the guest's clock need not agree with the host's. A nil
+	// SerialNumber is a random one.
 	tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour)
 	tmpl.KeyUsage = x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, key.Public(), caKey)
 	if err != nil {
 		return nil, nil, fmt.Errorf("certificate %s: %w", name, err)
 	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, nil, err
-	}
-	return writePair(dir, name, cert, key)
+	return writePair(dir, name, der, key)
 }
 
-// writePair writes <name>.crt and <name>.key and returns their PEM.
-func writePair(dir, name string, cert *x509.Certificate, key crypto.PrivateKey) (certPEM, keyPEM []byte, err error) {
-	if certPEM, err = certutil.EncodeCertificates(cert); err != nil {
-		return nil, nil, err
-	}
+// writePair writes <name>.crt (of the certificate's DER) and <name>.key and
+// returns their PEM.
+func writePair(dir, name string, der []byte, key crypto.PrivateKey) (certPEM, keyPEM []byte, err error) {
+	certPEM = pem.EncodeToMemory(&pem.Block{Type: certutil.CertificateBlockType, Bytes: der})
 	if keyPEM, err = keyutil.MarshalPrivateKeyToPEM(key); err != nil {
 		return nil, nil, err
 	}
