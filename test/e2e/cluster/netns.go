@@ -17,7 +17,6 @@ const (
 	NodeIP       = "10.250.0.2" // the guest's NIC; kubelet's node IP
 	NodeMAC      = "52:54:00:00:00:02"
 	NodeName     = "e2e-node"
-	linkPrefix   = 24
 	ClusterCIDR  = "10.244.0.0/16"
 	PodCIDR      = "10.244.0.0/24"
 	ServiceCIDR  = "10.96.0.0/16"
@@ -39,7 +38,7 @@ func (c *Cluster) createNetns(ctx context.Context) error {
 		{"netns", "add", n.Name},
 		{"-n", n.Name, "link", "set", "lo", "up"},
 		{"-n", n.Name, "tuntap", "add", "dev", tapName, "mode", "tap"},
-		{"-n", n.Name, "addr", "add", fmt.Sprintf("%s/%d", HostIP, linkPrefix), "dev", tapName},
+		{"-n", n.Name, "addr", "add", HostIP + "/24", "dev", tapName},
 		{"-n", n.Name, "link", "set", tapName, "up"},
 		// Pod IPs live behind the guest; the apiserver reaches them (logs,
 		// service proxy) through it.

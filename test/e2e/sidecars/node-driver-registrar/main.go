@@ -70,10 +70,7 @@ func parseFlags(args []string) (config, error) {
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
-	switch {
-	case fs.NArg() > 0:
-		return config{}, fmt.Errorf("unexpected arguments %q: only flags are allowed", fs.Args())
-	case cfg.kubeletRegistrationPath == "":
+	if cfg.kubeletRegistrationPath == "" {
 		return config{}, errors.New("--kubelet-registration-path is required")
 	}
 	return cfg, nil
