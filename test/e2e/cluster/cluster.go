@@ -54,29 +54,21 @@ type Cluster struct {
 	cmdSeq  atomic.Int64
 }
 
-// Start brings the cluster up to a Ready node. On error everything already
-// started is stopped again.
+// Start brings the cluster up to a Ready node, step by step; the guest boots
+// (slow under emulation) while the control plane starts. On error everything
+// already started is stopped again.
 func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	c := &Cluster{cfg: cfg, logDir: filepath.Join(cfg.WorkDir, "vm", "share", "logs")}
-	if err := c.start(ctx); err != nil {
-		err = fmt.Errorf("%w\n%s", err, c.startReport())
-		c.Stop()
-		return nil, err
-	}
-	return c, nil
-}
-
-// start runs the steps of a start in order; the guest boots (slow under
-// emulation) while the control plane starts.
-func (c *Cluster) start(ctx context.Context) error {
 	for _, step := range []func(context.Context) error{c.prepare, c.createNetns, c.bootNode,
 		c.startControlPlane, c.waitNodeReady, c.waitImages, c.waitServiceIP} {
 		if err := step(ctx); err != nil {
-			return err
+			err = fmt.Errorf("%w\n%s", err, c.startReport())
+			c.Stop()
+			return nil, err
 		}
 	}
 	c.started = true
-	return nil
+	return c, nil
 }
 
 // startReport is the end of the apiserver's log, the node script's output
