@@ -164,7 +164,7 @@ func TestKernel(t *testing.T) {
 	vm.SkipUnlessEnabled(t)
 	deadline := suiteDeadline(t)
 	v, _ := newVM(t, deadline, 0)
-	run := "^Test(KernelReadsMatchDmsetup|RealSanity|OnlineCacheOpsUnderIO|PausedUnderConcurrentWrites|ExpandCachedXFS|Safety.*|AdoptedDiskIsTaken|WarmRestage|WarmUpUnderWrites)$"
+	run := "^Test(KernelReadsMatchDmsetup|RealSanity|OnlineCacheOpsUnderIO|PausedUnderConcurrentWrites|ExpandCachedXFS|Safety.*|AdoptedDiskIsTaken|WarmRestage|WarmUpUnderWrites|FilledCacheHandedOverToSmq)$"
 	if only := os.Getenv("SSDCACHE_GUEST_RUN"); only != "" {
 		run = only // to work on one guest test
 	}
