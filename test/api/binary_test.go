@@ -32,7 +32,7 @@ func TestControllerBinary(t *testing.T) {
 	ctx, c := needAPIServer(t)
 	rolePath := os.Getenv("SSDCACHE_CONTROLLER_ROLE")
 	if rolePath == "" {
-		t.Skip("SSDCACHE_CONTROLLER_ROLE is unset: hack/test-api.sh generates the controller's ClusterRole from its RBAC markers and sets it")
+		t.Skip("SSDCACHE_CONTROLLER_ROLE is unset: hack/test-api.sh sets it to deploy/rbac/controller/role.yaml, the ClusterRole generated from the controller's RBAC markers")
 	}
 	bin := buildController(t)
 	user := grantRole(t, ctx, c, rolePath)
