@@ -24,11 +24,8 @@ type Options struct {
 	CacheMiB           int64
 	Runs               int
 	Runtime            time.Duration
-	// StateDir is ssdcache-node's --state-dir.
-	StateDir string
-	// AfterReboot says an earlier boot of the same disks partitioned them
-	// and left its volumes staged, as a node finds them after a reboot.
-	AfterReboot bool
+	StateDir           string
+	AfterReboot        bool
 }
 
 // Register adds the shared flags to fs; the defaults that differ between
@@ -77,18 +74,17 @@ func StartNode(ctx context.Context, o *Options, hddMiB, ssdMiB []int64) (*Node, 
 			return nil, err
 		}
 	}
-	partition := Partition
 	logPath := filepath.Join(o.OutputDir, "ssdcache-node.log")
-	if o.AfterReboot {
-		partition = Partitions // and the log and hot sets of the first boot stay
-	} else if err := errors.Join(os.RemoveAll(o.StateDir), os.RemoveAll(logPath)); err != nil {
-		return nil, err
+	if !o.AfterReboot { // else the log and hot sets of the first boot stay
+		if err := errors.Join(os.RemoveAll(o.StateDir), os.RemoveAll(logPath)); err != nil {
+			return nil, err
+		}
 	}
-	hddParts, err := partition(ctx, o.HDD, hddMiB)
+	hddParts, err := partition(ctx, o.HDD, hddMiB, o.AfterReboot)
 	if err != nil {
 		return nil, err
 	}
-	ssdParts, err := partition(ctx, o.SSD, ssdMiB)
+	ssdParts, err := partition(ctx, o.SSD, ssdMiB, o.AfterReboot)
 	if err != nil {
 		return nil, err
 	}

@@ -23,27 +23,24 @@ func Run(ctx context.Context, name string, args ...string) (string, error) {
 	return strings.TrimSpace(stdout.String()), nil
 }
 
-// Partition writes a GPT on disk (a /dev/disk/by-id path) with one
-// partition per size in MiB, in order from the start of the disk, and
-// returns their by-id paths (disk + "-partN") once udev has made them.
-func Partition(ctx context.Context, disk string, sizesMiB []int64) ([]string, error) {
-	var script strings.Builder
-	script.WriteString("label: gpt\n")
-	for _, s := range sizesMiB {
-		fmt.Fprintf(&script, "size=%dMiB\n", s)
+// partition writes a GPT on disk (a /dev/disk/by-id path) with one
+// partition per size in MiB, in order from the start of the disk, unless an
+// earlier boot wrote it (afterReboot), and returns their by-id paths
+// (disk + "-partN") once udev has made them.
+func partition(ctx context.Context, disk string, sizesMiB []int64, afterReboot bool) ([]string, error) {
+	if !afterReboot {
+		var script strings.Builder
+		script.WriteString("label: gpt\n")
+		for _, s := range sizesMiB {
+			fmt.Fprintf(&script, "size=%dMiB\n", s)
+		}
+		cmd := exec.CommandContext(ctx, "sfdisk", "--quiet", "--wipe", "always", disk)
+		cmd.Env = append(os.Environ(), "LC_ALL=C")
+		cmd.Stdin = strings.NewReader(script.String())
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("sfdisk %s: %w: %s", disk, err, out)
+		}
 	}
-	cmd := exec.CommandContext(ctx, "sfdisk", "--quiet", "--wipe", "always", disk)
-	cmd.Env = append(os.Environ(), "LC_ALL=C")
-	cmd.Stdin = strings.NewReader(script.String())
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("sfdisk %s: %w: %s", disk, err, out)
-	}
-	return Partitions(ctx, disk, sizesMiB)
-}
-
-// Partitions waits for the by-id links of the partitions Partition made,
-// in this boot or an earlier one.
-func Partitions(ctx context.Context, disk string, sizesMiB []int64) ([]string, error) {
 	if _, err := Run(ctx, "udevadm", "settle"); err != nil {
 		return nil, err
 	}

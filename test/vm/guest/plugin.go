@@ -62,7 +62,6 @@ func (p *Plugin) Restart(ctx context.Context) (down, up time.Duration, err error
 	return down, time.Since(start) - down, nil
 }
 
-// LogPath is the file the plugin logs to.
 func (p *Plugin) LogPath() string { return p.logPath }
 
 // Stop ends the plugin with SIGTERM, as a pod deletion would.

@@ -51,7 +51,6 @@ func StartProcess(binary string, args []string, out io.Writer) (*Process, error)
 	return p, nil
 }
 
-// Pid is the process ID.
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
 
 // Exited says whether the process has ended, and how.
