@@ -38,10 +38,7 @@ func follow(b *vm.Boot, w io.Writer) {
 // Tail is the last n lines of s.
 func Tail(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // CopyFiles copies the named files from src to dst, creating dst.

@@ -19,13 +19,12 @@ import (
 // output, keep guest.log and let Collect copy results out of the share.
 type Job struct {
 	// Name is "demo" or "bench": message prefix, guest binary and temp dir name.
-	Name string
-	// GuestPackage is the import path of the guest program.
-	GuestPackage string
-	// GuestArgs follow the shared guest flags (-hdd, -ssd, -output-dir, -cache-mib).
+	Name         string
+	GuestPackage string // import path of the guest program
+	// GuestArgs follow the shared guest flags (-hdd, -ssd, -output-dir,
+	// -cache-mib CacheMiB).
 	GuestArgs []string
-	// CacheMiB is passed to the guest as -cache-mib.
-	CacheMiB int64
+	CacheMiB  int64
 	// VM configures the VM; an empty WorkDir means a fresh temporary dir.
 	VM vm.Config
 	// OutputDir receives guest.log and whatever Collect copies.
