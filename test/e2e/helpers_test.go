@@ -27,19 +27,16 @@ func (s *suite) kubectl(ctx context.Context, t *testing.T, args ...string) strin
 	return out
 }
 
-// execAttempts bounds retries of a kubectl exec whose stream broke.
-const execAttempts = 3
-
 // brokenStream marks kubectl exec errors of the connection, not of the
 // command: a busy node's kubelet or API server dropped the stream.
 var brokenStream = []string{"websocket: close", "error reading from error stream", "error dialing backend", "connection reset by peer"}
 
 // exec runs an idempotent bash script in a pod of the default namespace; a
-// stream the busy node dropped is retried, a failing script is not.
+// stream the busy node dropped is retried (3 attempts), a failing script is not.
 func (s *suite) exec(ctx context.Context, t *testing.T, pod, script string) {
 	t.Helper()
 	var err error
-	for range execAttempts {
+	for range 3 {
 		if _, err = s.c.Kubectl(ctx, "-n", "default", "exec", pod, "--", "bash", "-c", script); err == nil {
 			return
 		}

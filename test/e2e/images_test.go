@@ -26,36 +26,31 @@ type imageName struct{ Repository, Tag string }
 
 func (n imageName) ref() string { return n.Repository + ":" + n.Tag }
 
-// chartSidecarTags reads the sidecar tags the chart ships with, so that the
-// e2e runs the versions users get.
-func chartSidecarTags(t *testing.T, repo string) (registrar, provisioner string) {
-	raw, err := os.ReadFile(filepath.Join(repo, "charts", "ssdcache", "values.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var v struct {
-		Sidecars struct {
-			NodeDriverRegistrar, Provisioner struct{ Image imageName }
-		}
-	}
-	if err := yaml.Unmarshal(raw, &v); err != nil {
-		t.Fatalf("charts/ssdcache/values.yaml: %v", err)
-	}
-	sc := v.Sidecars
-	return sc.NodeDriverRegistrar.Image.Tag, sc.Provisioner.Image.Tag
-}
-
 // buildImages assembles the project image from the Dockerfile's recipe, the
 // real csi-provisioner (built from its module by hack/e2e-assets.sh), the
 // stand-in of node-driver-registrar (whose module the proxy does not serve;
 // see test/e2e/sidecars) and a pause image.
 func (s *suite) buildImages(ctx context.Context, t *testing.T) {
-	regTag, provTag := chartSidecarTags(t, s.repo)
+	// The sidecars' tags are the chart's, so that the e2e runs the versions
+	// users get.
+	raw, err := os.ReadFile(filepath.Join(s.repo, "charts", "ssdcache", "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values struct {
+		Sidecars struct {
+			NodeDriverRegistrar, Provisioner struct{ Image imageName }
+		}
+	}
+	if err := yaml.Unmarshal(raw, &values); err != nil {
+		t.Fatalf("charts/ssdcache/values.yaml: %v", err)
+	}
+	sc := values.Sidecars
 	r := imageRefs{
 		project:     "docker.io/ssdcache/ssdcache:e2e",
 		pause:       "localhost/ssdcache-e2e/pause:1",
-		registrar:   imageName{"localhost/ssdcache-e2e/csi-node-driver-registrar", regTag + "-standin"},
-		provisioner: imageName{"registry.k8s.io/sig-storage/csi-provisioner", provTag},
+		registrar:   imageName{"localhost/ssdcache-e2e/csi-node-driver-registrar", sc.NodeDriverRegistrar.Image.Tag + "-standin"},
+		provisioner: imageName{"registry.k8s.io/sig-storage/csi-provisioner", sc.Provisioner.Image.Tag},
 	}
 	binDir := filepath.Join(s.workDir, "bin")
 	bins := []images.BinaryImage{

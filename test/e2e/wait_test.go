@@ -168,18 +168,14 @@ func (s *suite) explain(ctx context.Context, obj object) string {
 	defer cancel()
 	report := s.eventsOf(ctx, obj)
 	pods, _ := s.podsOf(ctx, obj) // an error is in eventsOf's
-	for i := range pods {
-		report += s.podReport(ctx, &pods[i], podLogTail, containerNames(&pods[i])...)
+	for _, p := range pods {
+		var containers []string
+		for _, c := range p.Spec.Containers {
+			containers = append(containers, c.Name)
+		}
+		report += s.podReport(ctx, &p, podLogTail, containers...)
 	}
 	return report + s.pluginReport(ctx)
-}
-
-func containerNames(p *corev1.Pod) []string {
-	var names []string
-	for _, c := range p.Spec.Containers {
-		names = append(names, c.Name)
-	}
-	return names
 }
 
 // events are the last eventTail events about the object called name in
