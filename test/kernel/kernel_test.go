@@ -156,10 +156,7 @@ func parseGoTest(out string) []goTestResult {
 	return results
 }
 
-// TestKernel runs every guest test in one boot: csi-sanity on the real
-// driver, online cache changes under I/O, online expansion of a cached xfs
-// volume, SSD failure, crashes at fault points, device safety, warm-up
-// after restage, promotion of new data and warm-up under writes.
+// TestKernel runs the guest tests of make test-kernel in one boot.
 func TestKernel(t *testing.T) {
 	vm.SkipUnlessEnabled(t)
 	deadline := suiteDeadline(t)

@@ -79,16 +79,13 @@ func childCommand(t testing.TB, name string, args ...string) *exec.Cmd {
 	return exec.CommandContext(ctx(t), name, args...)
 }
 
-// errPastDeadline is waitChild's error for a child killed at the deadline.
-var errPastDeadline = errors.New("still running at the suite's deadline: killed")
-
 // waitChild waits for a child of childCommand. When the deadline killed it,
 // the error says so instead of a bare "signal: killed", and is not an
 // *exec.ExitError: no caller mistakes it for a fault point's SIGKILL.
 func waitChild(cmd *exec.Cmd) error {
 	err := cmd.Wait()
 	if err != nil && !time.Now().Before(deadline()) {
-		return fmt.Errorf("%w (%s; %v)", errPastDeadline, deadline().Format(time.TimeOnly), err)
+		return fmt.Errorf("still running at the suite's deadline: killed (%s; %v)", deadline().Format(time.TimeOnly), err)
 	}
 	return err
 }
