@@ -53,7 +53,11 @@ func TestEndToEnd(t *testing.T) {
 	// Every wait of the steps ends at this deadline at the latest (see stepsDeadline).
 	ctx, cancel := context.WithDeadline(context.Background(), stepsDeadline(t))
 	defer cancel()
-	s := &suite{workDir: workDir(t), repo: repoRoot(t), previousRuns: map[string]time.Time{}, log: testLogger(t)}
+	repo, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &suite{workDir: workDir(t), repo: repo, previousRuns: map[string]time.Time{}, log: testLogger(t)}
 	steps := []struct {
 		name string
 		run  func(context.Context, *testing.T)
@@ -149,12 +153,4 @@ func requireEnv(t *testing.T, name string) string {
 		t.Fatalf("%s is not set: run the e2e through hack/test-e2e.sh", name)
 	}
 	return v
-}
-
-func repoRoot(t *testing.T) string {
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return root
 }

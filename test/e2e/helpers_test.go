@@ -17,7 +17,6 @@ func testLogger(t *testing.T) klog.Logger {
 	return ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(4)))
 }
 
-// kubectl runs kubectl and fails the test on error.
 func (s *suite) kubectl(ctx context.Context, t *testing.T, args ...string) string {
 	t.Helper()
 	out, err := s.c.Kubectl(ctx, args...)
@@ -48,7 +47,6 @@ func (s *suite) exec(ctx context.Context, t *testing.T, pod, script string) {
 	t.Fatal(err)
 }
 
-// apply is `kubectl apply -f -` of manifest.
 func (s *suite) apply(ctx context.Context, t *testing.T, manifest string) {
 	t.Helper()
 	if _, err := s.c.KubectlStdin(ctx, manifest, "apply", "-f", "-"); err != nil {
@@ -72,7 +70,6 @@ func (s *suite) node(ctx context.Context, t *testing.T, script string) string {
 	return out
 }
 
-// dmTable is the node's table of a staged volume's dm device.
 func (s *suite) dmTable(ctx context.Context, t *testing.T, volumeHandle string) string {
 	t.Helper()
 	return strings.TrimSpace(s.node(ctx, t, "dmsetup table ssdcache-"+volumeHandle))

@@ -27,7 +27,6 @@ const (
 	slowWait, verySlowWait = 10 * time.Second, 2 * time.Minute
 )
 
-// stepsDeadline is when the steps must be over.
 func stepsDeadline(t *testing.T) time.Time {
 	d, ok := t.Deadline()
 	if !ok { // go test -timeout 0: no limit given; keep hack/test-e2e.sh's
