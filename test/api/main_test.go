@@ -25,14 +25,12 @@ import (
 	"github.com/ssdcache/ssdcache/pkg/controller"
 )
 
-// suite is the API server shared by all tests of the package; starting it takes
-// seconds, so TestMain does it once, before any test runs, and sets shared.
-type suite struct {
+// shared is the API server shared by all tests of the package; starting it
+// takes seconds, so TestMain does it once, before any test runs.
+var shared struct {
 	env    *envtest.Environment
 	client client.Client // uncached, so tests see the API server's truth
 }
-
-var shared suite
 
 // needAPIServer skips a test when no API server was started.
 func needAPIServer(t *testing.T) (context.Context, client.Client) {
@@ -99,7 +97,7 @@ func runWithAPIServer(m *testing.M) int {
 		}
 	}()
 	defer func() { cancel(); <-done }()
-	shared = suite{env: env, client: c}
+	shared.env, shared.client = env, c
 	return m.Run()
 }
 
