@@ -49,10 +49,9 @@ func suiteDeadline(t *testing.T) time.Time {
 	return d.Add(-reportMargin)
 }
 
-// guestScript runs the guest test binary with the environment it expects.
-// deadline is when qemu will be cut off: the binary's -test.timeout ends a
-// minute earlier (SSDCACHE_TEST_END, see the guest's TestMain) and its waits
-// a few minutes before that (SSDCACHE_DEADLINE). The binaries run from the
+// guestScript runs the guest test binary with the environment it expects,
+// its deadlines set by the margins above from deadline, when qemu will be
+// cut off. The binaries run from the
 // guest's tmpfs: the share is 9p without a page cache, so every start read
 // all of a 60 MiB binary through it again (2 s a start under emulation,
 // against 0.3 s from tmpfs).

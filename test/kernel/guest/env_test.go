@@ -128,17 +128,16 @@ const logTail = 40
 // runs, the last lines it logged and the device-mapper state, where a device
 // left suspended or with an inactive table explains a hang.
 func (p *plugin) diagnose() string {
-	var b strings.Builder
+	state := fmt.Sprintf("ssdcache-node is still running (pid %d)", p.proc.Pid())
 	if exited, err := p.proc.Exited(); exited {
-		fmt.Fprintf(&b, "ssdcache-node has exited: %s\n", exitText(err))
-	} else {
-		fmt.Fprintf(&b, "ssdcache-node is still running (pid %d)\n", p.proc.Pid())
+		state = "ssdcache-node has exited: " + exitText(err)
 	}
-	fmt.Fprintf(&b, "--- its last %d log lines:\n%s\n", logTail, lastLines(p.log.String(), logTail))
-	return b.String() + dmState()
+	return fmt.Sprintf("%s\n--- its last %d log lines:\n%s\n%s",
+		state, logTail, lastLines(p.log.String(), logTail), dmState())
 }
 
-// dmState is `dmsetup info -c` and `dmsetup table`, for failure reports.
+// dmState is `dmsetup info -c`, `dmsetup table` and the processes, for
+// failure reports.
 func dmState() string {
 	var b strings.Builder
 	for _, cmd := range []string{"dmsetup info -c", "dmsetup table", "ps -eo pid,ppid,stat,etime,args"} {

@@ -16,14 +16,12 @@ import (
 	vmguest "github.com/ssdcache/ssdcache/test/vm/guest"
 )
 
-// Waits in the guest have no fixed deadline of their own: on a busy host the
-// emulated guest runs several times slower than on an idle one, and a wait
-// that fits an idle machine (the plugin's socket within 60 s) fails there
-// while the suite as a whole still fits its budget. Every wait runs until
-// the suite's deadline instead, which the host (package kernel) derives from
-// its own `go test -timeout` and passes as SSDCACHE_DEADLINE, unix seconds.
-// It falls a few minutes before the guest binary's -test.timeout, so that a
-// wait that gives up can still report what it saw and clean up.
+// Waits in the guest have no fixed deadline of their own (see the suite's
+// time budget in package kernel): every wait runs until the suite's
+// deadline, which the host derives from its own `go test -timeout` and
+// passes as SSDCACHE_DEADLINE, unix seconds, a few minutes before the guest
+// binary's -test.timeout, so that a wait that gives up can still report what
+// it saw and clean up.
 var suiteDeadline = sync.OnceValues(func() (time.Time, error) {
 	s := os.Getenv("SSDCACHE_DEADLINE")
 	sec, err := strconv.ParseInt(s, 10, 64)
@@ -34,8 +32,7 @@ var suiteDeadline = sync.OnceValues(func() (time.Time, error) {
 })
 
 // TestMain gives the binary a -test.timeout that ends at SSDCACHE_TEST_END,
-// unix seconds from the host, a minute before qemu is cut off, so that the
-// timeout's panic, with every goroutine's stack, reaches the output. The
+// unix seconds from the host (see guestExitMargin in package kernel). The
 // timeout counts from the binary's start, which only the guest knows
 // (booting takes a while); the guest's clock starts from the host's (qemu's
 // RTC) and keeps pace with it under TCG. At least 1s: 0 means no timeout.
