@@ -167,11 +167,9 @@ func TestKernel(t *testing.T) {
 	runGuest(t, v, deadline, run)
 }
 
-// TestStress runs 32 volumes through stage, cache, publish, write, verify,
-// unpublish and unstage in parallel, round after round, while a stand-in
-// for the node agent attaches and resizes caches (make stress; the number of
-// rounds comes from SSDCACHE_STRESS_ROUNDS). The SSD is 2 GiB, not 1, so
-// every volume can hold a cache.
+// TestStress runs the guest's TestStressParallelVolumes for make stress, which
+// sets SSDCACHE_STRESS_ROUNDS; the SSD is 2 GiB, not 1, so every volume can
+// hold a cache.
 func TestStress(t *testing.T) {
 	vm.SkipUnlessEnabled(t)
 	rounds := os.Getenv("SSDCACHE_STRESS_ROUNDS")
@@ -217,7 +215,6 @@ func TestPowerLoss(t *testing.T) {
 
 // waitForLines waits until the guest has acknowledged n writes in path,
 // polling until the boot ends: the boot's timeout is this wait's deadline.
-// The error says how many it last read and the last one.
 func waitForLines(b *vm.Boot, path string, n int) error {
 	start := time.Now()
 	saw := "no file yet"

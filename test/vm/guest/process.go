@@ -108,7 +108,6 @@ func Connect(ctx context.Context, socket string, opts ...grpc.DialOption) (*Clie
 	if err != nil {
 		return nil, err
 	}
-	c := &Clients{Conn: conn, Controller: csi.NewControllerClient(conn), Node: csi.NewNodeClient(conn)}
 	resp, err := csi.NewIdentityClient(conn).Probe(ctx, &csi.ProbeRequest{}, grpc.WaitForReady(true))
 	if err == nil && resp.GetReady() != nil && !resp.GetReady().GetValue() {
 		err = ErrNotReady
@@ -117,7 +116,7 @@ func Connect(ctx context.Context, socket string, opts ...grpc.DialOption) (*Clie
 		_ = conn.Close()
 		return nil, err
 	}
-	return c, nil
+	return &Clients{Conn: conn, Controller: csi.NewControllerClient(conn), Node: csi.NewNodeClient(conn)}, nil
 }
 
 // ProbeAttempt bounds one Probe of WaitReady's tries, not the wait: a
