@@ -7,6 +7,7 @@ package kernel
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -196,15 +197,14 @@ func TestPowerLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	acked := filepath.Join(v.ShareDir(), "powerloss.acked")
-	if err := waitForLines(b, acked, 300); err != nil {
-		b.Kill()
-		res, _ := b.Wait()
-		t.Fatalf("%v\n--- guest output\n%s\n--- console tail\n%s", err, res.Stdout, job.Tail(res.Console, 40))
-	}
+	waitErr := waitForLines(b, acked, 300)
 	b.Kill()
 	first, err := b.Wait()
 	if err != nil {
-		t.Fatal(err)
+		t.Fatal(errors.Join(waitErr, err))
+	}
+	if waitErr != nil {
+		t.Fatalf("%v\n--- guest output\n%s\n--- console tail\n%s", waitErr, first.Stdout, job.Tail(first.Console, 40))
 	}
 	if first.Finished {
 		t.Fatalf("the writer finished before the power was cut:\n%s", first.Stdout)

@@ -13,10 +13,8 @@ import (
 	"github.com/ssdcache/ssdcache/test/vm"
 )
 
-// Job is the build-boot-collect sequence the demo and the bench share: build
-// ssdcache-node, ssdcache-bench and the job's guest program into the share
-// dir, boot the VM on the guest program with the shared flags, echo its
-// output, keep guest.log and let Collect copy results out of the share.
+// Job is one build-boot-collect run (see the package comment); the guest's
+// output is kept as guest.log in OutputDir.
 type Job struct {
 	// Name is "demo" or "bench": message prefix, guest binary and temp dir name.
 	Name         string
@@ -26,8 +24,7 @@ type Job struct {
 	GuestArgs []string
 	CacheMiB  int64
 	// VM configures the VM; an empty WorkDir means a fresh temporary dir.
-	VM vm.Config
-	// OutputDir receives guest.log and whatever Collect copies.
+	VM        vm.Config
 	OutputDir string
 	// Collect copies results from the guest's output dir in the share; it is
 	// called whatever happened in the VM, so a failed run can be looked at.
@@ -80,8 +77,7 @@ func (j Job) Run(ctx context.Context) error {
 
 // boot runs the guest program once, with extra flags, copying its output
 // (the script merges stderr into it) to stderr as it comes and appending it
-// to stdout. It fails when the harness failed, the script did not finish or
-// exited non-zero.
+// to stdout.
 func (j Job) boot(ctx context.Context, v *vm.VM, what string, extra []string, stdout *strings.Builder) error {
 	fmt.Fprintf(os.Stderr, "%s: %s (qemu TCG; the guest's output follows)\n", j.Name, what)
 	b, err := v.Start(ctx, j.script(extra))
