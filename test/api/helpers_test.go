@@ -182,7 +182,6 @@ func getBinding(ctx context.Context, c client.Client, ns, name string) (*ssdv1.C
 	return b, c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, b)
 }
 
-// waitBinding waits until check accepts the binding and returns it.
 func waitBinding(t *testing.T, c client.Client, ns, name, what string, check func(*ssdv1.CacheBinding) error) *ssdv1.CacheBinding {
 	t.Helper()
 	var b *ssdv1.CacheBinding

@@ -50,7 +50,6 @@ func TestEndToEnd(t *testing.T) {
 	if testing.Short() || os.Getenv(enableEnv) != "1" {
 		t.Skipf("boots a one-node cluster in a VM: set %s=1 (make test-e2e does, after hack/e2e-assets.sh)", enableEnv)
 	}
-	// Every wait of the steps ends at this deadline at the latest (see stepsDeadline).
 	ctx, cancel := context.WithDeadline(context.Background(), stepsDeadline(t))
 	defer cancel()
 	repo, err := filepath.Abs(filepath.Join("..", ".."))

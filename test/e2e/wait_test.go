@@ -18,8 +18,7 @@ const (
 	// stepsMargin is kept for what follows a failed step: its report (up to
 	// reportTimeout), dumpState (2 minutes) and stopping the cluster (1.5).
 	stepsMargin = 5 * time.Minute
-	// reportTimeout bounds the kubectl calls of one failure report, which run
-	// when the steps' context may have ended already.
+	// reportTimeout bounds the kubectl calls of one failure report.
 	reportTimeout = time.Minute
 	pollInterval  = 2 * time.Second
 	// Waits this long are logged with their duration (where a step's time

@@ -75,7 +75,6 @@ func startPlugin(t testing.TB, e env, extra ...string) *plugin {
 	return launch(t, e, socket, append([]string{"--origin-devices=" + e.hdd, "--cache-devices=" + e.ssd}, extra...))
 }
 
-// launch runs ssdcache-node with the common flags and args.
 func launch(t testing.TB, e env, socket string, args []string) *plugin {
 	t.Helper()
 	p := &plugin{t: t, env: e, socket: socket}

@@ -65,7 +65,6 @@ func ctx(t testing.TB) context.Context {
 	return c
 }
 
-// poll is vmguest.Poll until the suite's deadline.
 func poll(what string, interval time.Duration, check func() (done bool, saw string, err error)) error {
 	return vmguest.Poll(context.Background(), what, time.Until(deadline()), interval, check)
 }

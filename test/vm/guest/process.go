@@ -88,7 +88,6 @@ func (p *Process) Stop(grace time.Duration, beforeKill func()) error {
 	return p.err
 }
 
-// ErrNotReady is Connect's error when the plugin answered Probe not ready.
 var ErrNotReady = errors.New("answered Probe, not ready")
 
 // Clients are the CSI clients of one connection to the plugin.
