@@ -169,9 +169,6 @@ func (p *plugin) stop() {
 		_ = p.csi.Conn.Close()
 		p.csi = nil
 	}
-	if p.proc == nil {
-		return
-	}
 	err := p.proc.Stop(stopGrace, func() {
 		p.t.Logf("ssdcache-node still running %v after SIGTERM: killing it\n%s", stopGrace, p.diagnose())
 	})
