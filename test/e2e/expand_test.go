@@ -22,9 +22,7 @@ func (s *suite) volumeExpansion(ctx context.Context, t *testing.T) {
 		return strings.HasPrefix(out, grown+" "), "capacity, resize status, conditions: " + out + errOrEmpty(err), nil
 	})
 	s.exec(ctx, t, "cached-data", fmt.Sprintf(`[ "$(df -B1M --output=size /data | tail -1)" -gt %d ] && cd /data && sha256sum -c --quiet SUMS`, leastMiB))
-	if table := s.dmTable(ctx, t, s.volumeHandle(ctx, t, "cached-data")); !strings.Contains(table, " cache ") || !strings.Contains(table, " writethrough ") {
-		t.Fatalf("after the expansion the volume's table is not a writethrough cache: %s", table)
-	}
+	s.waitTable(ctx, t, s.volumeHandle(ctx, t, "cached-data"), cachedTable, "a writethrough cache table after the expansion")
 	s.eventually(ctx, t, "the resize Events on the claim", pvc, func() (bool, string, error) {
 		reasons, err := s.c.Kubectl(ctx, "-n", "default", "get", "events", "--field-selector", "involvedObject.name=cached-data,involvedObject.kind=PersistentVolumeClaim", "-o", "jsonpath={.items[*].reason}")
 		return strings.Contains(reasons, "Resizing") && strings.Contains(reasons, "FileSystemResizeRequired"), "reasons: " + reasons + errOrEmpty(err), nil

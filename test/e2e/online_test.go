@@ -85,9 +85,7 @@ func (s *suite) cacheBindingOnline(ctx context.Context, t *testing.T) {
 	s.apply(ctx, t, cacheBinding(reader, cacheSize))
 	binding := object{ns: "default", name: "cachebinding/" + reader}
 	s.waitReady(ctx, t, binding)
-	if table := s.dmTable(ctx, t, handle); !strings.Contains(table, " cache ") || !strings.Contains(table, " writethrough ") {
-		t.Fatalf("after the binding went Ready the table is not a writethrough cache: %s", table)
-	}
+	s.waitTable(ctx, t, handle, cachedTable, "a writethrough cache table once the binding is Ready")
 	first, _ := s.readHits(ctx)
 	s.eventually(ctx, t, "the binding's read hits rise", binding, func() (bool, string, error) {
 		hits, saw := s.readHits(ctx)

@@ -80,11 +80,8 @@ func (s *suite) cachedStorageClass(ctx context.Context, t *testing.T) {
 	// brought the volume up linear and the node agent attached the binding's cache.
 	s.waitReady(ctx, t, object{ns: "default", name: "cachebinding/cached-data"})
 	handle := s.volumeHandle(ctx, t, "cached-data")
-	table := s.dmTable(ctx, t, handle)
-	if !strings.Contains(table, " cache ") || !strings.Contains(table, " writethrough ") {
-		t.Fatalf("dm table of the cached volume is not a writethrough cache: %s", table)
-	}
-	t.Logf("dm table: %s", table)
+	s.waitTable(ctx, t, handle, cachedTable, "a writethrough cache table on the cached volume")
+	t.Logf("dm table: %s", s.dmTable(ctx, t, handle))
 	s.logStageToCacheLive(ctx, t, handle)
 }
 

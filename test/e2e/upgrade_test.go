@@ -29,8 +29,6 @@ func (s *suite) helmUpgrade(ctx context.Context, t *testing.T) {
 		}
 	}
 	s.exec(ctx, t, "cached-data", "head -c 4M /dev/urandom > /data/after-upgrade && sync && cd /data && sha256sum -c --quiet SUMS")
-	if table := s.dmTable(ctx, t, handle); !strings.Contains(table, " cache ") || !strings.Contains(table, " writethrough ") {
-		t.Fatalf("after the upgrade the volume's table is not a writethrough cache: %s", table)
-	}
+	s.waitTable(ctx, t, handle, cachedTable, "a writethrough cache table after the upgrade")
 	s.waitReady(ctx, t, object{ns: "default", name: "cachebinding/cached-data"})
 }
