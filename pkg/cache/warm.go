@@ -251,7 +251,7 @@ func (a *applier) loadWarm(ctx context.Context, table dm.Table, meta lvm.LV) err
 
 // metadata maps the kept and copied blocks that saw no write.
 func (w *warming) metadata(written []uint64) (dm.CacheMetadata, WarmReport) {
-	md := dm.CacheMetadata{BlockSectors: w.blockSectors, CacheBlocks: w.cacheBlocks, Policy: "smq"}
+	md := dm.CacheMetadata{BlockSectors: w.blockSectors, CacheBlocks: w.cacheBlocks, Policy: PolicyReplacing}
 	written = slices.Sorted(slices.Values(written))
 	var r WarmReport
 	for i, m := range slices.Concat(w.kept, w.copies) {
