@@ -13,18 +13,22 @@ import (
 )
 
 // DefaultPromoteInterval is how often the blocks read on warm caches are
-// promoted: short enough that a second pass over new data finds most of
-// the first pass's blocks in the cache, long enough that the table swaps of
-// a promotion stay a small share of a busy volume's time.
-const DefaultPromoteInterval = 2 * time.Second
+// looked at: a promotion starts within two intervals of the reads that
+// brought its blocks going quiet.
+const DefaultPromoteInterval = time.Second
 
-// Promoter promotes, every interval, the blocks read since the previous
-// promotion on each volume whose cache warms up (cache.Engine.Promote), when
-// some of those reads missed and the cache has free blocks: a second pass
-// over new data then reads from the SSD, where dm-cache's smq alone needs
-// four to six. Meanwhile the cache runs smq's cleaner variant, which
-// promotes nothing (cache.PolicyFilling); a full cache is handed over to
-// smq, which replaces blocks by use.
+// Promoter promotes the blocks read on each volume whose cache warms up
+// (cache.Engine.Promote), when some of those reads missed and the cache
+// has free blocks: a second pass over new data then reads from the SSD,
+// where dm-cache's smq alone needs four to six. Meanwhile the cache runs
+// smq's cleaner variant, which promotes nothing (cache.PolicyFilling); a
+// full cache is handed over to smq, which replaces blocks by use.
+//
+// A promotion reads its blocks from the HDD a second time (dm-cache, too,
+// copies a promoted block from the origin), so it runs when the volume's
+// reads pause: then it costs the application nothing. A volume that keeps
+// reading gets its batches anyway, paced so that they take at most a fifth
+// of its time.
 type Promoter struct {
 	engine   *cache.Engine
 	locks    *cache.VolumeLocks
@@ -38,13 +42,14 @@ type Promoter struct {
 }
 
 type recentReads struct {
+	// blocks were read and are not known to be in the cache (NotHeld).
 	blocks map[uint64]struct{}
 	// misses is the cache's read-miss counter at the last tick; missed is
 	// how much it grew since the batch began.
 	misses, missed uint64
-	// notBefore paces promotions: each reads its blocks from the HDD
-	// beside the application's reads, so they may take at most a fifth of
-	// the volume's time.
+	// notBefore paces promotions while the volume reads: a batch begun on
+	// a busy volume waits promoteBusyWait for its reads to pause, and the
+	// next waits promoteIdleFactor times as long as the last one took.
 	notBefore time.Time
 	// afterBatch is set when the last promotion mapped a batch worth its
 	// swaps: the reads made while it ran were counted by a table it
@@ -56,8 +61,7 @@ type recentReads struct {
 // missed (a share of the cache's blocks, at least minPromoteMisses) and the
 // batch holds at least minPromoteMisses blocks (a volume that mostly
 // writes misses often on few blocks read; each promotion leaves it
-// uncached for seconds), and the next waits promoteIdleFactor times as
-// long as the last one took.
+// uncached for a second or two).
 const (
 	// promoteTimeout bounds one promotion: its copy reads at most the
 	// cache's size from the HDD.
@@ -65,6 +69,9 @@ const (
 	minPromoteMisses   = 16
 	promoteMissesShare = 128
 	promoteIdleFactor  = 4
+	// promoteBusyWait is how long a first pass over new data reads alone
+	// before a promotion competes with it for the HDD.
+	promoteBusyWait = 10 * time.Second
 )
 
 // NewPromoter returns a promoter; Start runs it. A zero interval takes the
@@ -131,10 +138,14 @@ func (p *Promoter) collect(ctx context.Context, id string, st cache.State) {
 		}
 		return
 	}
-	p.add(ctx, id, blocks, *st.Status)
+	p.add(ctx, id, blocks, p.engine.NotHeld(id, st.Table, blocks), *st.Status)
 }
 
-func (p *Promoter) add(ctx context.Context, id string, blocks []uint64, st dm.CacheStatus) {
+// add counts a tick's reads (blocks, of which notHeld are not known to be
+// in the cache) into the volume's batch, and promotes the batch when it is
+// worth it and the volume's reads paused (none this tick) or its pacing
+// allows.
+func (p *Promoter) add(ctx context.Context, id string, blocks, notHeld []uint64, st dm.CacheStatus) {
 	r, known := p.reads[id]
 	if !known {
 		// Reads before the first look may have missed: Promote skips what is mapped.
@@ -150,7 +161,11 @@ func (p *Promoter) add(ctx context.Context, id string, blocks []uint64, st dm.Ca
 		r.missed += uint64(len(blocks))
 		r.afterBatch = false
 	}
-	for _, b := range blocks {
+	now, busy := p.clock.Now(), len(blocks) > 0
+	if busy && len(r.blocks) == 0 && len(notHeld) > 0 {
+		r.notBefore = later(r.notBefore, now.Add(promoteBusyWait))
+	}
+	for _, b := range notHeld {
 		r.blocks[b] = struct{}{}
 	}
 	switch {
@@ -159,12 +174,20 @@ func (p *Promoter) add(ctx context.Context, id string, blocks []uint64, st dm.Ca
 		p.handOver(ctx, id, st, "the cache is full")
 	case len(r.blocks) > 0 && r.missed == 0:
 		r.blocks, r.missed = map[uint64]struct{}{}, 0 // every read hit
-	case r.missed < max(minPromoteMisses, st.CacheTotal/promoteMissesShare) || len(r.blocks) < minPromoteMisses ||
-		p.clock.Now().Before(r.notBefore):
+	case r.missed < max(minPromoteMisses, st.CacheTotal/promoteMissesShare) || len(r.blocks) < minPromoteMisses:
 		// keep collecting
+	case busy && now.Before(r.notBefore):
+		// the application is reading: leave the HDD to it for now
 	default:
 		p.promote(ctx, id, r)
 	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // handOver lets smq replace the blocks of a cache the promoter no longer
@@ -200,10 +223,15 @@ func (p *Promoter) promote(ctx context.Context, id string, r *recentReads) {
 	// table, uncached, until the next agent attaches the cache again.
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), promoteTimeout)
 	defer cancel()
-	res, err := p.engine.Promote(pctx, id, blocks)
+	res, left, err := p.engine.Promote(pctx, id, blocks)
 	took := p.clock.Since(start)
 	r.notBefore = start.Add(took * (1 + promoteIdleFactor))
 	r.afterBatch = err == nil && res.Blocks >= minPromoteMisses
+	// What one promotion could not hold is the next batch: known misses.
+	for _, b := range left {
+		r.blocks[b] = struct{}{}
+	}
+	r.missed = uint64(len(left))
 	if err != nil {
 		klog.ErrorS(err, "Promoting the blocks read", "volumeID", id, "blocks", len(blocks))
 		if errors.Is(err, cache.ErrCacheLeftOut) {
@@ -215,5 +243,5 @@ func (p *Promoter) promote(ctx context.Context, id string, r *recentReads) {
 		p.metrics.add(p.metrics.batchPromoted, id, float64(res.Blocks))
 	}
 	klog.InfoS("Promoted the blocks read", "volumeID", id, "read", len(blocks), "promoted", res.Blocks,
-		"kept", res.Kept, "writtenMeanwhile", res.Dropped, "duration", took, "uncached", res.Uncached)
+		"kept", res.Kept, "writtenMeanwhile", res.Dropped, "left", len(left), "duration", took, "uncached", res.Uncached)
 }

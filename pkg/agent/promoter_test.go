@@ -31,6 +31,10 @@ func TestPromoterPromotesReadsThatMissedAndNotThoseThatHit(t *testing.T) {
 	}
 	n.dm.Read(name, 35*128) // blocks 30-39
 	p.Tick(context.Background())
+	if len(n.dev.Copied) != 0 {
+		t.Fatalf("promoted while the volume was reading: %v", n.dev.Copied)
+	}
+	p.Tick(context.Background()) // the reads paused
 	md, _ := n.meta.Get("/dev/nvme/" + vol + ".cache-meta")
 	if len(md.Mappings) != 20 || md.Mappings[0] != (dm.Mapping{Cache: 0, Origin: 20}) {
 		t.Fatalf("mappings after missed reads: %v, want blocks 20-39", md.Mappings)
@@ -110,7 +114,8 @@ func TestPromoterCountsReadsMadeDuringAPromotion(t *testing.T) {
 		n.dm.Read(name, area*10*128)
 	}
 	n.dm.StatusOverride[name] = status(0, 500, 0, "rw -")
-	p.Tick(context.Background()) // promotes blocks 0-19
+	p.Tick(context.Background())
+	p.Tick(context.Background()) // the reads paused: promotes blocks 0-19
 	if promotions(n) != 1 {
 		t.Fatalf("copies %v, want one promotion", n.dev.Copied)
 	}
@@ -118,6 +123,7 @@ func TestPromoterCountsReadsMadeDuringAPromotion(t *testing.T) {
 		n.dm.Read(name, area*10*128)
 	}
 	n.dm.StatusOverride[name] = status(0, 0, 0, "rw -") // the reloaded cache counts from zero
+	p.Tick(context.Background())
 	p.Tick(context.Background())
 	if promotions(n) != 2 {
 		t.Fatalf("copies %v: the reads made during the first promotion were not promoted", n.dev.Copied)
@@ -127,6 +133,42 @@ func TestPromoterCountsReadsMadeDuringAPromotion(t *testing.T) {
 	p.Tick(context.Background())
 	if promotions(n) != 2 {
 		t.Fatalf("copies %v: ten blocks read without a miss were promoted", n.dev.Copied)
+	}
+}
+
+// A promotion reads its blocks from the HDD again, so it waits for the
+// volume's reads to pause; a volume that keeps reading gets its batch after
+// promoteBusyWait. What one promotion's memory could not hold is promoted
+// at the next pause, without new reads of those blocks.
+func TestPromoterWaitsForReadsToPauseAndPromotesTheRestAtTheNext(t *testing.T) {
+	n, name, p := warmPromoterNode(t)
+	n.dm.StatusOverride[name] = status(0, 0, 0, "rw -")
+	p.Tick(context.Background())
+	for tick := range 6 { // the batch begins at tick 0
+		n.dm.Read(name, uint64(tick)*10*128)
+		n.dm.Read(name, uint64(tick+50)*10*128)
+		n.dm.StatusOverride[name] = status(0, uint64(100*(tick+1)), 0, "rw -")
+		n.clock.Step(promoteBusyWait / 5)
+		p.Tick(context.Background())
+		if got := promotions(n); got != 0 && tick < 5 {
+			t.Fatalf("tick %d: promoted while the volume kept reading, before %v: %v", tick, promoteBusyWait, n.dev.Copied)
+		}
+	}
+	if promotions(n) != 1 {
+		t.Fatalf("copies %v: a volume reading for %v got no promotion", n.dev.Copied, promoteBusyWait)
+	}
+
+	// 1,200 new blocks, more than one promotion holds (1,024 of 64 KiB).
+	for area := uint64(100); area < 220; area++ {
+		n.dm.Read(name, area*10*128)
+	}
+	n.dm.StatusOverride[name] = status(0, 2000, 0, "rw -")
+	p.Tick(context.Background())
+	p.Tick(context.Background()) // paused: 1,024 blocks
+	p.Tick(context.Background()) // still paused: the other 176
+	md, _ := n.meta.Get("/dev/nvme/" + vol + ".cache-meta")
+	if promotions(n) != 3 || len(md.Mappings) != 120+1200 {
+		t.Fatalf("%d promotions, %d blocks mapped; want 3 and 1,320", promotions(n), len(md.Mappings))
 	}
 }
 
@@ -173,6 +215,7 @@ func TestPromotionThatCannotLoadTheCacheBackIsADrop(t *testing.T) {
 	n.dm.Read(name, 25*128)
 	n.dm.Read(name, 35*128) // two tracking areas: a batch worth promoting
 	n.dm.StatusOverride[name] = status(0, 500, 0, "rw -")
+	p.Tick(context.Background())
 	p.Tick(context.Background())
 
 	if tbl, _ := n.dm.Table(context.Background(), name); tbl.Target.Type() != "linear" {

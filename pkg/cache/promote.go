@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -60,31 +61,64 @@ func (e *Engine) ReadBlocks(ctx context.Context, volumeID string, table dm.Table
 }
 
 // Promote maps blocks (origin blocks of the live cache's block size) that
-// the cache does not hold into its free blocks, and reports what it
-// mapped. A volume without a live writethrough cache is left alone. On a
-// failure after the swap the cache comes back cold, never with a stale
-// block.
-func (e *Engine) Promote(ctx context.Context, volumeID string, blocks []uint64) (WarmReport, error) {
+// the cache does not hold into its free blocks, and reports what it mapped
+// and the blocks it left for a later promotion: those beyond the memory one
+// promotion may hold (maxPromoteBytes) while the cache had room for them. A
+// volume without a live writethrough cache is left alone. On a failure
+// after the swap the cache comes back cold, never with a stale block.
+func (e *Engine) Promote(ctx context.Context, volumeID string, blocks []uint64) (WarmReport, []uint64, error) {
 	if e.metadata == nil {
-		return WarmReport{}, nil
+		return WarmReport{}, nil, nil
 	}
 	obs, want, err := e.current(ctx, volumeID)
 	if err != nil {
-		return WarmReport{}, err
+		return WarmReport{}, nil, err
 	}
 	live, cached := obs.table.Target.(dm.CacheTarget)
 	if !cached || live.Mode != dm.Writethrough {
-		return WarmReport{}, nil
+		return WarmReport{}, nil, nil
 	}
 	meta, data, ok := liveLVs(obs.cacheLVs, live)
 	if !ok {
-		return WarmReport{}, fmt.Errorf("promote on volume %s: the LVs of its live cache table are not found", volumeID)
+		return WarmReport{}, nil, fmt.Errorf("promote on volume %s: the LVs of its live cache table are not found", volumeID)
 	}
 	run := &applier{Engine: e, op: "promote", volumeID: volumeID, want: want, lvs: obs.cacheLVs}
-	if err := run.promote(ctx, obs.table, meta, data, blocks); err != nil {
-		return WarmReport{}, fmt.Errorf("promote on volume %s: %w", volumeID, err)
+	left, err := run.promote(ctx, obs.table, meta, data, blocks)
+	if err != nil {
+		return WarmReport{}, nil, fmt.Errorf("promote on volume %s: %w", volumeID, err)
 	}
-	return run.warmed, nil
+	return run.warmed, left, nil
+}
+
+// NotHeld returns, sorted and once each, the blocks (origin blocks of the
+// live cache's block size, table from Health) that the volume's cache is
+// not known to hold: the promoter batches only these, so blocks mapped by
+// the last fill or promotion and read again make no batch of their own.
+// Without a saved hot set every block is returned; Promote skips what the
+// metadata maps anyway.
+func (e *Engine) NotHeld(volumeID string, table dm.Table, blocks []uint64) []uint64 {
+	blocks = slices.Compact(slices.Sorted(slices.Values(blocks)))
+	live, cached := table.Target.(dm.CacheTarget)
+	if !cached {
+		return blocks
+	}
+	held := e.heldBlocks(volumeID, live.BlockSectors, table.Length, math.MaxUint64)
+	return slices.DeleteFunc(blocks, func(b uint64) bool { return held[b] })
+}
+
+// heldBlocks are the origin blocks the volume's hot set, saved at its last
+// fill or promotion, says its cache holds (at most limit of them).
+func (e *Engine) heldBlocks(volumeID string, blockSectors, originSectors, limit uint64) map[uint64]bool {
+	held := map[uint64]bool{}
+	if e.hotSets == nil {
+		return held
+	}
+	if set, ok, err := e.hotSets.Load(volumeID); err == nil && ok {
+		for _, b := range set.Blocks(blockSectors, originSectors, limit) {
+			held[b] = true
+		}
+	}
+	return held
 }
 
 // HandOver lets smq replace the blocks of a volume's cache that the
@@ -124,21 +158,23 @@ const maxPromoteBytes = 64 << 20
 // promote reads the new blocks into memory while the cache serves, swaps
 // the cache out for a linear table, reads what its metadata maps, writes
 // the blocks into free cache blocks and loads the cache again with old and
-// new mappings. Writes are counted from before the read.
-func (a *applier) promote(ctx context.Context, table dm.Table, meta, data lvm.LV, blocks []uint64) error {
+// new mappings. Writes are counted from before the read. It returns the
+// blocks left for a later promotion (toFetch).
+func (a *applier) promote(ctx context.Context, table dm.Table, meta, data lvm.LV, blocks []uint64) ([]uint64, error) {
 	live, name := table.Target.(dm.CacheTarget), DeviceName(a.volumeID)
 	w := newWarming(live.BlockSectors, data.Size/(live.BlockSectors*dm.SectorSize), table.Length)
 	w.saveMapped = true
-	f := fetched{blocks: a.toFetch(w, blocks), blockBytes: w.blockSectors * dm.SectorSize}
+	picked, left := a.toFetch(w, blocks)
+	f := fetched{blocks: picked, blockBytes: w.blockSectors * dm.SectorSize}
 	if len(f.blocks) == 0 {
-		return nil // all known to be mapped, or no room
+		return nil, nil // all known to be mapped, or no room
 	}
 	if err := a.fetch(ctx, w, &f); err != nil {
-		return err
+		return nil, err
 	}
 	swapped := time.Now()
 	if err := a.reload(ctx, a.op, a.volumeID, linearTable(a.want)); err != nil {
-		return errors.Join(err, a.dm.Untrack(ctx, name, w.region))
+		return nil, errors.Join(err, a.dm.Untrack(ctx, name, w.region))
 	}
 	defer func() { a.warmed.Uncached = time.Since(swapped) }()
 	md, err := a.metadata.Dump(ctx, meta.Path)
@@ -153,9 +189,9 @@ func (a *applier) promote(ctx context.Context, table dm.Table, meta, data lvm.LV
 	}
 	a.warming = w
 	if err := a.loadWarm(ctx, table, meta); err != nil {
-		return fmt.Errorf("%w: %w", ErrCacheLeftOut, err)
+		return nil, fmt.Errorf("%w: %w", ErrCacheLeftOut, err)
 	}
-	return nil
+	return left, nil
 }
 
 // fetched are origin blocks read into memory, block i of blocks at
@@ -169,27 +205,22 @@ type fetched struct {
 // toFetch picks, in origin order, the blocks read that the cache is not
 // known to hold (its hot set, saved at the last fill or promotion; blocks
 // smq promoted since are found mapped after the swap and skipped), as many
-// as the free blocks and maxPromoteBytes allow.
-func (a *applier) toFetch(w *warming, blocks []uint64) []uint64 {
-	known := map[uint64]bool{}
-	if a.hotSets != nil {
-		if set, ok, err := a.hotSets.Load(a.volumeID); err == nil && ok {
-			for _, b := range set.Blocks(w.blockSectors, w.originBlocks*w.blockSectors, w.cacheBlocks) {
-				known[b] = true
-			}
-		}
-	}
-	room := min(w.cacheBlocks-min(uint64(len(known)), w.cacheBlocks), maxPromoteBytes/(w.blockSectors*dm.SectorSize))
-	var picked []uint64
+// as the free blocks and maxPromoteBytes allow. Left are those the free
+// blocks had room for beyond maxPromoteBytes.
+func (a *applier) toFetch(w *warming, blocks []uint64) (picked, left []uint64) {
+	known := a.heldBlocks(a.volumeID, w.blockSectors, w.originBlocks*w.blockSectors, w.cacheBlocks)
+	free := w.cacheBlocks - min(uint64(len(known)), w.cacheBlocks)
+	room := min(free, maxPromoteBytes/(w.blockSectors*dm.SectorSize))
 	for _, b := range slices.Compact(slices.Sorted(slices.Values(blocks))) {
-		if uint64(len(picked)) == room {
-			break
-		}
-		if b < w.originBlocks && !known[b] {
+		switch {
+		case b >= w.originBlocks || known[b]:
+		case uint64(len(picked)) < room:
 			picked = append(picked, b)
+		case uint64(len(picked)+len(left)) < free:
+			left = append(left, b)
 		}
 	}
-	return picked
+	return picked, left
 }
 
 // fetch starts counting writes (underWriteTracking) and reads f's blocks

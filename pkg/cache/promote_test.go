@@ -19,7 +19,7 @@ func TestPromoteMapsReadBlocksIntoFreeCacheBlocksAndKeepsTheMappedOnes(t *testin
 		t.Fatal(err)
 	}
 	w.events = nil
-	res, err := w.engine.Promote(context.Background(), vol, []uint64{40, 4, 5, 6, 5})
+	res, left, err := w.engine.Promote(context.Background(), vol, []uint64{40, 4, 5, 6, 5})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,8 +28,8 @@ func TestPromoteMapsReadBlocksIntoFreeCacheBlocksAndKeepsTheMappedOnes(t *testin
 	if !reflect.DeepEqual(md.Mappings, want) {
 		t.Fatalf("mappings %v, want %v", md.Mappings, want)
 	}
-	if res.Blocks != 3 || res.Kept != 2 || res.Dropped != 0 {
-		t.Fatalf("report %+v, want 3 promoted and 2 kept", res)
+	if res.Blocks != 3 || res.Kept != 2 || res.Dropped != 0 || len(left) != 0 {
+		t.Fatalf("report %+v, left %v; want 3 promoted, 2 kept, none left", res, left)
 	}
 	// Only the blocks not known to be mapped are read, from the origin,
 	// not through the volume's device: 5-6 in one extent, 40 in another;
@@ -65,7 +65,7 @@ func TestPromoteLeavesOutBlocksWrittenWhileReadOrSwappedOut(t *testing.T) {
 			w.dm.Write(DeviceName(vol), 55*blockSecs+1)
 		}
 	}
-	res, err := w.engine.Promote(context.Background(), vol, []uint64{120, 200})
+	res, _, err := w.engine.Promote(context.Background(), vol, []uint64{120, 200})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestPromoteLeavesTheCacheAloneWhenItHoldsEveryBlockRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.events = nil
-	res, err := w.engine.Promote(context.Background(), vol, []uint64{4, 3})
+	res, _, err := w.engine.Promote(context.Background(), vol, []uint64{4, 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,16 +127,34 @@ func TestPromoteLeavesTheCacheAloneWhenItHoldsEveryBlockRead(t *testing.T) {
 func TestToFetchIsBoundedByFreeBlocksAndMemory(t *testing.T) {
 	a := &applier{Engine: &Engine{}, volumeID: vol}
 	w := newWarming(blockSecs, 3, 100*blockSecs)
-	if got, want := a.toFetch(w, []uint64{9, 2, 7, 5, 100, 2}), []uint64{2, 5, 7}; !reflect.DeepEqual(got, want) {
-		t.Fatalf("with 3 free blocks: %v, want %v", got, want)
+	picked, left := a.toFetch(w, []uint64{9, 2, 7, 5, 100, 2})
+	if want := []uint64{2, 5, 7}; !reflect.DeepEqual(picked, want) || len(left) != 0 {
+		t.Fatalf("with 3 free blocks: picked %v, left %v; want %v and none left (no room)", picked, left, want)
 	}
-	many := make([]uint64, 0, 4096)
-	for b := range uint64(4096) {
+	perPromotion := uint64(maxPromoteBytes / (blockSecs * dm.SectorSize))
+	many := make([]uint64, 0, 3*perPromotion)
+	for b := range 3 * perPromotion {
 		many = append(many, b)
 	}
-	w = newWarming(blockSecs, 1<<20, 1<<40)
-	if got := uint64(len(a.toFetch(w, many))) * blockSecs * dm.SectorSize; got != maxPromoteBytes {
+	w = newWarming(blockSecs, perPromotion+10, 1<<40)
+	picked, left = a.toFetch(w, many)
+	if got := uint64(len(picked)) * blockSecs * dm.SectorSize; got != maxPromoteBytes {
 		t.Fatalf("one promotion holds %d bytes in memory, want at most %d", got, maxPromoteBytes)
+	}
+	// The rest waits for the next promotion, as far as the cache has room.
+	if want := many[perPromotion : perPromotion+10]; !reflect.DeepEqual(left, want) {
+		t.Fatalf("left %d blocks (%v...), want the 10 the cache still has room for", len(left), left[:min(len(left), 3)])
+	}
+}
+
+func TestNotHeldLeavesOutTheHotSet(t *testing.T) {
+	w := newWorld(t)
+	w.stage(t, warmCache(gib))
+	if err := w.hotSets.Save(vol, hotset.FromBlocks([]uint64{3, 4, 9}, blockSecs)); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := w.engine.NotHeld(vol, w.table(t), []uint64{9, 5, 3, 5, 12}), []uint64{5, 12}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("not held %v, want %v", got, want)
 	}
 }
 
