@@ -186,6 +186,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Var(&raw.dmDevices, "dm-cache", "name=dm-device: the target's dm-cache device (dm name or /dev/mapper path) whose counters are sampled around each test; repeatable")
 	fs.IntVar(&c.Runs, "runs", 6, "runs of the test matrix per working set")
 	fs.DurationVar(&c.Interval, "interval", 0, "pause between runs (e.g. 2m)")
+	fs.DurationVar(&c.TestInterval, "test-interval", 0, "pause after each test of a target other than -ssd-ref and -hdd-ref, as CrystalDiskMark pauses between tests: a cache's background work (promotions, migrations, writeback) runs in its own target's time, as between an application's bursts of reads, not during the next target's test")
 	fs.Var(&raw.workingSets, "working-sets", "working-set sizes: bytes, quantities (256Mi) or percentages of -cache-size (25%); comma-separated or repeated")
 	fs.StringVar(&raw.cacheSize, "cache-size", "", "cache size that percentage working sets refer to (e.g. 1Gi)")
 	fs.BoolVar(&raw.disjoint, "disjoint-working-sets", true, "place each working set after the previous one, so a set never starts on blocks a smaller set warmed")

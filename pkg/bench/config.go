@@ -30,11 +30,17 @@ type WorkingSet struct {
 
 // Config is a validated benchmark plan's input.
 type Config struct {
-	Targets     []Target      `json:"targets"`
-	Runs        int           `json:"runs"`
-	Interval    time.Duration `json:"-"`
-	WorkingSets []WorkingSet  `json:"workingSets"`
-	Tests       []Test        `json:"tests"`
+	Targets  []Target      `json:"targets"`
+	Runs     int           `json:"runs"`
+	Interval time.Duration `json:"-"`
+	// TestInterval is a pause after every test of a target other than the
+	// references, as CrystalDiskMark pauses between tests: a caching
+	// layer's background work (promotions, migrations, writeback) then runs
+	// in its own target's time, as between an application's bursts of
+	// reads, not during the next target's test on the same disks.
+	TestInterval time.Duration `json:"-"`
+	WorkingSets  []WorkingSet  `json:"workingSets"`
+	Tests        []Test        `json:"tests"`
 	// ReadOnly runs only read tests and passes --readonly to fio, for targets
 	// that hold data that must not change.
 	ReadOnly bool `json:"readOnly"`
@@ -131,8 +137,8 @@ func (c *Config) Validate() error {
 	if c.Runs < 1 || c.Runs > 1000 {
 		return fmt.Errorf("runs: %d; allowed: 1..1000", c.Runs)
 	}
-	if c.Interval < 0 || c.RuntimeLimit < 0 || c.IOLimit < 0 {
-		return fmt.Errorf("interval (%s), runtime (%s) and io-limit (%d) must not be negative", c.Interval, c.RuntimeLimit, c.IOLimit)
+	if c.Interval < 0 || c.TestInterval < 0 || c.RuntimeLimit < 0 || c.IOLimit < 0 {
+		return fmt.Errorf("interval (%s), test-interval (%s), runtime (%s) and io-limit (%d) must not be negative", c.Interval, c.TestInterval, c.RuntimeLimit, c.IOLimit)
 	}
 	if len(c.WorkingSets) == 0 || len(c.Tests) == 0 {
 		return fmt.Errorf("working-sets (%d) and tests (%d): at least one of each is needed", len(c.WorkingSets), len(c.Tests))

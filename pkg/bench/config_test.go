@@ -77,6 +77,7 @@ func TestValidate(t *testing.T) {
 		{"same refs", func(c *Config) { c.HDDReference = c.SSDReference }, "they must differ"},
 		{"zero runs", func(c *Config) { c.Runs = 0 }, "runs: 0; allowed: 1..1000"},
 		{"negative interval", func(c *Config) { c.Interval = -time.Second }, "must not be negative"},
+		{"negative test interval", func(c *Config) { c.TestInterval = -time.Second }, "test-interval (-1s)"},
 		{"writes in read-only", func(c *Config) { c.ReadOnly = true }, `"seq1m-q8t1-write" writes`},
 		{"fraction", func(c *Config) { c.ConvergeFraction = 1.5 }, "converge-fraction: 1.5"},
 		{"plot test", func(c *Config) { c.PlotTest = "seq1m-q8t1-trim" }, "plot-test"},

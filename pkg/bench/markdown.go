@@ -29,8 +29,8 @@ func writeHeader(b *strings.Builder, r *Report) {
 	}
 	fmt.Fprintf(b, "- ssdcache-bench %s, %s, %s to %s (%s)\n", orDash(r.Version), orDash(r.FioVersion), r.StartedAt.Format("2006-01-02 15:04:05Z"),
 		r.FinishedAt.Format("15:04:05Z"), r.FinishedAt.Sub(r.StartedAt).Round(1e9))
-	fmt.Fprintf(b, "- %d runs per working set, %s pause between runs, random seed %d, read-only %t\n",
-		c.Runs, c.Interval, c.RandSeed, c.ReadOnly)
+	fmt.Fprintf(b, "- %d runs per working set, %s pause between runs, %s pause after each test of a target other than the references, random seed %d, read-only %t\n",
+		c.Runs, c.Interval, c.TestInterval, c.RandSeed, c.ReadOnly)
 	fmt.Fprintf(b, "- per-test limits: runtime %s, I/O %s (0: one full pass over the working set)\n",
 		c.RuntimeLimit, mib(c.IOLimit))
 	if c.SSDReference != "" {

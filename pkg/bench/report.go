@@ -132,8 +132,9 @@ func (c Config) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
 		plain
 		IntervalSeconds     float64 `json:"intervalSeconds"`
+		TestIntervalSeconds float64 `json:"testIntervalSeconds"`
 		RuntimeLimitSeconds float64 `json:"runtimeLimitSeconds"`
-	}{plain(c), c.Interval.Seconds(), c.RuntimeLimit.Seconds()})
+	}{plain(c), c.Interval.Seconds(), c.TestInterval.Seconds(), c.RuntimeLimit.Seconds()})
 }
 
 // UnmarshalJSON reads what MarshalJSON wrote.
@@ -142,6 +143,7 @@ func (c *Config) UnmarshalJSON(b []byte) error {
 	var v struct {
 		plain
 		IntervalSeconds     float64 `json:"intervalSeconds"`
+		TestIntervalSeconds float64 `json:"testIntervalSeconds"`
 		RuntimeLimitSeconds float64 `json:"runtimeLimitSeconds"`
 	}
 	if err := json.Unmarshal(b, &v); err != nil {
@@ -149,6 +151,7 @@ func (c *Config) UnmarshalJSON(b []byte) error {
 	}
 	*c = Config(v.plain)
 	c.Interval = time.Duration(v.IntervalSeconds * float64(time.Second))
+	c.TestInterval = time.Duration(v.TestIntervalSeconds * float64(time.Second))
 	c.RuntimeLimit = time.Duration(v.RuntimeLimitSeconds * float64(time.Second))
 	return nil
 }

@@ -206,8 +206,19 @@ func (b *Bench) runTests(ctx context.Context, pos position, r *Report) error {
 		}
 		r.Results = append(r.Results, res)
 		fmt.Fprintln(b.deps.Progress, b.progressLine(pos, test, res))
+		if !b.isReference(pos.target) {
+			if err := b.sleep(ctx, b.cfg.TestInterval); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
+}
+
+// isReference tells the raw SSD and HDD, which do no background work, from
+// the targets measured against them.
+func (b *Bench) isReference(t Target) bool {
+	return t.Name == b.cfg.SSDReference || t.Name == b.cfg.HDDReference
 }
 
 // runTest runs one test (measure), sampling dm-cache and disk counters

@@ -230,6 +230,46 @@ func TestRunWaitsTheIntervalBetweenRuns(t *testing.T) {
 	}
 }
 
+// The references do no background work: only the measured targets pause
+// after each of their tests.
+func TestRunPausesAfterEachTestOfAMeasuredTarget(t *testing.T) {
+	h := newHarness()
+	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
+	h.deps.Clock = clk
+	cfg := testConfig(t)
+	cfg.Runs, cfg.TestInterval, cfg.WorkingSets = 1, 5*time.Second, cfg.WorkingSets[:1]
+	b, err := New(cfg, h.deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error)
+	go func() { _, err := b.Run(context.Background()); done <- err }()
+	pauses := 0
+	for finished := false; !finished; {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			finished = true
+		default:
+			if !clk.HasWaiters() {
+				time.Sleep(time.Millisecond)
+				continue
+			}
+			pauses++
+			// raw-ssd and raw-hdd ran every test without a pause; ssdcache pauses after each.
+			if got, want := len(h.fio.calls)-1, 2*len(cfg.Tests)+pauses; got != want {
+				t.Fatalf("pause %d came after %d tests, want %d", pauses, got, want)
+			}
+			clk.Step(cfg.TestInterval)
+		}
+	}
+	if pauses != len(cfg.Tests) {
+		t.Fatalf("%d pauses, want one after each of ssdcache's %d tests", pauses, len(cfg.Tests))
+	}
+}
+
 func TestRunStopsWhenCancelledDuringInterval(t *testing.T) {
 	h := newHarness()
 	cfg := testConfig(t)

@@ -29,7 +29,7 @@ type options struct {
 	workingSets                      []string
 	runs, restageRuns, restartRuns   int
 	treeWorkingSet, rebootWorkingSet string
-	runtime, timeout                 time.Duration
+	runtime, timeout, testInterval   time.Duration
 	reportOnly                       bool
 }
 
@@ -46,6 +46,7 @@ func main() {
 	flag.StringVar(&o.treeWorkingSet, "tree-working-set", "50%", "size of the application-load part's tree of files, percent of the cache; empty: no such part")
 	flag.StringVar(&o.rebootWorkingSet, "reboot-working-set", "50%", "working set whose caches are left up while the VM powers off without a clean shutdown and boots again, for one more run after the reboot; empty: no reboot step")
 	flag.DurationVar(&o.runtime, "runtime", 4*time.Second, "time limit per test: a random 4 KiB pass over the simulated HDD would take minutes")
+	flag.DurationVar(&o.testInterval, "test-interval", 5*time.Second, "pause after each test of ssdcache, lvmcache and bcache (ssdcache-bench -test-interval), as CrystalDiskMark pauses between tests: each cache's background work runs in its own time, as between an application's bursts of reads")
 	flag.BoolVar(&o.reportOnly, "report-only", false, "write report.json, report.md and convergence.svg again from the parts under -output-dir, without the VM (after a change to the report), with the same other flags as the run that measured them")
 	flag.StringVar(&o.dashboard, "dashboard", "charts/ssdcache/dashboards/ssdcache.json", "the Grafana dashboard drawn over ssdcache-node's metrics of the run into dashboard.svg")
 	flag.DurationVar(&o.timeout, "timeout", 60*time.Minute, "limit for each boot of the VM (the reboot step boots it twice)")
@@ -87,7 +88,7 @@ func run(ctx context.Context, o options) error {
 		Name:         "bench",
 		GuestPackage: "github.com/ssdcache/ssdcache/test/benchvm/guest",
 		GuestArgs: []string{"-working-sets", strings.Join(o.workingSets, ","),
-			"-runs", fmt.Sprint(o.runs), "-restage-runs", fmt.Sprint(o.restageRuns), "-restart-runs", fmt.Sprint(o.restartRuns), "-runtime", o.runtime.String(), "-tree-working-set", o.treeWorkingSet, "-reboot-working-set", o.rebootWorkingSet},
+			"-runs", fmt.Sprint(o.runs), "-restage-runs", fmt.Sprint(o.restageRuns), "-restart-runs", fmt.Sprint(o.restartRuns), "-runtime", o.runtime.String(), "-test-interval", o.testInterval.String(), "-tree-working-set", o.treeWorkingSet, "-reboot-working-set", o.rebootWorkingSet},
 		CacheMiB: o.cacheMiB,
 		// The SSD holds the node's cache pool plus raw SSD, lvmcache and
 		// bcache regions; the HDD the node's origin pool plus three origins.

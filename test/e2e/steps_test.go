@@ -91,7 +91,7 @@ func (s *suite) benchJob(ctx context.Context, t *testing.T) {
 	const runs = 2
 	if _, err := s.c.Helm(ctx, "upgrade", release, filepath.Join(s.repo, "charts", "ssdcache"), "--namespace", namespace,
 		"--reuse-values", "--set", "bench.enabled=true,bench.volumeSize=512Mi,bench.cacheSize="+cacheSize+
-			",bench.workingSets={50%},bench.runs="+strconv.Itoa(runs)+",bench.interval=2s,bench.tests=read"); err != nil {
+			",bench.workingSets={50%},bench.runs="+strconv.Itoa(runs)+",bench.interval=2s,bench.testInterval=1s,bench.tests=read"); err != nil {
 		t.Fatal(err)
 	}
 	jobs := strings.Fields(s.kubectl(ctx, t, "-n", namespace, "get", "jobs", "-l", benchJobSelector, "-o", "jsonpath={.items[*].metadata.name}"))

@@ -37,6 +37,8 @@ type options struct {
 	// rebootWorkingSet is measured last, its caches left up for the VM's
 	// next boot, which runs it once more after the reboot ("": none).
 	rebootWorkingSet string
+	// testInterval is ssdcache-bench's -test-interval.
+	testInterval time.Duration
 }
 
 func main() {
@@ -47,6 +49,7 @@ func main() {
 	flag.StringVar(&o.treeWorkingSet, "tree-working-set", "50%", "size of the application-load part's tree of files (percent of the cache); empty: no such part")
 	flag.IntVar(&o.restartRuns, "restart-runs", 1, "runs after ssdcache-node is restarted with every volume staged, per working set; 0: no restart step")
 	flag.StringVar(&o.rebootWorkingSet, "reboot-working-set", "50%", "working set measured last, its caches left up for the VM's next boot (-after-reboot); empty: no reboot step")
+	flag.DurationVar(&o.testInterval, "test-interval", 0, "pause after each test of a cached target (ssdcache-bench -test-interval)")
 	flag.Parse()
 	guest.Main(&o.Options, func(ctx context.Context) error { return run(ctx, o) })
 }
@@ -214,7 +217,7 @@ func targetArgs(targets []benchTarget) []string {
 func benchArgs(o options, targets []string, part string, runs int, extra []string) []string {
 	args := append([]string{}, targets...)
 	args = append(args, "-ssd-ref", "raw-ssd", "-hdd-ref", "raw-hdd", "-cache-size", fmt.Sprintf("%dMi", o.CacheMiB),
-		"-runtime", o.Runtime.String(), "-output-dir", filepath.Join(o.OutputDir, part), "-runs", fmt.Sprint(runs))
+		"-runtime", o.Runtime.String(), "-test-interval", o.testInterval.String(), "-output-dir", filepath.Join(o.OutputDir, part), "-runs", fmt.Sprint(runs))
 	return append(args, extra...)
 }
 
