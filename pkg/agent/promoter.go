@@ -14,8 +14,8 @@ import (
 
 // DefaultPromoteInterval is how often the blocks read on warm caches are
 // looked at: a promotion starts within two intervals of the reads that
-// brought its blocks going quiet.
-const DefaultPromoteInterval = time.Second
+// brought its blocks going quiet. A look is two ioctls per volume.
+const DefaultPromoteInterval = 500 * time.Millisecond
 
 // Promoter promotes the blocks read on each volume whose cache warms up
 // (cache.Engine.Promote), when some of those reads missed and the cache
@@ -47,10 +47,11 @@ type recentReads struct {
 	// misses is the cache's read-miss counter at the last tick; missed is
 	// how much it grew since the batch began.
 	misses, missed uint64
-	// notBefore paces promotions while the volume reads: a batch begun on
-	// a busy volume waits promoteBusyWait for its reads to pause, and the
-	// next waits promoteIdleFactor times as long as the last one took.
-	notBefore time.Time
+	// busySince is when the volume's reads last stopped pausing (zero
+	// while they pause); notBefore paces promotions after the last one.
+	// A busy volume gets a batch once it has been busy promoteBusyWait and
+	// promoteIdleFactor times as long as the last promotion took.
+	busySince, notBefore time.Time
 	// afterBatch is set when the last promotion mapped a batch worth its
 	// swaps: the reads made while it ran were counted by a table it
 	// replaced, whose counters are gone, and likely touched more new data.
@@ -143,8 +144,10 @@ func (p *Promoter) collect(ctx context.Context, id string, st cache.State) {
 
 // add counts a tick's reads (blocks, of which notHeld are not known to be
 // in the cache) into the volume's batch, and promotes the batch when it is
-// worth it and the volume's reads paused (none this tick) or its pacing
-// allows.
+// worth it and the volume's reads paused or its pacing allows. Reads of
+// blocks the cache holds leave the HDD to the promotion, and so do a few
+// misses (udev's probe after every table reload reads a few blocks at the
+// device's end): the volume is busy when minPromoteMisses blocks missed.
 func (p *Promoter) add(ctx context.Context, id string, blocks, notHeld []uint64, st dm.CacheStatus) {
 	r, known := p.reads[id]
 	if !known {
@@ -161,9 +164,12 @@ func (p *Promoter) add(ctx context.Context, id string, blocks, notHeld []uint64,
 		r.missed += uint64(len(blocks))
 		r.afterBatch = false
 	}
-	now, busy := p.clock.Now(), len(blocks) > 0
-	if busy && len(r.blocks) == 0 && len(notHeld) > 0 {
-		r.notBefore = later(r.notBefore, now.Add(promoteBusyWait))
+	now, busy := p.clock.Now(), len(notHeld) >= minPromoteMisses
+	switch {
+	case !busy:
+		r.busySince = time.Time{}
+	case r.busySince.IsZero():
+		r.busySince = now
 	}
 	for _, b := range notHeld {
 		r.blocks[b] = struct{}{}
@@ -176,18 +182,11 @@ func (p *Promoter) add(ctx context.Context, id string, blocks, notHeld []uint64,
 		r.blocks, r.missed = map[uint64]struct{}{}, 0 // every read hit
 	case r.missed < max(minPromoteMisses, st.CacheTotal/promoteMissesShare) || len(r.blocks) < minPromoteMisses:
 		// keep collecting
-	case busy && now.Before(r.notBefore):
+	case busy && (now.Before(r.busySince.Add(promoteBusyWait)) || now.Before(r.notBefore)):
 		// the application is reading: leave the HDD to it for now
 	default:
 		p.promote(ctx, id, r)
 	}
-}
-
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
 }
 
 // handOver lets smq replace the blocks of a cache the promoter no longer

@@ -29,18 +29,19 @@ func TestPromoterPromotesReadsThatMissedAndNotThoseThatHit(t *testing.T) {
 	if len(n.dev.Copied) != 0 {
 		t.Fatalf("promoted a batch of 10 blocks, fewer than %d, however many misses: %v", minPromoteMisses, n.dev.Copied)
 	}
-	n.dm.Read(name, 35*128) // blocks 30-39
+	n.dm.Read(name, 35*128) // blocks 30-49: the HDD is busy
+	n.dm.Read(name, 45*128)
 	p.Tick(context.Background())
 	if len(n.dev.Copied) != 0 {
 		t.Fatalf("promoted while the volume was reading: %v", n.dev.Copied)
 	}
 	p.Tick(context.Background()) // the reads paused
 	md, _ := n.meta.Get("/dev/nvme/" + vol + ".cache-meta")
-	if len(md.Mappings) != 20 || md.Mappings[0] != (dm.Mapping{Cache: 0, Origin: 20}) {
-		t.Fatalf("mappings after missed reads: %v, want blocks 20-39", md.Mappings)
+	if len(md.Mappings) != 30 || md.Mappings[0] != (dm.Mapping{Cache: 0, Origin: 20}) {
+		t.Fatalf("mappings after missed reads: %v, want blocks 20-49", md.Mappings)
 	}
-	if got := testutil.ToFloat64(n.metrics.batchPromoted.With(n.metrics.labels(vol))); got != 20 {
-		t.Fatalf("batch-promoted blocks metric %v, want 20", got)
+	if got := testutil.ToFloat64(n.metrics.batchPromoted.With(n.metrics.labels(vol))); got != 30 {
+		t.Fatalf("batch-promoted blocks metric %v, want 30", got)
 	}
 
 	copies := len(n.dev.Copied)
@@ -158,17 +159,17 @@ func TestPromoterWaitsForReadsToPauseAndPromotesTheRestAtTheNext(t *testing.T) {
 		t.Fatalf("copies %v: a volume reading for %v got no promotion", n.dev.Copied, promoteBusyWait)
 	}
 
-	// 1,200 new blocks, more than one promotion holds (1,024 of 64 KiB).
-	for area := uint64(100); area < 220; area++ {
+	// 2,200 new blocks, more than one promotion holds (2,048 of 64 KiB).
+	for area := uint64(100); area < 320; area++ {
 		n.dm.Read(name, area*10*128)
 	}
 	n.dm.StatusOverride[name] = status(0, 2000, 0, "rw -")
 	p.Tick(context.Background())
-	p.Tick(context.Background()) // paused: 1,024 blocks
-	p.Tick(context.Background()) // still paused: the other 176
+	p.Tick(context.Background()) // paused: 2,048 blocks
+	p.Tick(context.Background()) // still paused: the other 152
 	md, _ := n.meta.Get("/dev/nvme/" + vol + ".cache-meta")
-	if promotions(n) != 3 || len(md.Mappings) != 120+1200 {
-		t.Fatalf("%d promotions, %d blocks mapped; want 3 and 1,320", promotions(n), len(md.Mappings))
+	if promotions(n) != 3 || len(md.Mappings) != 120+2200 {
+		t.Fatalf("%d promotions, %d blocks mapped; want 3 and 2,320", promotions(n), len(md.Mappings))
 	}
 }
 

@@ -17,7 +17,7 @@ import (
 
 // Reads through the device-mapper control device. The monitor and the
 // promoter read every device's table and status every second or two, and
-// the promoter every cached volume's dm-stats reads every second; as a
+// the promoter every cached volume's dm-stats reads twice a second; as a
 // dmsetup process each read cost a fork, an exec and libdevmapper's set-up
 // (a tenth of a second of CPU each under emulation, seven a second for an
 // idle node), where the ioctl behind it costs microseconds. Table loads,
