@@ -78,7 +78,7 @@ func TestDefaultBenchFitsItsTimeLimit(t *testing.T) {
 	}
 	prefill := math.Ceil(float64(span) / hddMBps)
 	measuring := float64(len(sets)*runs*len(tests)) * duration("runtime").Seconds()
-	pauses := float64(len(sets)*(runs-1)) * duration("interval").Seconds()
+	pauses := float64(len(sets)*(runs-1))*duration("interval").Seconds() + float64(len(sets)*runs*len(tests))*duration("test-interval").Seconds()
 	total := time.Duration(prefill+measuring+pauses) * time.Second
 	limit := duration("time-limit")
 	if total > limit || limit > 30*time.Minute {
