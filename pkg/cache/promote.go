@@ -99,8 +99,8 @@ func (e *Engine) Promote(ctx context.Context, volumeID string, blocks []uint64) 
 func (e *Engine) NotHeld(volumeID string, table dm.Table, blocks []uint64) []uint64 {
 	blocks = slices.Compact(slices.Sorted(slices.Values(blocks)))
 	live, cached := table.Target.(dm.CacheTarget)
-	if !cached {
-		return blocks
+	if !cached || len(blocks) == 0 {
+		return blocks // an idle volume's look reads no hot set file
 	}
 	held := e.heldBlocks(volumeID, live.BlockSectors, table.Length, math.MaxUint64)
 	return slices.DeleteFunc(blocks, func(b uint64) bool { return held[b] })
