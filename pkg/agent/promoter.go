@@ -59,21 +59,24 @@ type recentReads struct {
 }
 
 // Pacing: a promotion is worth its two table swaps once this many reads
-// missed (a share of the cache's blocks, at least minPromoteMisses) and the
-// batch holds at least minPromoteMisses blocks (a volume that mostly
+// missed (a share of the cache's blocks, at least MinPromoteBlocks) and the
+// batch holds at least MinPromoteBlocks blocks (a volume that mostly
 // writes misses often on few blocks read; each promotion leaves it
 // uncached for a second or two).
 const (
 	// promoteTimeout bounds one promotion: its copy reads at most the
 	// cache's size from the HDD.
 	promoteTimeout     = 10 * time.Minute
-	minPromoteMisses   = 16
 	promoteMissesShare = 128
 	promoteIdleFactor  = 4
 	// promoteBusyWait is how long a first pass over new data reads alone
 	// before a promotion competes with it for the HDD.
 	promoteBusyWait = 10 * time.Second
 )
+
+// MinPromoteBlocks is the smallest batch worth a promotion's two table
+// swaps; a cache with room for fewer is full and handed over to smq.
+const MinPromoteBlocks = 16
 
 // NewPromoter returns a promoter; Start runs it. A zero interval takes the
 // default; cacheLost (Monitor.CacheLost) may be nil.
@@ -147,7 +150,7 @@ func (p *Promoter) collect(ctx context.Context, id string, st cache.State) {
 // worth it and the volume's reads paused or its pacing allows. Reads of
 // blocks the cache holds leave the HDD to the promotion, and so do a few
 // misses (udev's probe after every table reload reads a few blocks at the
-// device's end): the volume is busy when minPromoteMisses blocks missed.
+// device's end): the volume is busy when MinPromoteBlocks blocks missed.
 func (p *Promoter) add(ctx context.Context, id string, blocks, notHeld []uint64, st dm.CacheStatus) {
 	r, known := p.reads[id]
 	if !known {
@@ -164,7 +167,7 @@ func (p *Promoter) add(ctx context.Context, id string, blocks, notHeld []uint64,
 		r.missed += uint64(len(blocks))
 		r.afterBatch = false
 	}
-	now, busy := p.clock.Now(), len(notHeld) >= minPromoteMisses
+	now, busy := p.clock.Now(), len(notHeld) >= MinPromoteBlocks
 	switch {
 	case !busy:
 		r.busySince = time.Time{}
@@ -175,12 +178,15 @@ func (p *Promoter) add(ctx context.Context, id string, blocks, notHeld []uint64,
 		r.blocks[b] = struct{}{}
 	}
 	switch {
-	case st.CacheUsed >= st.CacheTotal:
+	case st.CacheUsed+MinPromoteBlocks > st.CacheTotal:
+		// Room for fewer blocks than a batch is worth is full: blocks
+		// written while a promotion ran are left out of it, and nothing
+		// else would fill the last few (smq's cleaner maps nothing).
 		r.blocks, r.missed = map[uint64]struct{}{}, 0
 		p.handOver(ctx, id, st, "the cache is full")
 	case len(r.blocks) > 0 && r.missed == 0:
 		r.blocks, r.missed = map[uint64]struct{}{}, 0 // every read hit
-	case r.missed < max(minPromoteMisses, st.CacheTotal/promoteMissesShare) || len(r.blocks) < minPromoteMisses:
+	case r.missed < max(MinPromoteBlocks, st.CacheTotal/promoteMissesShare) || len(r.blocks) < MinPromoteBlocks:
 		// keep collecting
 	case busy && (now.Before(r.busySince.Add(promoteBusyWait)) || now.Before(r.notBefore)):
 		// the application is reading: leave the HDD to it for now
@@ -225,7 +231,7 @@ func (p *Promoter) promote(ctx context.Context, id string, r *recentReads) {
 	res, left, err := p.engine.Promote(pctx, id, blocks)
 	took := p.clock.Since(start)
 	r.notBefore = start.Add(took * (1 + promoteIdleFactor))
-	r.afterBatch = err == nil && res.Blocks >= minPromoteMisses
+	r.afterBatch = err == nil && res.Blocks >= MinPromoteBlocks
 	// What one promotion could not hold is the next batch: known misses.
 	for _, b := range left {
 		r.blocks[b] = struct{}{}

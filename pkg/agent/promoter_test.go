@@ -27,7 +27,7 @@ func TestPromoterPromotesReadsThatMissedAndNotThoseThatHit(t *testing.T) {
 	n.dm.StatusOverride[name] = status(0, 200, 0, "rw -")
 	p.Tick(context.Background())
 	if len(n.dev.Copied) != 0 {
-		t.Fatalf("promoted a batch of 10 blocks, fewer than %d, however many misses: %v", minPromoteMisses, n.dev.Copied)
+		t.Fatalf("promoted a batch of 10 blocks, fewer than %d, however many misses: %v", MinPromoteBlocks, n.dev.Copied)
 	}
 	n.dm.Read(name, 35*128) // blocks 30-49: the HDD is busy
 	n.dm.Read(name, 45*128)
@@ -242,6 +242,8 @@ func TestPromoterHandsFullOrUnwatchedCachesOverToSmq(t *testing.T) {
 	}{
 		{name: "filling", used: "100/16384"},
 		{name: "full", used: "16384/16384", handOver: true},
+		{name: "room for less than a batch", used: "16369/16384", handOver: true},
+		{name: "room for a batch", used: "16368/16384"},
 		{name: "reads not counted", used: "100/16384", untrack: true, handOver: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
