@@ -148,9 +148,11 @@ func (p *Promoter) collect(ctx context.Context, id string, st cache.State) {
 // add counts a tick's reads (blocks, of which notHeld are not known to be
 // in the cache) into the volume's batch, and promotes the batch when it is
 // worth it and the volume's reads paused or its pacing allows. Reads of
-// blocks the cache holds leave the HDD to the promotion, and so do a few
-// misses (udev's probe after every table reload reads a few blocks at the
-// device's end): the volume is busy when MinPromoteBlocks blocks missed.
+// blocks the cache holds leave the HDD to the promotion; any other read
+// makes the volume busy, however few: an application reading small files
+// keeps the HDD seeking at a few MB/s (udev's probe after each table
+// reload reads a few blocks at the device's end and delays the next batch
+// by one look).
 func (p *Promoter) add(ctx context.Context, id string, blocks, notHeld []uint64, st dm.CacheStatus) {
 	r, known := p.reads[id]
 	if !known {
@@ -167,7 +169,7 @@ func (p *Promoter) add(ctx context.Context, id string, blocks, notHeld []uint64,
 		r.missed += uint64(len(blocks))
 		r.afterBatch = false
 	}
-	now, busy := p.clock.Now(), len(notHeld) >= MinPromoteBlocks
+	now, busy := p.clock.Now(), len(notHeld) > 0
 	switch {
 	case !busy:
 		r.busySince = time.Time{}
