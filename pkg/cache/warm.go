@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	"k8s.io/klog/v2"
 
 	"github.com/ssdcache/ssdcache/pkg/blockdev"
@@ -54,6 +55,8 @@ type warming struct {
 	start        time.Time
 	// saveMapped keeps what ends up mapped as the hot set.
 	saveMapped bool
+	// restoredAhead: the metadata LV maps every kept and copied block.
+	restoredAhead bool
 }
 
 func newWarming(blockSectors, cacheBlocks, lengthSectors uint64) *warming {
@@ -129,7 +132,7 @@ func (a *applier) warm(ctx context.Context) {
 		}
 		return
 	}
-	_, data, err := a.pair()
+	meta, data, err := a.pair()
 	if err != nil {
 		return
 	}
@@ -145,16 +148,38 @@ func (a *applier) warm(ctx context.Context) {
 	if len(w.copies) == 0 {
 		return // nothing saved, or a limit below one block
 	}
-	if err := a.copyHotBlocks(ctx, w, data); err != nil {
+	if err := a.copyHotBlocks(ctx, w, meta, data); err != nil {
 		klog.ErrorS(err, "Could not fill the cache from the hot set; it starts cold", "volumeID", a.volumeID)
 		return
 	}
 	a.warming = w
 }
 
-// copyHotBlocks copies the hot set under write tracking.
-func (a *applier) copyHotBlocks(ctx context.Context, w *warming, data lvm.LV) error {
-	return a.underWriteTracking(ctx, w, func() error { return a.copyBlocks(ctx, w, data) })
+// copyHotBlocks copies the hot set under write tracking. Meanwhile it
+// writes metadata mapping every copied block into the new cache's metadata
+// LV, which no table uses yet, so that loadWarm writes it again, with the
+// volume suspended, only when a block was written during the copy.
+func (a *applier) copyHotBlocks(ctx context.Context, w *warming, meta, data lvm.LV) error {
+	return a.underWriteTracking(ctx, w, func() error {
+		var g errgroup.Group
+		g.Go(func() error { return a.copyBlocks(ctx, w, data) })
+		g.Go(func() error {
+			a.restoreAhead(ctx, w, meta)
+			return nil
+		})
+		return g.Wait()
+	})
+}
+
+// restoreAhead writes w's metadata as if no block were written during the
+// copy; a failure only leaves the writing to loadWarm.
+func (a *applier) restoreAhead(ctx context.Context, w *warming, meta lvm.LV) {
+	md, _ := w.metadata(nil)
+	if err := a.metadata.Restore(ctx, meta.Path, md); err != nil {
+		klog.V(2).InfoS("Could not write the warm-up's mappings during the copy; they are written at the load", "volumeID", a.volumeID, "err", err)
+		return
+	}
+	w.restoredAhead = true
 }
 
 // underWriteTracking starts counting writes and runs read, which reads
@@ -230,7 +255,10 @@ func (a *applier) loadWarm(ctx context.Context, table dm.Table, meta lvm.LV) err
 		written, err := a.dm.WrittenAreas(ctx, name, w.region)
 		if err == nil {
 			md, report := w.metadata(written)
-			if err = a.metadata.Restore(ctx, meta.Path, md); err == nil {
+			if !w.restoredAhead || report.Dropped > 0 {
+				err = a.metadata.Restore(ctx, meta.Path, md)
+			}
+			if err == nil {
 				a.warmed, mapped = report, md
 				if w.saveMapped {
 					return nil // a promotion: the promoter reports it

@@ -48,6 +48,13 @@ func TestUnstageKeepsTheHotSetAndTheNextAttachMapsIt(t *testing.T) {
 	if _, err := w.engine.Stage(context.Background(), StageSpec{VolumeID: vol, Origin: w.origin(t)}); err != nil {
 		t.Fatal(err)
 	}
+	restoredAtSuspend, record := -1, w.dm.Record
+	w.dm.Record = func(e string) {
+		if strings.HasPrefix(e, "dm suspend") {
+			restoredAtSuspend = len(restores(w.meta.Calls))
+		}
+		record(e)
+	}
 	res, err := w.engine.SetCache(context.Background(), vol, warmCache(gib))
 	if err != nil {
 		t.Fatal(err)
@@ -64,13 +71,22 @@ func TestUnstageKeepsTheHotSetAndTheNextAttachMapsIt(t *testing.T) {
 	if len(w.dev.Copied) != 1 || !strings.Contains(w.dev.Copied[0], "2 extents 262144 bytes") {
 		t.Fatalf("copies %v", w.dev.Copied)
 	}
-	// The copy ran while writes were counted, the mappings were written
-	// with the device suspended, before the cache table was loaded.
+	// The mappings were written once, during the copy, before the device
+	// was suspended: the check then found no block written meanwhile.
+	if n := len(restores(w.meta.Calls)); n != 1 || restoredAtSuspend != 1 {
+		t.Fatalf("metadata written %d times, %d of them before the last suspend; want once, before it", n, restoredAtSuspend)
+	}
+	// The copy ran while writes were counted, the check came with the
+	// device suspended, before the cache table was loaded.
 	track, copied := indexOf(w.events, "track-writes"), indexOf(w.events, "copy /dev/mapper/ssdcache-pvc-1->")
 	suspend, load := indexOf(w.events[copied:], "suspend ssdcache-pvc-1")+copied, indexOf(w.events, "load ssdcache-pvc-1", " cache ")
 	if track < 0 || copied < track || suspend < copied || load < suspend || indexOf(w.events, "untrack") < load {
 		t.Fatalf("warm-up out of order:\n%s", strings.Join(w.events, "\n"))
 	}
+}
+
+func restores(calls []string) []string {
+	return slices.DeleteFunc(slices.Clone(calls), func(c string) bool { return !strings.HasPrefix(c, "restore ") })
 }
 
 func TestBlocksWrittenDuringTheCopyAreNotMapped(t *testing.T) {
@@ -97,6 +113,10 @@ func TestBlocksWrittenDuringTheCopyAreNotMapped(t *testing.T) {
 	}
 	if res.Warmed.Blocks != 2 || res.Warmed.Dropped != 2 {
 		t.Fatalf("warm report %+v, want 2 mapped and 2 dropped", res.Warmed)
+	}
+	// The mappings written during the copy named all four; the load wrote them again.
+	if want := []string{"restore " + metaPath + " 4 mappings", "restore " + metaPath + " 2 mappings"}; !reflect.DeepEqual(w.meta.Calls, want) {
+		t.Fatalf("metadata calls %v, want %v", w.meta.Calls, want)
 	}
 }
 
