@@ -207,7 +207,11 @@ func TestWarmthCountsPassesAgainstTheWarmCeiling(t *testing.T) {
 	}{
 		{10, 4 << 20, 0}, {80, 2 << 20, 0.92}, {98, 4 << 20, 0.97}, {100, 4 << 20, 1}, {99, 4 << 20, 1},
 	} {
-		add("raw-hdd", run+1, seq, 20, 4<<20, nil)
+		hddSeq := 20.0 // the median
+		if run == 0 {
+			hddSeq = 16 // the raw HDD's own first read of the data
+		}
+		add("raw-hdd", run+1, seq, hddSeq, 4<<20, nil)
 		add("raw-hdd", run+1, seqQ1, 20, 4<<20, nil)
 		add("ssdcache", run+1, seq, c.mbps, c.bytes, ratio(c.hits))
 		add("ssdcache", run+1, seqQ1, c.mbps, 4<<20, ratio(c.hits))
@@ -237,6 +241,9 @@ func TestWarmthCountsPassesAgainstTheWarmCeiling(t *testing.T) {
 	}
 	if w.FirstPassOfHDD == nil || *w.FirstPassOfHDD != 0.5 {
 		t.Errorf("pass 1 of raw HDD %v, want 10/20", w.FirstPassOfHDD)
+	}
+	if w.FirstPassOfHDDFirst == nil || *w.FirstPassOfHDDFirst != 10.0/16 {
+		t.Errorf("pass 1 of raw HDD's run 1 %v, want 10/16", w.FirstPassOfHDDFirst)
 	}
 	if f := r.Results[2].FractionOfCeiling; f == nil || *f != 10.0/99 {
 		t.Errorf("run 1's fraction of the ceiling %v, want 10/99", f)

@@ -1,5 +1,7 @@
 package bench
 
+import "slices"
+
 // A cache's convergence is counted in passes over the working set, not in
 // runs: a run reads the working set once per read test, so a run of three
 // read tests is three passes, and a cache that warms during a run's first
@@ -30,6 +32,10 @@ type Warmth struct {
 	// FirstPassOfHDD is the test's first run against the raw HDD: what the
 	// cache costs a cold read.
 	FirstPassOfHDD *float64 `json:"firstPassOfHDD,omitempty"`
+	// FirstPassOfHDDFirst is the same run against the raw HDD's first run of
+	// the test: both are the first read of data just laid out, where the
+	// median is of runs that follow reads.
+	FirstPassOfHDDFirst *float64 `json:"firstPassOfHDDFirst,omitempty"`
 }
 
 // numberPasses sets Pass on every read result: 1 + the whole passes over its
@@ -88,7 +94,13 @@ func warmthOf(r *Report, ws, target, test string) Warmth {
 		}
 	}
 	if len(idx) > 0 {
-		w.FirstPassOfHDD = r.Results[idx[0]].FractionOfHDD
+		first := r.Results[idx[0]]
+		w.FirstPassOfHDD = first.FractionOfHDD
+		if hdd := slices.IndexFunc(r.Results, func(res Result) bool {
+			return res.WorkingSet == ws && res.Target == r.Config.HDDReference && res.Test == test
+		}); hdd >= 0 {
+			w.FirstPassOfHDDFirst = Fraction(first.MBps, &r.Results[hdd].MBps)
+		}
 	}
 	if len(warm) == 0 {
 		return w
