@@ -61,8 +61,18 @@ func TestPowerLossWrite(t *testing.T) {
 		sh(t, "dd if=%s iflag=direct bs=1M count=16 of=/dev/null status=none", dev)
 		time.Sleep(time.Second)
 	}
-	before := sh(t, "dmsetup status --noflush %s", cache.DeviceName(v.id))
+	// A promotion swaps the cache out for a second or two; the status to
+	// compare after the cut is the cache's.
+	var before string
+	if err := poll("the cache table, between promotions", 100*time.Millisecond, func() (bool, string, error) {
+		before = sh(t, "dmsetup status --noflush %s", cache.DeviceName(v.id))
+		_, err := dm.ParseCacheStatus(before)
+		return err == nil, before, nil
+	}); err != nil {
+		t.Fatalf("%v\n%s", err, p.diagnose())
+	}
 	t.Logf("cache before the overwrite: %s", before)
+	logPromotions(t, p)
 	if err := os.WriteFile(powerLossStatus(), []byte(before), 0o644); err != nil {
 		t.Fatal(err)
 	}
