@@ -174,12 +174,14 @@ func (a *applier) copyHotBlocks(ctx context.Context, w *warming, meta, data lvm.
 // restoreAhead writes w's metadata as if no block were written during the
 // copy; a failure only leaves the writing to loadWarm.
 func (a *applier) restoreAhead(ctx context.Context, w *warming, meta lvm.LV) {
+	start := time.Now()
 	md, _ := w.metadata(nil)
 	if err := a.metadata.Restore(ctx, meta.Path, md); err != nil {
 		klog.V(2).InfoS("Could not write the warm-up's mappings during the copy; they are written at the load", "volumeID", a.volumeID, "err", err)
 		return
 	}
 	w.restoredAhead = true
+	klog.V(2).InfoS("Wrote the warm-up's mappings", "volumeID", a.volumeID, "blocks", len(md.Mappings), "duration", time.Since(start))
 }
 
 // underWriteTracking starts counting writes and runs read, which reads
@@ -259,6 +261,7 @@ func (a *applier) loadWarm(ctx context.Context, table dm.Table, meta lvm.LV) err
 				err = a.metadata.Restore(ctx, meta.Path, md)
 			}
 			if err == nil {
+				report.Duration = time.Since(w.start)
 				a.warmed, mapped = report, md
 				if w.saveMapped {
 					return nil // a promotion: the promoter reports it
@@ -294,7 +297,7 @@ func (w *warming) metadata(written []uint64) (dm.CacheMetadata, WarmReport) {
 			r.Blocks++
 		}
 	}
-	r.Bytes, r.Duration = r.Blocks*w.blockSectors*dm.SectorSize, time.Since(w.start)
+	r.Bytes = r.Blocks * w.blockSectors * dm.SectorSize
 	return md, r
 }
 
