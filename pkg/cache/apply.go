@@ -41,8 +41,7 @@ func (a *applier) apply(ctx context.Context, s step) error {
 		a.saveHotSet(ctx)
 		return nil
 	case stepWarm:
-		a.warm(ctx)
-		return nil
+		return a.warm(ctx)
 	case stepLoadCache:
 		meta, data, err := a.pair()
 		if err != nil {

@@ -120,21 +120,21 @@ func activeLV(lvs []lvm.LV, role lvm.Role) (lvm.LV, bool) {
 // warm copies the volume's hot set, as much as the new cache holds, from
 // the origin into the cache data LV while the volume serves on its linear
 // table, and leaves the mappings to loadWarm. Any failure leaves the cache
-// to start cold.
-func (a *applier) warm(ctx context.Context) {
+// to start cold; the error is that of making its metadata empty again.
+func (a *applier) warm(ctx context.Context) error {
 	if a.hotSets == nil {
-		return
+		return nil
 	}
 	set, ok, err := a.hotSets.Load(a.volumeID)
 	if err != nil || !ok {
 		if err != nil {
 			klog.ErrorS(err, "Could not read the hot set; the cache starts cold", "volumeID", a.volumeID)
 		}
-		return
+		return nil
 	}
 	meta, data, err := a.pair()
 	if err != nil {
-		return
+		return nil // load-cache reports it
 	}
 	bs := a.want.blockSectors()
 	w := newWarming(bs, data.Size/(bs*dm.SectorSize), a.want.length)
@@ -146,13 +146,18 @@ func (a *applier) warm(ctx context.Context) {
 		w.copies = append(w.copies, dm.Mapping{Cache: uint64(i), Origin: b})
 	}
 	if len(w.copies) == 0 {
-		return // nothing saved, or a limit below one block
+		return nil // nothing saved, or a limit below one block
 	}
 	if err := a.copyHotBlocks(ctx, w, meta, data); err != nil {
 		klog.ErrorS(err, "Could not fill the cache from the hot set; it starts cold", "volumeID", a.volumeID)
-		return
+		if w.restoredAhead {
+			// The mappings written during the copy name blocks it did not copy.
+			return a.zeroMetadata(meta)
+		}
+		return nil
 	}
 	a.warming = w
+	return nil
 }
 
 // copyHotBlocks copies the hot set under write tracking. Meanwhile it

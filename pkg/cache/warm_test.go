@@ -141,6 +141,33 @@ func TestFailedRestoreStartsTheCacheCold(t *testing.T) {
 	}
 }
 
+// The mappings are written while the hot set is copied; a copy that fails
+// leaves them naming blocks the cache does not hold, so the metadata is
+// zeroed again before the cache table loads.
+func TestFailedCopyStartsTheCacheCold(t *testing.T) {
+	w := newWorld(t)
+	if err := w.hotSets.Save(vol, hotset.FromBlocks([]uint64{1, 2, 3}, blockSecs)); err != nil {
+		t.Fatal(err)
+	}
+	w.stage(t, nil)
+	w.dev.Failing[DevicePath(vol)] = true
+	w.dev.Zeroed = nil
+	res, err := w.engine.SetCache(context.Background(), vol, warmCache(gib))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, isCache := w.table(t).Target.(dm.CacheTarget); !isCache || res.Warmed.Blocks != 0 {
+		t.Fatalf("table %s, warm report %+v: want a cold cache", w.table(t), res.Warmed)
+	}
+	if n := len(restores(w.meta.Calls)); n != 1 {
+		t.Fatalf("metadata written %d times during the copy, want once (the case under test)", n)
+	}
+	// Zeroed before the warm-up and again after the failed copy (rule 2).
+	if n := len(w.dev.Zeroed); n != 2 {
+		t.Fatalf("metadata zeroed %d times (%v), want 2", n, w.dev.Zeroed)
+	}
+}
+
 func TestWarmNoneAndNoHotSetStartCold(t *testing.T) {
 	for name, spec := range map[string]*Spec{"policy None": readCache(gib), "no hot set": warmCache(gib)} {
 		t.Run(name, func(t *testing.T) {
