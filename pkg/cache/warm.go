@@ -150,11 +150,9 @@ func (a *applier) warm(ctx context.Context) error {
 	}
 	if err := a.copyHotBlocks(ctx, w, meta, data); err != nil {
 		klog.ErrorS(err, "Could not fill the cache from the hot set; it starts cold", "volumeID", a.volumeID)
-		if w.restoredAhead {
-			// The mappings written during the copy name blocks it did not copy.
-			return a.zeroMetadata(meta)
-		}
-		return nil
+		// The mappings written beside the copy, whole or cut short, name
+		// blocks the cache does not hold.
+		return a.zeroMetadata(meta)
 	}
 	a.warming = w
 	return nil
