@@ -139,8 +139,9 @@ func TestPromoterCountsReadsMadeDuringAPromotion(t *testing.T) {
 // A promotion reads its blocks from the HDD again, so it waits for the
 // volume's reads to pause, however few blocks each look finds (an
 // application reading small files keeps the HDD seeking at a few MB/s); a
-// volume that keeps reading gets its batch after promoteBusyWait. What one promotion's memory could not hold is promoted
-// at the next pause, without new reads of those blocks.
+// volume that keeps reading gets its batch after promoteBusyWait. What one
+// promotion's memory could not hold is promoted at the next pause, without
+// new reads of those blocks.
 func TestPromoterWaitsForReadsToPauseAndPromotesTheRestAtTheNext(t *testing.T) {
 	n, name, p := warmPromoterNode(t)
 	n.dm.StatusOverride[name] = status(0, 0, 0, "rw -")
