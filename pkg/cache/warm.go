@@ -245,8 +245,9 @@ func appendExtent(ex []blockdev.Extent, src, dst, size uint64) []blockdev.Extent
 // loadWarm loads the cache table with the kept and copied blocks mapped.
 // With the device suspended, no write can reach the origin: the blocks
 // written since the tracking began are dropped from the mappings, which
-// cache_restore then writes. If that fails, the metadata is zeroed again
-// and the cache starts cold.
+// cache_restore then writes (a warm-up wrote them during its copy, and
+// writes them again only without such blocks). If that fails, the
+// metadata is zeroed again and the cache starts cold.
 func (a *applier) loadWarm(ctx context.Context, table dm.Table, meta lvm.LV) error {
 	w, name := a.warming, DeviceName(a.volumeID)
 	a.warming = nil
