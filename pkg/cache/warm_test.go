@@ -120,51 +120,41 @@ func TestBlocksWrittenDuringTheCopyAreNotMapped(t *testing.T) {
 	}
 }
 
-func TestFailedRestoreStartsTheCacheCold(t *testing.T) {
-	w := newWorld(t)
-	if err := w.hotSets.Save(vol, hotset.FromBlocks([]uint64{1}, blockSecs)); err != nil {
-		t.Fatal(err)
-	}
-	w.meta.FailRestore = errors.New("cache_restore: killed")
-	w.stage(t, nil)
-	w.dev.Zeroed = nil
-	res, err := w.engine.SetCache(context.Background(), vol, warmCache(gib))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, isCache := w.table(t).Target.(dm.CacheTarget); !isCache || res.Warmed.Blocks != 0 {
-		t.Fatalf("table %s, warm report %+v: want a cold cache", w.table(t), res.Warmed)
-	}
-	// Zeroed before the warm-up and again after the failed restore (rule 2).
-	if n := len(w.dev.Zeroed); n != 2 {
-		t.Fatalf("metadata zeroed %d times (%v), want 2", n, w.dev.Zeroed)
-	}
-}
-
-// The mappings are written while the hot set is copied; a copy that fails
-// leaves them naming blocks the cache does not hold, so the metadata is
-// zeroed again before the cache table loads.
-func TestFailedCopyStartsTheCacheCold(t *testing.T) {
-	w := newWorld(t)
-	if err := w.hotSets.Save(vol, hotset.FromBlocks([]uint64{1, 2, 3}, blockSecs)); err != nil {
-		t.Fatal(err)
-	}
-	w.stage(t, nil)
-	w.dev.Failing[DevicePath(vol)] = true
-	w.dev.Zeroed = nil
-	res, err := w.engine.SetCache(context.Background(), vol, warmCache(gib))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, isCache := w.table(t).Target.(dm.CacheTarget); !isCache || res.Warmed.Blocks != 0 {
-		t.Fatalf("table %s, warm report %+v: want a cold cache", w.table(t), res.Warmed)
-	}
-	if n := len(restores(w.meta.Calls)); n != 1 {
-		t.Fatalf("metadata written %d times during the copy, want once (the case under test)", n)
-	}
-	// Zeroed before the warm-up and again after the failed copy (rule 2).
-	if n := len(w.dev.Zeroed); n != 2 {
-		t.Fatalf("metadata zeroed %d times (%v), want 2", n, w.dev.Zeroed)
+// A warm-up that fails starts the cache cold, its metadata zeroed again
+// (rule 2): the mappings are written while the hot set is copied, so a
+// failed copy leaves them naming blocks the cache does not hold.
+func TestFailedWarmUpStartsTheCacheCold(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		fail     func(w *world)
+		restores int // cache_restore runs: during the copy, and at the load unless the copy failed
+	}{
+		{name: "cache_restore fails", fail: func(w *world) { w.meta.FailRestore = errors.New("cache_restore: killed") }, restores: 2},
+		{name: "the copy fails", fail: func(w *world) { w.dev.Failing[DevicePath(vol)] = true }, restores: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t)
+			if err := w.hotSets.Save(vol, hotset.FromBlocks([]uint64{1, 2, 3}, blockSecs)); err != nil {
+				t.Fatal(err)
+			}
+			w.stage(t, nil)
+			tc.fail(w)
+			w.dev.Zeroed = nil
+			res, err := w.engine.SetCache(context.Background(), vol, warmCache(gib))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, isCache := w.table(t).Target.(dm.CacheTarget); !isCache || res.Warmed.Blocks != 0 {
+				t.Fatalf("table %s, warm report %+v: want a cold cache", w.table(t), res.Warmed)
+			}
+			if n := len(restores(w.meta.Calls)); n != tc.restores {
+				t.Fatalf("cache_restore ran %d times, want %d", n, tc.restores)
+			}
+			// Zeroed before the warm-up and again after the failure.
+			if n := len(w.dev.Zeroed); n != 2 {
+				t.Fatalf("metadata zeroed %d times (%v), want 2", n, w.dev.Zeroed)
+			}
+		})
 	}
 }
 
