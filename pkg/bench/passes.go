@@ -1,7 +1,5 @@
 package bench
 
-import "slices"
-
 // A cache's convergence is counted in passes over the working set, not in
 // runs: a run reads the working set once per read test, so a run of three
 // read tests is three passes, and a cache that warms during a run's first
@@ -96,10 +94,8 @@ func warmthOf(r *Report, ws, target, test string) Warmth {
 	if len(idx) > 0 {
 		first := r.Results[idx[0]]
 		w.FirstPassOfHDD = first.FractionOfHDD
-		if hdd := slices.IndexFunc(r.Results, func(res Result) bool {
-			return res.WorkingSet == ws && res.Target == r.Config.HDDReference && res.Test == test
-		}); hdd >= 0 {
-			w.FirstPassOfHDDFirst = Fraction(first.MBps, &r.Results[hdd].MBps)
+		if hdd := resultsOf(r, ws, r.Config.HDDReference, test); len(hdd) > 0 {
+			w.FirstPassOfHDDFirst = Fraction(first.MBps, &hdd[0].MBps)
 		}
 	}
 	if len(warm) == 0 {
