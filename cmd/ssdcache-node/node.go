@@ -19,6 +19,7 @@ import (
 	"github.com/ssdcache/ssdcache/pkg/command"
 	"github.com/ssdcache/ssdcache/pkg/csi"
 	"github.com/ssdcache/ssdcache/pkg/dm"
+	"github.com/ssdcache/ssdcache/pkg/fileblocks"
 	"github.com/ssdcache/ssdcache/pkg/hotset"
 	"github.com/ssdcache/ssdcache/pkg/lvm"
 	"github.com/ssdcache/ssdcache/pkg/mounter"
@@ -76,6 +77,7 @@ func newNode(o options, m *agent.Metrics, rec events.EventRecorder) (*node, erro
 	if o.stateDir != "" {
 		layers.Metadata = dm.NewCacheTools(run, o.stateDir)
 		layers.HotSets = hotset.InStateDir(o.stateDir)
+		layers.Files = fileblocks.NewHost()
 	}
 	engineOpts := []cache.Option{cache.WithBlockSectors(o.cacheBlockSize.sectors)}
 	if o.promoteInterval > 0 {

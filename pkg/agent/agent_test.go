@@ -56,7 +56,7 @@ type fakeNode struct {
 // the tests count their reads and promotions.
 var testBlockSize = cache.WithBlockSectors(128)
 
-func newNode(t *testing.T) *fakeNode {
+func newNode(t *testing.T, layers ...func(*cache.Layers)) *fakeNode {
 	t.Helper()
 	n := &fakeNode{dm: dmfake.New(), dev: blockdevfake.New(), lvm: lvmfake.New(), meta: dmfake.NewMetadata(), hotSets: &hotset.Memory{},
 		locks: cache.NewVolumeLocks(), samples: NewSamples(),
@@ -66,8 +66,11 @@ func newNode(t *testing.T) *fakeNode {
 	if _, err := n.lvm.CreateLV(context.Background(), "hdd", vol, 10*gib, lvm.Tags(vol, lvm.RoleOrigin)); err != nil {
 		t.Fatal(err)
 	}
-	n.engine = cache.NewEngine(cache.Layers{DM: n.dm, LVM: n.lvm, Dev: n.dev, Metadata: n.meta, HotSets: n.hotSets},
-		cache.Pools{OriginVG: "hdd", CacheVGs: map[string]string{"nvme": "nvme"}, DefaultClass: "nvme"}, nil, testBlockSize)
+	l := cache.Layers{DM: n.dm, LVM: n.lvm, Dev: n.dev, Metadata: n.meta, HotSets: n.hotSets}
+	for _, change := range layers {
+		change(&l)
+	}
+	n.engine = cache.NewEngine(l, cache.Pools{OriginVG: "hdd", CacheVGs: map[string]string{"nvme": "nvme"}, DefaultClass: "nvme"}, nil, testBlockSize)
 	var err error
 	if n.metrics, err = NewMetrics(n.reg); err != nil {
 		t.Fatal(err)

@@ -120,8 +120,10 @@ type outcome struct {
 	degraded *metav1.Condition
 	// warmup is set when a new cache was filled from the volume's hot set.
 	warmup *ssdv1.WarmupRecord
-	events []note
-	err    error
+	// preload is set when spec.preloadPaths were preloaded, or failed anew.
+	preload *ssdv1.PreloadRecord
+	events  []note
+	err     error
 }
 
 type note struct{ kind, reason, action, text string }
@@ -161,6 +163,8 @@ func (r *BindingReconciler) apply(ctx context.Context, b *ssdv1.CacheBinding) ou
 		out.events = append(out.events, note{corev1.EventTypeNormal, "CacheWarmed", "Warmup", fmt.Sprintf(
 			"cache filled from the volume's hot set: %d bytes in %s, %d blocks written meanwhile left out", w.Bytes, out.warmup.Duration.Duration, w.Dropped)})
 	}
+	rec, events := r.preload(ctx, b)
+	out.preload, out.events = rec, append(out.events, events...)
 	return out
 }
 

@@ -30,6 +30,9 @@ func (r *BindingReconciler) writeStatus(ctx context.Context, b *ssdv1.CacheBindi
 	if out.warmup != nil {
 		st.LastWarmup = out.warmup
 	}
+	if out.preload != nil {
+		st.LastPreload = out.preload
+	}
 	if equality.Semantic.DeepEqual(before.Status, b.Status) {
 		return nil
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ssdcache/ssdcache/pkg/blockdev"
 	"github.com/ssdcache/ssdcache/pkg/dm"
+	"github.com/ssdcache/ssdcache/pkg/fileblocks"
 	"github.com/ssdcache/ssdcache/pkg/hotset"
 	"github.com/ssdcache/ssdcache/pkg/lvm"
 )
@@ -58,6 +59,9 @@ type Layers struct {
 	// that off.
 	Metadata dm.MetadataTools
 	HotSets  hotset.Store
+	// Files maps named paths of a volume's filesystem to its blocks for
+	// Preload; nil turns preloading off.
+	Files fileblocks.Mapper
 }
 
 // Engine attaches, detaches, resizes and pauses caches of staged volumes.
@@ -69,6 +73,7 @@ type Engine struct {
 	dev      blockdev.Interface
 	metadata dm.MetadataTools
 	hotSets  hotset.Store
+	files    fileblocks.Mapper
 	faults   FaultPoints
 	// minBlockSectors is the block size of new caches, before doubling for
 	// large ones (dm.BlockSectorsFor).
@@ -104,7 +109,7 @@ func NewEngine(l Layers, pools Pools, faults FaultPoints, opts ...Option) *Engin
 		faults = NoFaults{}
 	}
 	pools.CacheVGs = maps.Clone(pools.CacheVGs) // AddCachePool changes the engine's own
-	e := &Engine{dm: l.DM, lvm: l.LVM, dev: l.Dev, pools: pools, faults: faults, minBlockSectors: dm.DefaultBlockSectors}
+	e := &Engine{dm: l.DM, lvm: l.LVM, dev: l.Dev, files: l.Files, pools: pools, faults: faults, minBlockSectors: dm.DefaultBlockSectors}
 	if l.Metadata != nil && l.HotSets != nil {
 		e.metadata, e.hotSets = l.Metadata, l.HotSets
 	}

@@ -186,12 +186,14 @@ func (a *applier) promote(ctx context.Context, table dm.Table, meta, data lvm.LV
 		err = a.writeFetched(ctx, w, data, f)
 	}
 	if err != nil {
-		klog.ErrorS(err, "Promotion failed; the cache comes back cold", "volumeID", a.volumeID)
-		w.kept, w.copies = nil, nil
+		w.kept, w.copies = nil, nil // what the metadata maps is not known
 	}
 	a.warming = w
 	if err := a.loadWarm(ctx, table, meta); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCacheLeftOut, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w; the cache came back cold", err)
 	}
 	return left, nil
 }

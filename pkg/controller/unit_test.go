@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -113,7 +114,7 @@ func TestBindingSpecFromClass(t *testing.T) {
 		return &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "sc"}, Provisioner: provisioner, Parameters: params}
 	}
 	spec, err := bindingSpecFromClass("data", class(ssdv1.DriverName, map[string]string{ssdv1.ParamCacheMode: "readcache", ssdv1.ParamCacheSize: "5Gi"}))
-	if err != nil || spec == nil || *spec != (ssdv1.CacheBindingSpec{PVCName: "data", Size: "5Gi", Mode: ssdv1.ModeReadCache, Warmup: ssdv1.WarmupHotSet}) {
+	if err != nil || spec == nil || !reflect.DeepEqual(*spec, ssdv1.CacheBindingSpec{PVCName: "data", Size: "5Gi", Mode: ssdv1.ModeReadCache, Warmup: ssdv1.WarmupHotSet}) {
 		t.Fatalf("readcache class: spec %+v, err %v", spec, err)
 	}
 	spec, err = bindingSpecFromClass("data", class(ssdv1.DriverName, map[string]string{ssdv1.ParamCacheMode: "readcache"}))

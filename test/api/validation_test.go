@@ -115,8 +115,21 @@ func malformedBindings() []refusedCreate {
 		{"deviceClass with capitals", valid(map[string]any{"deviceClass": "NVMe"}), `spec.deviceClass in body should match`},
 		{"deviceClass too long", valid(map[string]any{"deviceClass": strings.Repeat("a", 64)}), `spec.deviceClass: Too long: may not be more than 63 bytes`},
 		{"size exponent of three digits", valid(map[string]any{"size": "16777216e4294967296"}), `size: an exponent may have at most two digits`},
+		{"preloadPaths absolute", valid(map[string]any{"preloadPaths": []any{"models", "/etc/shadow"}}), `preloadPaths: each path is relative to the volume's root (no leading /) and has no .. component`},
+		{"preloadPaths leaving the volume", valid(map[string]any{"preloadPaths": []any{"data/../../x"}}), `preloadPaths: each path is relative to the volume's root`},
+		{"preloadPaths dot-dot alone", valid(map[string]any{"preloadPaths": []any{".."}}), `preloadPaths: each path is relative to the volume's root`},
+		{"preloadPaths empty path", valid(map[string]any{"preloadPaths": []any{""}}), `spec.preloadPaths[0] in body should be at least 1 chars long`},
+		{"preloadPaths too many", valid(map[string]any{"preloadPaths": manyPaths(33)}), `spec.preloadPaths: Too many: 33: must have at most 32 items`},
 		{"unknown spec field", valid(map[string]any{"sizee": "10Gi"}), `unknown field "spec.sizee"`},
 	}
+}
+
+func manyPaths(n int) []any {
+	paths := make([]any, n)
+	for i := range paths {
+		paths[i] = fmt.Sprintf("data/%d", i)
+	}
+	return paths
 }
 
 func TestMalformedBindingsAreRefused(t *testing.T) {

@@ -113,6 +113,21 @@ type CacheBindingSpec struct {
 	// +kubebuilder:validation:XValidation:rule="!self.matches('[eE][-+]?[0-9]{3,}$')",message="warmupLimit: an exponent may have at most two digits"
 	// +kubebuilder:validation:XValidation:rule="self.matches('[eE][-+]?[0-9]{3,}$') || (isQuantity(self) && quantity(self).isInteger() && quantity(self).compareTo(quantity('0')) >= 0)",message="warmupLimit must be a whole number of bytes such as 2Gi, written without a fraction (1536Mi, not 1.5Gi)"
 	WarmupLimit string `json:"warmupLimit,omitempty"`
+
+	// preloadPaths names files and directories of the volume's filesystem, relative
+	// to its root (models/7b.bin, db/index), whose data the node agent copies into
+	// the cache once it is attached, ahead of the first read, as far as free cache
+	// blocks allow; a directory stands for every file beneath it. Symlinks resolve
+	// inside the volume. The paths are preloaded once per spec change (a failed
+	// preload is retried); status.lastPreload tells what was copied. Filesystem
+	// volumes only; the blocks stay in the volume's hot set like any other.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="self.all(p, !p.startsWith('/') && !p.matches('(^|/)[.][.](/|$)'))",message="preloadPaths: each path is relative to the volume's root (no leading /) and has no .. component"
+	PreloadPaths []string `json:"preloadPaths,omitempty"`
 }
 
 // CacheFigures are dm-cache's counters for the binding's cache, as last sampled by
@@ -198,6 +213,51 @@ type CacheBindingStatus struct {
 	// lastWarmup is the last filling of the cache from the volume's hot set.
 	// +optional
 	LastWarmup *WarmupRecord `json:"lastWarmup,omitempty"`
+	// lastPreload is the last preload of spec.preloadPaths.
+	// +optional
+	LastPreload *PreloadRecord `json:"lastPreload,omitempty"`
+}
+
+// PreloadRecord describes one preload of a binding's spec.preloadPaths.
+type PreloadRecord struct {
+	// observedGeneration is the metadata.generation whose preloadPaths these are.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	ObservedGeneration int64 `json:"observedGeneration"`
+	// files were found under the paths, holding fileBytes of data.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Files int64 `json:"files,omitempty"`
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	FileBytes int64 `json:"fileBytes,omitempty"`
+	// bytes were copied from the origin into the cache, in whole cache blocks.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Bytes int64 `json:"bytes,omitempty"`
+	// heldBytes were in the cache already.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	HeldBytes int64 `json:"heldBytes,omitempty"`
+	// leftBytes found no free cache block: the cache is full of other data, which
+	// smq replaces by use.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	LeftBytes int64 `json:"leftBytes,omitempty"`
+	// missingPaths are the preloadPaths that do not exist in the volume.
+	// +optional
+	// +listType=atomic
+	MissingPaths []string `json:"missingPaths,omitempty"`
+	// error is why the preload failed, empty when it did not; a failed preload is
+	// tried again.
+	// +optional
+	Error string `json:"error,omitempty"`
+	// duration is how long the preload took.
+	// +required
+	Duration metav1.Duration `json:"duration"`
+	// completionTime is when it ended.
+	// +required
+	CompletionTime metav1.Time `json:"completionTime"`
 }
 
 // WarmupRecord describes one filling of a new cache from its volume's hot set.

@@ -16,6 +16,7 @@ import (
 	"github.com/ssdcache/ssdcache/pkg/cache"
 	"github.com/ssdcache/ssdcache/pkg/command"
 	"github.com/ssdcache/ssdcache/pkg/dm"
+	"github.com/ssdcache/ssdcache/pkg/fileblocks"
 	"github.com/ssdcache/ssdcache/pkg/hotset"
 	"github.com/ssdcache/ssdcache/pkg/lvm"
 )
@@ -29,7 +30,7 @@ func realEngine(faults cache.FaultPoints) *cache.Engine {
 	// LVM reads the pool devices only, as the plugin's does (--devices).
 	lvmCmd := lvm.NewCommand(run, "", os.Getenv("SSDCACHE_HDD"), os.Getenv("SSDCACHE_SSD"))
 	return cache.NewEngine(cache.Layers{DM: dm.NewDmsetup(run).ReadingFrom(dm.NewControlDevice()), LVM: lvmCmd, Dev: blockdev.NewHost(run),
-		Metadata: dm.NewCacheTools(run, state), HotSets: hotset.InStateDir(state)}, pools, faults)
+		Metadata: dm.NewCacheTools(run, state), HotSets: hotset.InStateDir(state), Files: fileblocks.NewHost()}, pools, faults)
 }
 
 // stateDir is the plugin's --state-dir in the kernel suite, shared by the

@@ -1,0 +1,111 @@
+package agent
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	ssdv1 "github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
+	"github.com/ssdcache/ssdcache/pkg/blockdev/blockdevfake"
+	"github.com/ssdcache/ssdcache/pkg/cache"
+	"github.com/ssdcache/ssdcache/pkg/dm"
+	"github.com/ssdcache/ssdcache/pkg/fileblocks"
+)
+
+// volumeFiles stands for the filesystem of the volume's device: one file of
+// two 64 KiB cache blocks, unless unmounted.
+type volumeFiles struct {
+	unmounted bool
+	calls     int
+}
+
+func (f *volumeFiles) Map(_ context.Context, _ dm.DevNum, paths []string, _ uint64) (fileblocks.Found, error) {
+	f.calls++
+	if f.unmounted {
+		return fileblocks.Found{}, fileblocks.ErrNotMounted
+	}
+	var found fileblocks.Found
+	for _, p := range paths {
+		if p != "model.bin" {
+			found.Missing = append(found.Missing, p)
+			continue
+		}
+		found.Files++
+		found.Extents = append(found.Extents, fileblocks.Extent{Offset: 10 << 16, Length: 2 << 16})
+	}
+	return found, nil
+}
+
+// attachedForPreload is a node whose binding's cache was attached by a
+// first visit (its metadata as the kernel leaves it), and the binding then
+// asks for paths: generation 2.
+func attachedForPreload(t *testing.T, files *volumeFiles, paths ...string) (*BindingReconciler, client.Client, *events.FakeRecorder) {
+	t.Helper()
+	n := newNode(t, func(l *cache.Layers) { l.Files = files })
+	n.dev.Add(cache.DevicePath(vol), blockdevfake.Device{Node: "/dev/dm-3", DevNum: dm.DevNum{Major: 253, Minor: 3}})
+	n.stage(t, nil)
+	r, c, rec := n.reconciler(t, admitted(ssdv1.ModeReadCache, gib))
+	reconcileOnce(t, r)
+	n.meta.Put("/dev/nvme/"+vol+".cache-meta", dm.CacheMetadata{BlockSectors: 128, CacheBlocks: gib / (128 * 512), Policy: "smq"})
+	b := get(t, c)
+	b.Spec.PreloadPaths, b.Generation = paths, 2
+	if err := c.Update(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	if files.calls != 0 || !strings.Contains(drain(rec), "CacheAttached") {
+		t.Fatal("the first visit preloaded, or attached nothing")
+	}
+	return r, c, rec
+}
+
+// eventList is what rec recorded since the last look, in order.
+func eventList(rec *events.FakeRecorder) []string {
+	if got := strings.TrimSpace(drain(rec)); got != "" {
+		return strings.Split(got, "\n")
+	}
+	return nil
+}
+
+func TestPreloadPathsCopiedOncePerSpecChange(t *testing.T) {
+	files := &volumeFiles{}
+	r, c, rec := attachedForPreload(t, files, "model.bin", "logs/gone")
+	reconcileOnce(t, r)
+	p := get(t, c).Status.LastPreload
+	if p == nil || p.ObservedGeneration != 2 || p.Files != 1 || p.FileBytes != 2<<16 || p.Bytes != 2<<16 || p.Error != "" ||
+		len(p.MissingPaths) != 1 || p.MissingPaths[0] != "logs/gone" || p.CompletionTime.IsZero() {
+		t.Fatalf("lastPreload %+v, want model.bin's two blocks copied and logs/gone missing", p)
+	}
+	events := eventList(rec)
+	if len(events) != 2 || !strings.Contains(events[0], "CachePreloaded") || !strings.Contains(events[1], `PreloadPathsMissing spec.preloadPaths[1] "logs/gone"`) {
+		t.Fatalf("events %q, want CachePreloaded and PreloadPathsMissing naming the field", events)
+	}
+	reconcileOnce(t, r)
+	if files.calls != 1 || len(rec.Events) != 0 {
+		t.Fatalf("a second visit of the same generation preloaded again (%d maps, events %q)", files.calls, eventList(rec))
+	}
+}
+
+func TestFailedPreloadIsRetriedAndToldOnce(t *testing.T) {
+	files := &volumeFiles{unmounted: true}
+	r, c, rec := attachedForPreload(t, files, "model.bin")
+	reconcileOnce(t, r)
+	p := get(t, c).Status.LastPreload
+	if p == nil || !strings.Contains(p.Error, "spec.preloadPaths") || !strings.Contains(p.Error, "volumeMode Filesystem") {
+		t.Fatalf("lastPreload %+v, want an error naming the field and what is allowed", p)
+	}
+	if events := eventList(rec); len(events) != 1 || !strings.Contains(events[0], "Warning PreloadFailed") {
+		t.Fatalf("events %q, want PreloadFailed", events)
+	}
+	reconcileOnce(t, r)
+	if files.calls != 2 || len(rec.Events) != 0 {
+		t.Fatalf("after a failure: %d maps, events %q; want a retry told no second time", files.calls, eventList(rec))
+	}
+	files.unmounted = false
+	reconcileOnce(t, r)
+	if p := get(t, c).Status.LastPreload; p == nil || p.Error != "" || p.Bytes != 2<<16 {
+		t.Fatalf("lastPreload %+v once mounted, want the blocks copied and no error", p)
+	}
+}

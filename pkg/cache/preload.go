@@ -1,0 +1,135 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/ssdcache/ssdcache/pkg/dm"
+	"github.com/ssdcache/ssdcache/pkg/fileblocks"
+)
+
+// ErrNoReadCache: the volume has no live read cache to preload into (not
+// staged here, uncached, or paused).
+var ErrNoReadCache = errors.New("the volume has no live read cache")
+
+// A preload copies the blocks of files a user names into the cache before
+// they are read, as Fluid's DataLoad does for file caches: the files'
+// extents in the volume's filesystem are its origin blocks (the cache's
+// device maps the origin one to one), and each batch of them is promoted
+// as the promoter promotes blocks read (Promote: copied under write
+// tracking, mapped clean, never a stale block). The blocks go into free
+// cache blocks only; a full cache keeps what smq chose.
+
+// PreloadReport says what a preload of named paths did.
+type PreloadReport struct {
+	// Files were found under the paths; FileBytes is their data.
+	Files     int
+	FileBytes uint64
+	// Blocks were copied into the cache and mapped; Held already were.
+	Blocks, Held uint64
+	// Left had no free cache block.
+	Left uint64
+	// BlockBytes is the cache's block size.
+	BlockBytes uint64
+	// Missing are the paths that do not exist in the volume.
+	Missing []string
+	// Truncated: the files hold more than the cache, whose size the
+	// preload stopped at.
+	Truncated bool
+	Duration  time.Duration
+}
+
+// Preload copies the data of paths (files or directories, relative to the
+// root of the filesystem mounted from the volume's device) into the
+// volume's read cache. A failure part way keeps the batches already
+// mapped; a promotion that fails after its swap leaves the cache cold
+// (Promote), never stale.
+func (e *Engine) Preload(ctx context.Context, volumeID string, paths []string) (PreloadReport, error) {
+	start := time.Now()
+	if e.files == nil || e.metadata == nil {
+		return PreloadReport{}, fmt.Errorf("preload on volume %s: %w: this node keeps no hot sets or cannot map files", volumeID, ErrInvalid)
+	}
+	live, st, err := e.liveReadCache(ctx, volumeID)
+	if err != nil {
+		return PreloadReport{}, err
+	}
+	dev, err := e.dev.DevNum(DevicePath(volumeID))
+	if err != nil {
+		return PreloadReport{}, err
+	}
+	r := PreloadReport{BlockBytes: live.BlockSectors * dm.SectorSize}
+	found, err := e.files.Map(ctx, dev, paths, st.CacheTotal*r.BlockBytes)
+	if err != nil {
+		return r, fmt.Errorf("preload on volume %s: %w", volumeID, err)
+	}
+	r.Files, r.FileBytes, r.Missing, r.Truncated = found.Files, found.Bytes(), found.Missing, found.Truncated
+	blocks := blocksOf(found.Extents, r.BlockBytes)
+	err = e.promoteAll(ctx, volumeID, blocks, &r)
+	r.Duration = time.Since(start)
+	klog.InfoS("Preloaded named paths", "volumeID", volumeID, "files", r.Files, "fileBytes", r.FileBytes, "blocks", r.Blocks,
+		"held", r.Held, "left", r.Left, "missing", len(r.Missing), "duration", r.Duration, "err", err)
+	return r, err
+}
+
+// liveReadCache is the volume's live writethrough cache and its status.
+func (e *Engine) liveReadCache(ctx context.Context, volumeID string) (dm.CacheTarget, dm.CacheStatus, error) {
+	table, staged, err := e.LiveTable(ctx, volumeID)
+	if err != nil {
+		return dm.CacheTarget{}, dm.CacheStatus{}, err
+	}
+	live, cached := table.Target.(dm.CacheTarget)
+	if !staged || !cached || live.Mode != dm.Writethrough {
+		return dm.CacheTarget{}, dm.CacheStatus{}, fmt.Errorf("preload on volume %s: %w (table %q)", volumeID, ErrNoReadCache, table)
+	}
+	line, err := e.dm.Status(ctx, DeviceName(volumeID))
+	if err != nil {
+		return dm.CacheTarget{}, dm.CacheStatus{}, err
+	}
+	st, err := dm.ParseCacheStatus(line)
+	return live, st, err
+}
+
+// promoteAll promotes blocks batch by batch until every one is in the
+// cache or no free block is left, and counts them in r.
+func (e *Engine) promoteAll(ctx context.Context, volumeID string, blocks []uint64, r *PreloadReport) error {
+	todo := blocks
+	for len(todo) > 0 {
+		w, left, err := e.Promote(ctx, volumeID, todo)
+		if err != nil {
+			return err
+		}
+		r.Blocks += w.Blocks
+		if w.Blocks == 0 {
+			break // held already, or no room
+		}
+		todo = left
+	}
+	table, _, err := e.LiveTable(ctx, volumeID)
+	if err != nil {
+		return err
+	}
+	// The last promotion saved what the cache maps as the hot set.
+	r.Left = uint64(len(e.NotHeld(volumeID, table, blocks)))
+	r.Held = uint64(len(blocks)) - min(uint64(len(blocks)), r.Blocks+r.Left)
+	return nil
+}
+
+// blocksOf are the cache blocks that extents touch, sorted, once each.
+func blocksOf(extents []fileblocks.Extent, blockBytes uint64) []uint64 {
+	var blocks []uint64
+	for _, x := range extents {
+		if x.Length == 0 {
+			continue
+		}
+		for b := x.Offset / blockBytes; b <= (x.Offset+x.Length-1)/blockBytes; b++ {
+			blocks = append(blocks, b)
+		}
+	}
+	slices.Sort(blocks)
+	return slices.Compact(blocks)
+}

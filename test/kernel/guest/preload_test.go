@@ -1,0 +1,94 @@
+package guest
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/ssdcache/ssdcache/pkg/blockdev"
+	"github.com/ssdcache/ssdcache/pkg/cache"
+	"github.com/ssdcache/ssdcache/pkg/fileblocks"
+)
+
+// TestPreloadNamedFiles: files written to a cached ext4 volume and never
+// read are preloaded by name, by the engine the node agent runs for a
+// CacheBinding's spec.preloadPaths, on the volume the plugin staged: their
+// first read comes from the cache, while files beside them, not named,
+// read from the HDD. Before that, FIEMAP's extents are checked against the
+// device itself: the bytes there are the file's.
+func TestPreloadNamedFiles(t *testing.T) {
+	e := guestEnv(t)
+	p := startPlugin(t, e)
+	v := p.provision(t, "preload", 256<<20, cached("128Mi"), fsCapability("ext4"))
+	p.stage(t, v)
+	p.publish(t, v)
+	for _, d := range []string{"models", "logs"} {
+		if err := os.MkdirAll(filepath.Join(v.target, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	named, other := dataset(t, filepath.Join(v.target, "models"), 24), dataset(t, filepath.Join(v.target, "logs"), 24)
+	expectExtentsHoldTheFile(t, v.id, filepath.Join(v.target, "models"))
+
+	rep, err := realEngine(nil).Preload(context.Background(), v.id, []string{"models", "not/there"})
+	if err != nil {
+		t.Fatalf("preload: %v\n%s", err, p.diagnose())
+	}
+	t.Logf("preload: %+v", rep)
+	if rep.Files != 24 || rep.FileBytes != 24<<20 || rep.Blocks*rep.BlockBytes < 24<<20 || !slices.Equal(rep.Missing, []string{"not/there"}) {
+		t.Fatalf("preload report %+v: want 24 files of 1 MiB copied, not/there missing", rep)
+	}
+	if r := readPass(t, v.id, named); r.hitRatio() < 0.9 {
+		t.Fatalf("first read of the preloaded files: %v; want a hit ratio of at least 0.9\n%s", r, p.diagnose())
+	} else {
+		t.Logf("first read of the preloaded files: %v", r)
+	}
+	if r := readPass(t, v.id, other); r.hitRatio() > 0.5 {
+		t.Fatalf("first read of files not named: %v; want them read from the origin, not preloaded", r)
+	} else {
+		t.Logf("first read of the files not named: %v", r)
+	}
+	p.teardown(t, v)
+}
+
+// expectExtentsHoldTheFile maps one file of dir through the volume's
+// mounted filesystem and compares the device's bytes at its extents, read
+// directly from the cached device, with the file's.
+func expectExtentsHoldTheFile(t *testing.T, id, dir string) {
+	t.Helper()
+	name := filepath.Join(dir, "file-000")
+	want, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := blockdev.NewHost(nil).DevNum(cache.DevicePath(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, _ := filepath.Rel(mountRoot(t, dir), name)
+	found, err := fileblocks.NewHost().Map(context.Background(), dev, []string{rel}, 0)
+	if err != nil || found.Files != 1 || found.Bytes() != uint64(len(want)) {
+		t.Fatalf("map %s: %+v, %v; want one file of %d bytes", rel, found, err, len(want))
+	}
+	var ex []blockdev.Extent
+	var at uint64
+	for _, x := range found.Extents {
+		ex = append(ex, blockdev.Extent{Src: x.Offset, Dst: at, Length: x.Length})
+		at += x.Length
+	}
+	buf := blockdev.DirectBuffer(at)
+	if err := blockdev.NewHost(nil).ReadExtents(context.Background(), dev, ex, buf); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(buf, want) {
+		t.Fatalf("the device's bytes at %s's extents %v are not the file's", rel, found.Extents)
+	}
+}
+
+// mountRoot is the mount point dir is under: the publish target.
+func mountRoot(t *testing.T, dir string) string {
+	t.Helper()
+	return sh(t, "findmnt -n -o TARGET --target %s", dir)
+}
