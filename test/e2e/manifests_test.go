@@ -1,6 +1,9 @@
 package e2e
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // The workloads are bash in the project image (Debian, coreutils): a data
 // set of files with their SHA-256 sums, written once, then read back with
@@ -87,8 +90,8 @@ spec:
 }
 
 // cacheBinding asks for a cache in front of PVC pvc, online.
-func cacheBinding(pvc, size string) string {
-	return fmt.Sprintf(`apiVersion: ssdcache.io/v1alpha1
+func cacheBinding(pvc, size string, preloadPaths ...string) string {
+	manifest := fmt.Sprintf(`apiVersion: ssdcache.io/v1alpha1
 kind: CacheBinding
 metadata: {name: %[1]s, namespace: default}
 spec:
@@ -96,4 +99,8 @@ spec:
   size: %[2]s
   mode: ReadCache
 `, pvc, size)
+	if len(preloadPaths) > 0 {
+		manifest += fmt.Sprintf("  preloadPaths: [%s]\n", strings.Join(preloadPaths, ", "))
+	}
+	return manifest
 }

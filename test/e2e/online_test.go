@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -82,10 +84,11 @@ func (s *suite) cacheBindingOnline(ctx context.Context, t *testing.T) {
 	}
 	passes := s.waitMorePasses(ctx, t, 0, "before the binding")
 
-	s.apply(ctx, t, cacheBinding(reader, cacheSize))
+	s.apply(ctx, t, cacheBinding(reader, cacheSize, "f1", "no-such-file"))
 	binding := object{ns: "default", name: "cachebinding/" + reader}
 	s.waitReady(ctx, t, binding)
 	s.waitTable(ctx, t, handle, cachedTable, "a writethrough cache table once the binding is Ready")
+	s.expectPreloaded(ctx, t, binding)
 	first, _ := s.readHits(ctx)
 	s.eventually(ctx, t, "the binding's read hits rise", binding, func() (bool, string, error) {
 		hits, saw := s.readHits(ctx)
@@ -106,6 +109,31 @@ func (s *suite) cacheBindingOnline(ctx context.Context, t *testing.T) {
 	})
 	// One last check of every byte, through the page cache-free path the loop uses.
 	s.exec(ctx, t, reader, "cd /data && sha256sum -c --quiet SUMS")
+}
+
+// expectPreloaded waits for the binding's preload of f1 (found in the
+// volume's filesystem through the node plugin's own mount namespace, and
+// copied into the cache or promoted there already) and no-such-file
+// (reported missing).
+func (s *suite) expectPreloaded(ctx context.Context, t *testing.T, binding object) {
+	t.Helper()
+	s.eventually(ctx, t, "status.lastPreload of f1", binding, func() (bool, string, error) {
+		out, err := s.c.Kubectl(ctx, "-n", "default", "get", binding.name, "-o", "jsonpath={.status.lastPreload}")
+		var p struct {
+			Files, FileBytes, Bytes, HeldBytes int64
+			MissingPaths                       []string
+			Error                              string
+		}
+		if err != nil || strings.TrimSpace(out) == "" || json.Unmarshal([]byte(out), &p) != nil {
+			return false, "lastPreload: " + out + errOrEmpty(err), nil
+		}
+		if p.Error != "" { // the pod has the filesystem mounted: no failure is transient
+			return false, "", fmt.Errorf("preload failed: %s", p.Error)
+		}
+		ok := p.Files == 1 && p.FileBytes == dataFileMB<<20 && p.Bytes+p.HeldBytes >= p.FileBytes && slices.Equal(p.MissingPaths, []string{"no-such-file"})
+		return ok, "lastPreload: " + out, nil
+	})
+	t.Logf("binding lastPreload: %s", s.jsonpath(ctx, t, binding.name, "{.status.lastPreload}", "-n", "default"))
 }
 
 // readHits is the binding's status.cache.readHits (0 before the first
