@@ -257,7 +257,7 @@ func (n *fakeNode) reconciler(t *testing.T, objs ...client.Object) (*BindingReco
 	t.Helper()
 	c := fake.NewClientBuilder().WithScheme(newScheme(t)).WithObjects(objs...).WithStatusSubresource(&ssdv1.CacheBinding{}).Build()
 	rec := events.NewFakeRecorder(10)
-	return NewBindingReconciler(c, rec, n.engine, n.locks, n.samples, node, BindingOptions{Clock: n.clock, Metrics: n.metrics}), c, rec
+	return NewBindingReconciler(c, rec, n.engine, n.locks, n.samples, node, BindingOptions{Clock: n.clock, Metrics: n.metrics, CacheLost: n.monitor.CacheLost}), c, rec
 }
 
 func reconcileOnce(t *testing.T, r *BindingReconciler) ctrl.Result {

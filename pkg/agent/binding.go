@@ -49,6 +49,8 @@ type BindingReconciler struct {
 	clock           clock.Clock
 	figuresInterval time.Duration
 	resync          time.Duration
+	// cacheLost is told about a cache a failed preload could not load back.
+	cacheLost func(volumeID, why string)
 }
 
 // BindingOptions tune a BindingReconciler; zero values take the defaults.
@@ -58,13 +60,16 @@ type BindingOptions struct {
 	// Metrics, when set, learn each bound volume's PVC from its binding: the
 	// one source of it for a volume staged before the plugin restarted.
 	Metrics *Metrics
+	// CacheLost (Monitor.CacheLost) is told about a cache that a preload
+	// swapped out and could not load back; nil: only the error says so.
+	CacheLost func(volumeID, why string)
 }
 
 // NewBindingReconciler returns the reconciler of node nodeName.
 func NewBindingReconciler(c client.Client, rec events.EventRecorder, e *cache.Engine, locks *cache.VolumeLocks,
 	samples *Samples, nodeName string, o BindingOptions) *BindingReconciler {
 	r := &BindingReconciler{client: c, recorder: rec, engine: e, locks: locks, samples: samples, nodeName: nodeName,
-		clock: o.Clock, figuresInterval: o.FiguresInterval, resync: o.Resync, metrics: o.Metrics}
+		clock: o.Clock, figuresInterval: o.FiguresInterval, resync: o.Resync, metrics: o.Metrics, cacheLost: o.CacheLost}
 	if r.clock == nil {
 		r.clock = clock.RealClock{}
 	}
@@ -73,6 +78,9 @@ func NewBindingReconciler(c client.Client, rec events.EventRecorder, e *cache.En
 	}
 	if r.resync <= 0 {
 		r.resync = DefaultResync
+	}
+	if r.cacheLost == nil {
+		r.cacheLost = func(string, string) {}
 	}
 	return r
 }

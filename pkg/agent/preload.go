@@ -31,6 +31,9 @@ func (r *BindingReconciler) preload(ctx context.Context, b *ssdv1.CacheBinding) 
 	rec := &ssdv1.PreloadRecord{ObservedGeneration: b.Generation, Files: int64(rep.Files), FileBytes: int64(rep.FileBytes),
 		Bytes: int64(rep.Blocks * rep.BlockBytes), HeldBytes: int64(rep.Held * rep.BlockBytes), LeftBytes: int64(rep.Left * rep.BlockBytes),
 		MissingPaths: rep.Missing, Duration: metav1.Duration{Duration: rep.Duration.Round(time.Millisecond)}, CompletionTime: metav1.NewTime(r.clock.Now())}
+	if errors.Is(err, cache.ErrCacheLeftOut) {
+		r.cacheLost(vol, "a preload could not load the cache again: "+err.Error())
+	}
 	if err != nil {
 		rec.Error = preloadError(err, vol, r.nodeName)
 		if last != nil && last.ObservedGeneration == b.Generation && last.Error == rec.Error {

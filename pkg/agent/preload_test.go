@@ -2,10 +2,13 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ssdv1 "github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
@@ -42,7 +45,7 @@ func (f *volumeFiles) Map(_ context.Context, _ dm.DevNum, paths []string, _ uint
 // attachedForPreload is a node whose binding's cache was attached by a
 // first visit (its metadata as the kernel leaves it), and the binding then
 // asks for paths: generation 2.
-func attachedForPreload(t *testing.T, files *volumeFiles, paths ...string) (*BindingReconciler, client.Client, *events.FakeRecorder) {
+func attachedForPreload(t *testing.T, files *volumeFiles, paths ...string) (*fakeNode, *BindingReconciler, client.Client, *events.FakeRecorder) {
 	t.Helper()
 	n := newNode(t, func(l *cache.Layers) { l.Files = files })
 	n.dev.Add(cache.DevicePath(vol), blockdevfake.Device{Node: "/dev/dm-3", DevNum: dm.DevNum{Major: 253, Minor: 3}})
@@ -58,7 +61,7 @@ func attachedForPreload(t *testing.T, files *volumeFiles, paths ...string) (*Bin
 	if files.calls != 0 || !strings.Contains(drain(rec), "CacheAttached") {
 		t.Fatal("the first visit preloaded, or attached nothing")
 	}
-	return r, c, rec
+	return n, r, c, rec
 }
 
 // eventList is what rec recorded since the last look, in order.
@@ -71,7 +74,7 @@ func eventList(rec *events.FakeRecorder) []string {
 
 func TestPreloadPathsCopiedOncePerSpecChange(t *testing.T) {
 	files := &volumeFiles{}
-	r, c, rec := attachedForPreload(t, files, "model.bin", "logs/gone")
+	_, r, c, rec := attachedForPreload(t, files, "model.bin", "logs/gone")
 	reconcileOnce(t, r)
 	p := get(t, c).Status.LastPreload
 	if p == nil || p.ObservedGeneration != 2 || p.Files != 1 || p.FileBytes != 2<<16 || p.Bytes != 2<<16 || p.Error != "" ||
@@ -90,7 +93,7 @@ func TestPreloadPathsCopiedOncePerSpecChange(t *testing.T) {
 
 func TestFailedPreloadIsRetriedAndToldOnce(t *testing.T) {
 	files := &volumeFiles{unmounted: true}
-	r, c, rec := attachedForPreload(t, files, "model.bin")
+	_, r, c, rec := attachedForPreload(t, files, "model.bin")
 	reconcileOnce(t, r)
 	p := get(t, c).Status.LastPreload
 	if p == nil || !strings.Contains(p.Error, "spec.preloadPaths") || !strings.Contains(p.Error, "volumeMode Filesystem") {
@@ -107,5 +110,32 @@ func TestFailedPreloadIsRetriedAndToldOnce(t *testing.T) {
 	reconcileOnce(t, r)
 	if p := get(t, c).Status.LastPreload; p == nil || p.Error != "" || p.Bytes != 2<<16 {
 		t.Fatalf("lastPreload %+v once mounted, want the blocks copied and no error", p)
+	}
+}
+
+// Safety rule 4 during a preload: the SSD fails while a batch has the cache
+// swapped out. The loss is a drop, as after a promotion of blocks read: the
+// binding turns Degraded at the next visit.
+func TestPreloadThatCannotLoadTheCacheBackIsADrop(t *testing.T) {
+	n, r, c, _ := attachedForPreload(t, &volumeFiles{}, "model.bin")
+	name := cache.DeviceName(vol)
+	swapped := false
+	n.dm.Record = func(event string) {
+		switch {
+		case strings.HasPrefix(event, "dm load "+name+" ") && strings.Contains(event, " linear "):
+			swapped = true
+		case event == "dm resume "+name && swapped:
+			n.dm.FailOn["load"] = errors.New("device-mapper: reload ioctl failed: Input/output error")
+		}
+	}
+	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "b"}}); err != nil {
+		t.Fatal(err)
+	}
+	if why, ok := n.samples.Dropped(vol); !ok || !strings.Contains(why, "preload") {
+		t.Fatalf("loss not recorded as a drop: %q", why)
+	}
+	reconcileOnce(t, r)
+	if b := get(t, c); b.Status.Phase != ssdv1.PhaseDegraded {
+		t.Fatalf("phase %s after the cache was lost, want Degraded", b.Status.Phase)
 	}
 }

@@ -71,7 +71,7 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 		}
 	}
 	r := NewBindingReconciler(mgr.GetClient(), mgr.GetEventRecorder(EventSource), cfg.Engine, cfg.Locks, samples, cfg.NodeName,
-		BindingOptions{FiguresInterval: cfg.FiguresInterval, Metrics: cfg.Metrics})
+		BindingOptions{FiguresInterval: cfg.FiguresInterval, Metrics: cfg.Metrics, CacheLost: monitor.CacheLost})
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("cachebinding-agent").
 		For(&ssdv1.CacheBinding{}, builder.WithPredicates(onNode(cfg.NodeName), relevantChange())).

@@ -94,12 +94,23 @@ func (e *Engine) liveReadCache(ctx context.Context, volumeID string) (dm.CacheTa
 	return live, st, err
 }
 
+// preloadBatchTimeout bounds one batch: it reads at most maxPromoteBytes
+// from the HDD.
+const preloadBatchTimeout = 10 * time.Minute
+
 // promoteAll promotes blocks batch by batch until every one is in the
-// cache or no free block is left, and counts them in r.
+// cache or no free block is left, and counts them in r. A cancelled ctx
+// stops it between batches, never inside one: a promotion stopped between
+// its two table swaps would leave the volume uncached.
 func (e *Engine) promoteAll(ctx context.Context, volumeID string, blocks []uint64, r *PreloadReport) error {
 	todo := blocks
 	for len(todo) > 0 {
-		w, left, err := e.Promote(ctx, volumeID, todo)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), preloadBatchTimeout)
+		w, left, err := e.Promote(bctx, volumeID, todo)
+		cancel()
 		if err != nil {
 			return err
 		}
