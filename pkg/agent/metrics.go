@@ -34,7 +34,7 @@ type Metrics struct {
 	readBytes, writtenBytes                                             *prometheus.CounterVec
 	readHits, readMisses, writeHits, writeMisses, promotions, demotions *prometheus.CounterVec
 	usedBlocks, totalBlocks, blockBytes, dirtyBlocks, healthy           *prometheus.GaugeVec
-	drops, batchPromoted                                                *prometheus.CounterVec
+	drops, batchPromoted, preloaded                                     *prometheus.CounterVec
 	poolUp                                                              prometheus.Gauge
 	nodePoolReady                                                       *prometheus.GaugeVec
 	poolSize, poolFree                                                  *prometheus.GaugeVec
@@ -73,6 +73,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		drops:       counter("cache", "drops_total", "Caches dropped to a linear table because their device failed."),
 		batchPromoted: counter("cache", "batch_promoted_blocks_total",
 			"Blocks ssdcache copied into the cache in batches of recently read ones, beside dm-cache's own promotions."),
+		preloaded: counter("cache", "preloaded_blocks_total",
+			"Blocks ssdcache copied into the cache for a CacheBinding's spec.preloadPaths."),
 		readBytes:    counter("volume", "read_bytes_total", "Bytes read from the volume's device, cached or not (rate() gives read throughput)."),
 		writtenBytes: counter("volume", "written_bytes_total", "Bytes written to the volume's device."),
 		poolUp: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "ssdcache", Name: "cache_pool_up",
@@ -85,7 +87,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		owners:   map[string]VolumeOwner{},
 	}
 	for _, c := range append([]prometheus.Collector{m.readHits, m.readMisses, m.writeHits, m.writeMisses, m.promotions,
-		m.demotions, m.usedBlocks, m.totalBlocks, m.blockBytes, m.dirtyBlocks, m.healthy, m.drops, m.batchPromoted, m.readBytes, m.writtenBytes,
+		m.demotions, m.usedBlocks, m.totalBlocks, m.blockBytes, m.dirtyBlocks, m.healthy, m.drops, m.batchPromoted, m.preloaded, m.readBytes, m.writtenBytes,
 		m.poolUp, m.nodePoolReady, m.poolSize, m.poolFree}, m.disk.collectors()...) {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -96,7 +98,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 
 func (m *Metrics) volumeCounters() []*prometheus.CounterVec {
 	return []*prometheus.CounterVec{m.readHits, m.readMisses, m.writeHits, m.writeMisses, m.promotions, m.demotions,
-		m.drops, m.batchPromoted, m.readBytes, m.writtenBytes}
+		m.drops, m.batchPromoted, m.preloaded, m.readBytes, m.writtenBytes}
 }
 
 func (m *Metrics) volumeGauges() []*prometheus.GaugeVec {
@@ -245,7 +247,7 @@ func (m *Metrics) forget(volumeID string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	l := m.labels(volumeID)
-	for _, v := range []*prometheus.CounterVec{m.readHits, m.readMisses, m.writeHits, m.writeMisses, m.promotions, m.demotions, m.batchPromoted} {
+	for _, v := range []*prometheus.CounterVec{m.readHits, m.readMisses, m.writeHits, m.writeMisses, m.promotions, m.demotions, m.batchPromoted, m.preloaded} {
 		v.Delete(l)
 	}
 	for _, v := range m.volumeGauges() {

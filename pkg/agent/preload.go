@@ -41,6 +41,9 @@ func (r *BindingReconciler) preload(ctx context.Context, b *ssdv1.CacheBinding) 
 		}
 		return rec, []note{{corev1.EventTypeWarning, "PreloadFailed", "Preload", rec.Error}}
 	}
+	if rep.Blocks > 0 && r.metrics != nil {
+		r.metrics.add(r.metrics.preloaded, vol, float64(rep.Blocks))
+	}
 	events := []note{{corev1.EventTypeNormal, "CachePreloaded", "Preload", fmt.Sprintf(
 		"preloadPaths: %d files of %d bytes; %d bytes copied into the cache in %s, %d there already, %d without a free cache block",
 		rec.Files, rec.FileBytes, rec.Bytes, rec.Duration.Duration, rec.HeldBytes, rec.LeftBytes)}}

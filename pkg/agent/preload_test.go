@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -74,8 +75,11 @@ func eventList(rec *events.FakeRecorder) []string {
 
 func TestPreloadPathsCopiedOncePerSpecChange(t *testing.T) {
 	files := &volumeFiles{}
-	_, r, c, rec := attachedForPreload(t, files, "model.bin", "logs/gone")
+	n, r, c, rec := attachedForPreload(t, files, "model.bin", "logs/gone")
 	reconcileOnce(t, r)
+	if got := testutil.ToFloat64(n.metrics.preloaded.With(n.metrics.labels(vol))); got != 2 {
+		t.Errorf("preloaded blocks metric %v, want 2", got)
+	}
 	p := get(t, c).Status.LastPreload
 	if p == nil || p.ObservedGeneration != 2 || p.Files != 1 || p.FileBytes != 2<<16 || p.Bytes != 2<<16 || p.Error != "" ||
 		len(p.MissingPaths) != 1 || p.MissingPaths[0] != "logs/gone" || p.CompletionTime.IsZero() {
