@@ -47,6 +47,9 @@ func (r *BindingReconciler) preload(ctx context.Context, b *ssdv1.CacheBinding) 
 	events := []note{{corev1.EventTypeNormal, "CachePreloaded", "Preload", fmt.Sprintf(
 		"preloadPaths: %d files of %d bytes; %d bytes copied into the cache in %s, %d there already, %d without a free cache block",
 		rec.Files, rec.FileBytes, rec.Bytes, rec.Duration.Duration, rec.HeldBytes, rec.LeftBytes)}}
+	if rep.Truncated {
+		events[0].text += "; the paths hold more than the cache, and the files beyond its size were not looked at"
+	}
 	if len(rep.Missing) > 0 {
 		events = append(events, note{corev1.EventTypeWarning, "PreloadPathsMissing", "Preload", missingText(b.Spec.PreloadPaths, rep.Missing, vol)})
 	}
