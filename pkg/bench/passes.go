@@ -5,9 +5,9 @@ package bench
 // read tests is three passes, and a cache that warms during a run's first
 // test serves the second test warm.
 const (
-	// fullyWarmHitRatio: runs of a test at or above this read hit ratio set
+	// FullyWarmHitRatio: runs of a test at or above this read hit ratio set
 	// the target's warm ceiling for the test.
-	fullyWarmHitRatio = 0.95
+	FullyWarmHitRatio = 0.95
 	// warmFraction: a test counts as warm once its hit ratio and its
 	// fraction of the warm ceiling both reach it.
 	warmFraction = 0.9
@@ -87,7 +87,7 @@ func warmthOf(r *Report, ws, target, test string) Warmth {
 			continue
 		}
 		idx = append(idx, i)
-		if res.HitRatio != nil && *res.HitRatio >= fullyWarmHitRatio {
+		if res.HitRatio != nil && *res.HitRatio >= FullyWarmHitRatio {
 			warm = append(warm, res.MBps)
 		}
 	}

@@ -72,8 +72,8 @@ func restagedSection(r *bench.Report, restages map[string][]parts.Restage) strin
 		}
 		// FractionOfCeiling is over the cold set's warm ceiling, as
 		// judgeAgainstColdSets set it.
-		fmt.Fprintf(&rows, "| %s | %s | %s | %s | %.1f | %s | %s | %s |\n", res.WorkingSet, res.Target, res.Test,
-			num(res.HitRatio), res.MBps, num(res.FractionOfCeiling), num(res.FractionOfSSD), num(ofColdRun1))
+		fmt.Fprintf(&rows, "| %s | %s | %s | %s | %.1f | %s | %s | %s | %s |\n", res.WorkingSet, res.Target, res.Test,
+			num(res.HitRatio), res.MBps, num(res.FractionOfCeiling), warmSpread(r, cold, res.Target, res.Test), num(res.FractionOfSSD), num(ofColdRun1))
 		sets = append(sets, res.WorkingSet)
 	}
 	if len(sets) == 0 {
@@ -94,11 +94,27 @@ func restagedSection(r *bench.Report, restages map[string][]parts.Restage) strin
 			b.WriteString(step.text)
 		}
 	}
-	b.WriteString("Warm ceiling: the cold runs' median MB/s at a read hit ratio of 0.95 or more (`-` where none was that warm, or no dm-cache counters).\n\n")
-	b.WriteString("| working set | target | test | hit ratio | MB/s | of warm ceiling | of raw SSD | x cold run 1 |\n|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("Warm ceiling: the cold runs' median MB/s at a read hit ratio of 0.95 or more (`-` where none was that warm, or no dm-cache counters); " +
+		"warm runs' MB/s: the lowest and highest of those runs, the spread of one pass over a fully warm cache under emulation, which a run 1 after a plugin restart (cache untouched) can only fall in.\n\n")
+	b.WriteString("| working set | target | test | hit ratio | MB/s | of warm ceiling | warm runs' MB/s | of raw SSD | x cold run 1 |\n|---|---|---|---|---|---|---|---|---|\n")
 	b.WriteString(rows.String())
 	writeRestageTimes(&b, r, restages)
 	return b.String()
+}
+
+// warmSpread is the lowest and highest MB/s of the cold set's fully warm
+// runs of a test (at least bench.FullyWarmHitRatio), "-" without any.
+func warmSpread(r *bench.Report, cold, target, test string) string {
+	var mbps []float64
+	for _, c := range r.Results {
+		if c.WorkingSet == cold && c.Target == target && c.Test == test && c.HitRatio != nil && *c.HitRatio >= bench.FullyWarmHitRatio {
+			mbps = append(mbps, c.MBps)
+		}
+	}
+	if len(mbps) == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f-%.1f", slices.Min(mbps), slices.Max(mbps))
 }
 
 // warmReadTest is the raw HDD read a warm-up is compared with: one stream,
