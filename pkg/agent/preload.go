@@ -23,26 +23,26 @@ import (
 func (r *BindingReconciler) preload(ctx context.Context, b *ssdv1.CacheBinding) (*ssdv1.PreloadRecord, []note) {
 	last := b.Status.LastPreload
 	if len(b.Spec.PreloadPaths) == 0 || b.Spec.Mode == ssdv1.ModePaused ||
-		(last != nil && last.ObservedGeneration == b.Generation && last.Error == "") {
+		(last != nil && last.ObservedGeneration == b.Generation && last.NodeName == r.nodeName && last.Error == "") {
 		return nil, nil
 	}
 	vol := b.Status.VolumeHandle
 	rep, err := r.engine.Preload(ctx, vol, b.Spec.PreloadPaths)
-	rec := &ssdv1.PreloadRecord{ObservedGeneration: b.Generation, Files: int64(rep.Files), FileBytes: int64(rep.FileBytes),
+	rec := &ssdv1.PreloadRecord{ObservedGeneration: b.Generation, NodeName: r.nodeName, Files: int64(rep.Files), FileBytes: int64(rep.FileBytes),
 		Bytes: int64(rep.Blocks * rep.BlockBytes), HeldBytes: int64(rep.Held * rep.BlockBytes), LeftBytes: int64(rep.Left * rep.BlockBytes),
 		MissingPaths: rep.Missing, Duration: metav1.Duration{Duration: rep.Duration.Round(time.Millisecond)}, CompletionTime: metav1.NewTime(r.clock.Now())}
+	if rep.Blocks > 0 && r.metrics != nil { // batches mapped before a failure count too
+		r.metrics.add(r.metrics.preloaded, vol, float64(rep.Blocks))
+	}
 	if errors.Is(err, cache.ErrCacheLeftOut) {
 		r.cacheLost(vol, "a preload could not load the cache again: "+err.Error())
 	}
 	if err != nil {
 		rec.Error = preloadError(err, vol, r.nodeName)
-		if last != nil && last.ObservedGeneration == b.Generation && last.Error == rec.Error {
+		if last != nil && last.ObservedGeneration == b.Generation && last.NodeName == r.nodeName && last.Error == rec.Error {
 			return nil, nil // told already
 		}
 		return rec, []note{{corev1.EventTypeWarning, "PreloadFailed", "Preload", rec.Error}}
-	}
-	if rep.Blocks > 0 && r.metrics != nil {
-		r.metrics.add(r.metrics.preloaded, vol, float64(rep.Blocks))
 	}
 	events := []note{{corev1.EventTypeNormal, "CachePreloaded", "Preload", fmt.Sprintf(
 		"preloadPaths: %d files of %d bytes; %d bytes copied into the cache in %s, %d there already, %d without a free cache block",

@@ -143,3 +143,19 @@ func TestPreloadThatCannotLoadTheCacheBackIsADrop(t *testing.T) {
 		t.Fatalf("phase %s after the cache was lost, want Degraded", b.Status.Phase)
 	}
 }
+
+// Preloaded on another node, the same generation's paths are preloaded
+// again here: the hot set that would keep them warm stayed on that node.
+func TestPreloadAgainOnAnotherNode(t *testing.T) {
+	files := &volumeFiles{}
+	_, r, c, _ := attachedForPreload(t, files, "model.bin")
+	b := get(t, c)
+	b.Status.LastPreload = &ssdv1.PreloadRecord{ObservedGeneration: b.Generation, NodeName: "node-b", Bytes: 2 << 16}
+	if err := c.Status().Update(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	reconcileOnce(t, r)
+	if p := get(t, c).Status.LastPreload; files.calls != 1 || p.NodeName != node {
+		t.Fatalf("%d maps, lastPreload %+v; want the paths preloaded on %s", files.calls, p, node)
+	}
+}

@@ -112,13 +112,11 @@ func (e *Engine) promoteAll(ctx context.Context, volumeID string, blocks []uint6
 		w, left, err := e.Promote(bctx, volumeID, todo)
 		cancel()
 		if err != nil {
+			r.Blocks += w.Blocks
 			return err
 		}
 		r.Blocks += w.Blocks
-		if w.Blocks == 0 {
-			break // held already, or no room
-		}
-		todo = left
+		todo = left // what one batch could not hold: fewer every time, none once nothing was picked
 	}
 	table, _, err := e.LiveTable(ctx, volumeID)
 	if err != nil {

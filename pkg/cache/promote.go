@@ -65,7 +65,8 @@ func (e *Engine) ReadBlocks(ctx context.Context, volumeID string, table dm.Table
 // and the blocks it left for a later promotion: those beyond the memory one
 // promotion may hold (maxPromoteBytes) while the cache had room for them. A
 // volume without a live writethrough cache is left alone. On a failure
-// after the swap the cache comes back cold, never with a stale block.
+// after the swap the cache comes back cold, never with a stale block, its
+// hot set is deleted, and the error is returned with the blocks left.
 func (e *Engine) Promote(ctx context.Context, volumeID string, blocks []uint64) (WarmReport, []uint64, error) {
 	if e.metadata == nil {
 		return WarmReport{}, nil, nil
@@ -85,7 +86,7 @@ func (e *Engine) Promote(ctx context.Context, volumeID string, blocks []uint64) 
 	run := &applier{Engine: e, op: "promote", volumeID: volumeID, want: want, lvs: obs.cacheLVs}
 	left, err := run.promote(ctx, obs.table, meta, data, blocks)
 	if err != nil {
-		return WarmReport{}, nil, fmt.Errorf("promote on volume %s: %w", volumeID, err)
+		return run.warmed, left, fmt.Errorf("promote on volume %s: %w", volumeID, err)
 	}
 	return run.warmed, left, nil
 }
@@ -193,7 +194,12 @@ func (a *applier) promote(ctx context.Context, table dm.Table, meta, data lvm.LV
 		return nil, fmt.Errorf("%w: %w", ErrCacheLeftOut, err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w; the cache came back cold", err)
+		// The saved hot set says the cache holds blocks it no longer maps:
+		// kept, later promotions would skip them.
+		if a.hotSets != nil {
+			err = errors.Join(err, a.hotSets.Delete(a.volumeID))
+		}
+		return left, fmt.Errorf("%w; the cache came back cold", err)
 	}
 	return left, nil
 }

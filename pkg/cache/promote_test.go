@@ -204,3 +204,25 @@ func TestPromotedCachesFillOnTheCleanerUntilHandedOverToSmq(t *testing.T) {
 		})
 	}
 }
+
+// A promotion that fails after its swap (here the metadata cannot be read)
+// loads the cache back cold: the error says so, the blocks beyond the batch
+// are handed back, and the hot set, which named blocks the cold cache no
+// longer maps, is gone, so that later promotions do not skip them.
+func TestPromotionThatComesBackColdForgetsTheHotSet(t *testing.T) {
+	w := newWorld(t)
+	w.stage(t, warmCache(gib))
+	if err := w.hotSets.Save(vol, hotset.FromBlocks([]uint64{3, 4}, blockSecs)); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := w.engine.Promote(context.Background(), vol, []uint64{5, 6})
+	if err == nil || !strings.Contains(err.Error(), "came back cold") {
+		t.Fatalf("err %v, want the failure and that the cache came back cold", err)
+	}
+	if c, ok := w.table(t).Target.(dm.CacheTarget); !ok || c.Mode != dm.Writethrough {
+		t.Fatalf("table %q after the failed promotion, want the cache back", w.table(t))
+	}
+	if _, ok, _ := w.hotSets.Load(vol); ok {
+		t.Fatal("the hot set of a cache that came back cold is still saved")
+	}
+}

@@ -75,6 +75,9 @@ func (w *walk) extents(f *os.File) error {
 			if e.Flags&extentLast != 0 {
 				return nil
 			}
+			if e.Logical+e.Length <= start {
+				return fmt.Errorf("map %s: the filesystem returned an extent that does not advance (logical %d, length %d)", f.Name(), e.Logical, e.Length)
+			}
 			start = e.Logical + e.Length
 		}
 	}

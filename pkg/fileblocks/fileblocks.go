@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -125,19 +126,31 @@ func (h *Host) mountPoint(device dm.DevNum) (string, error) {
 	return "", fmt.Errorf("device %s: %w", device, ErrNotMounted)
 }
 
+// A walk is bounded, so that a tree a user builds in the volume cannot tie
+// up or exhaust the node agent: it visits at most maxEntries files and
+// directories, at most maxDepth levels below a named path.
+const (
+	maxEntries = 100_000
+	maxDepth   = 64
+)
+
+// ErrTooLarge: a named directory holds more than a walk visits.
+var ErrTooLarge = errors.New("too many files to walk")
+
 // walk collects extents under one filesystem root.
 type walk struct {
-	ctx    context.Context
-	device dm.DevNum
-	limit  uint64
-	bytes  uint64
-	found  Found
+	ctx     context.Context
+	device  dm.DevNum
+	limit   uint64
+	bytes   uint64
+	entries int
+	found   Found
 }
 
 // named opens p as if the filesystem's root were "/": symlinks resolve
 // inside it, and neither they nor ".." leave it or cross into another mount.
 func (w *walk) named(rootFD int, p string) error {
-	how := unix.OpenHow{Flags: unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NONBLOCK,
+	how := unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_XDEV | unix.RESOLVE_NO_MAGICLINKS}
 	fd, err := unix.Openat2(rootFD, path.Clean(p), &how)
 	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
@@ -147,58 +160,76 @@ func (w *walk) named(rootFD int, p string) error {
 	if err != nil {
 		return fmt.Errorf("open %q in the volume: %w", p, err)
 	}
-	return w.file(os.NewFile(uintptr(fd), p))
+	return w.visit(fd, p, 0)
 }
 
-// file maps f, a regular file or a directory, and closes it; anything else
-// (a device node, a socket) holds no data of the filesystem's own.
-func (w *walk) file(f *os.File) error {
-	defer f.Close()
+// visit maps the file or directory at pathFD (an O_PATH descriptor, which
+// it closes). Only once fstat says it is one is it opened for reading,
+// through the descriptor itself, so that no device node's driver, FIFO or
+// socket is ever opened, even if renamed into place meanwhile.
+func (w *walk) visit(pathFD int, name string, depth int) error {
+	defer unix.Close(pathFD)
 	if err := w.ctx.Err(); err != nil {
 		return err
 	}
+	if w.entries++; w.entries > maxEntries || depth > maxDepth {
+		return fmt.Errorf("%w: the walk stops at %d files and directories, %d levels below a named path (at %q); name smaller directories",
+			ErrTooLarge, maxEntries, maxDepth, name)
+	}
 	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-		return fmt.Errorf("stat %s: %w", f.Name(), err)
+	if err := unix.Fstat(pathFD, &st); err != nil {
+		return fmt.Errorf("stat %q: %w", name, err)
 	}
 	if uint32(unix.Major(st.Dev)) != w.device.Major || uint32(unix.Minor(st.Dev)) != w.device.Minor {
 		return nil // RESOLVE_NO_XDEV keeps this from happening; belt and braces
 	}
-	switch st.Mode & unix.S_IFMT {
-	case unix.S_IFREG:
-		w.found.Files++
-		return w.extents(f)
-	case unix.S_IFDIR:
-		return w.dir(f)
+	kind := st.Mode & unix.S_IFMT
+	if kind != unix.S_IFREG && kind != unix.S_IFDIR {
+		return nil // holds no data of the filesystem's own to cache
 	}
-	return nil
+	flags := unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NOCTTY | unix.O_NONBLOCK
+	if kind == unix.S_IFDIR {
+		flags |= unix.O_DIRECTORY
+	}
+	fd, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", pathFD), flags, 0)
+	if err != nil {
+		return fmt.Errorf("open %q: %w", name, err)
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	if kind == unix.S_IFDIR {
+		return w.dir(f, depth)
+	}
+	w.found.Files++
+	return w.extents(f)
 }
 
 // dir maps every file beneath d, not following symlinks.
-func (w *walk) dir(d *os.File) error {
-	entries, err := d.ReadDir(-1)
-	if err != nil {
-		return fmt.Errorf("read directory %s: %w", d.Name(), err)
-	}
-	for _, e := range entries {
-		if e.Type()&fs.ModeSymlink != 0 || !(e.Type().IsRegular() || e.IsDir()) {
-			continue
-		}
-		how := unix.OpenHow{Flags: unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NONBLOCK | unix.O_NOFOLLOW,
-			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_XDEV | unix.RESOLVE_NO_SYMLINKS}
-		fd, err := unix.Openat2(int(d.Fd()), e.Name(), &how)
-		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EXDEV) {
-			continue // removed meanwhile, or a mount point
-		}
-		if err != nil {
-			return fmt.Errorf("open %s/%s: %w", d.Name(), e.Name(), err)
-		}
-		if err := w.file(os.NewFile(uintptr(fd), path.Join(d.Name(), e.Name()))); err != nil {
-			return err
-		}
-		if w.found.Truncated {
+func (w *walk) dir(d *os.File, depth int) error {
+	for {
+		entries, err := d.ReadDir(1024)
+		if errors.Is(err, io.EOF) {
 			return nil
 		}
+		if err != nil {
+			return fmt.Errorf("read directory %q: %w", d.Name(), err)
+		}
+		for _, e := range entries {
+			if e.Type()&fs.ModeSymlink != 0 || !(e.Type().IsRegular() || e.IsDir()) {
+				continue // visit checks again: the entry may change meanwhile
+			}
+			how := unix.OpenHow{Flags: unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+				Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_XDEV | unix.RESOLVE_NO_SYMLINKS}
+			fd, err := unix.Openat2(int(d.Fd()), e.Name(), &how)
+			if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EXDEV) {
+				continue // removed meanwhile, or a mount point
+			}
+			if err != nil {
+				return fmt.Errorf("open %q: %w", path.Join(d.Name(), e.Name()), err)
+			}
+			if err := w.visit(fd, path.Join(d.Name(), e.Name()), depth+1); err != nil || w.found.Truncated {
+				return err
+			}
+		}
 	}
-	return nil
 }

@@ -110,3 +110,35 @@ func TestMapNeedsTheFilesystemMountedWhole(t *testing.T) {
 		t.Errorf("unmounted device: err %v, want ErrNotMounted", err)
 	}
 }
+
+// A device node is never opened: its driver's open() would run as the node
+// agent (a tty without a terminal fails it with ENXIO, a watchdog arms).
+func TestMapNeverOpensDeviceNodesOrFIFOs(t *testing.T) {
+	h, root, dev := fakeMount(t)
+	write(t, filepath.Join(root, "dir/data"), 64<<10)
+	if err := unix.Mknod(filepath.Join(root, "dir/tty"), unix.S_IFCHR|0o600, int(unix.Mkdev(5, 0))); err != nil {
+		t.Skipf("mknod: %v (needs root)", err)
+	}
+	if err := unix.Mkfifo(filepath.Join(root, "dir/fifo"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	found, err := h.Map(context.Background(), dev, []string{"dir/tty", "dir/fifo", "dir"}, 0)
+	if err != nil {
+		t.Fatalf("map: %v; want the device node and the FIFO skipped, not opened", err)
+	}
+	if found.Files != 1 || found.Bytes() != 64<<10 {
+		t.Errorf("found %d files, %d bytes; want dir/data alone", found.Files, found.Bytes())
+	}
+}
+
+func TestMapStopsAtADeepTree(t *testing.T) {
+	h, root, dev := fakeMount(t)
+	deep := filepath.Join(root, "top")
+	for range maxDepth + 2 {
+		deep = filepath.Join(deep, "d")
+	}
+	write(t, filepath.Join(deep, "f"), 4096)
+	if _, err := h.Map(context.Background(), dev, []string{"top"}, 0); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("a tree %d levels deep: err %v, want ErrTooLarge", maxDepth+2, err)
+	}
+}

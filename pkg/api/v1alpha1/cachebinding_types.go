@@ -224,6 +224,10 @@ type PreloadRecord struct {
 	// +required
 	// +kubebuilder:validation:Minimum=0
 	ObservedGeneration int64 `json:"observedGeneration"`
+	// nodeName is the node whose cache the paths were preloaded into: a binding
+	// admitted to another node preloads there again.
+	// +optional
+	NodeName string `json:"nodeName,omitempty"`
 	// files were found under the paths, holding fileBytes of data.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
