@@ -31,6 +31,9 @@ const (
 	DefaultFiguresInterval = time.Minute
 	DefaultResync          = 30 * time.Second
 	busyRetry              = 2 * time.Second
+	// preloadContinue: a preload left in progress goes on this soon, after
+	// other work on the volume had its turn.
+	preloadContinue = time.Second
 )
 
 // +kubebuilder:rbac:groups=ssdcache.io,resources=cachebindings,verbs=get;list;watch;update;patch
@@ -117,6 +120,9 @@ func (r *BindingReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	out := r.apply(ctx, b)
 	if err := r.writeStatus(ctx, b, out); err != nil {
 		return ctrl.Result{}, err
+	}
+	if out.preload != nil && out.preload.InProgress {
+		return ctrl.Result{RequeueAfter: preloadContinue}, out.err
 	}
 	return ctrl.Result{RequeueAfter: r.resync}, out.err
 }

@@ -17,13 +17,16 @@ import (
 )
 
 // preload copies a binding's spec.preloadPaths into its attached read
-// cache once per spec generation, and again at every visit after a failure
-// (the filesystem may not be mounted yet). It returns nil when there is
-// nothing to do, or when it failed as the status already says.
+// cache once per spec generation and node, cache.PreloadBatches at a
+// visit, and again at every visit after a failure (the filesystem may not
+// be mounted yet). It returns nil when there is nothing to do, or when it
+// failed as the status already says.
 func (r *BindingReconciler) preload(ctx context.Context, b *ssdv1.CacheBinding) (*ssdv1.PreloadRecord, []note) {
 	last := b.Status.LastPreload
-	if len(b.Spec.PreloadPaths) == 0 || b.Spec.Mode == ssdv1.ModePaused ||
-		(last != nil && last.ObservedGeneration == b.Generation && last.NodeName == r.nodeName && last.Error == "") {
+	if last != nil && (last.ObservedGeneration != b.Generation || last.NodeName != r.nodeName) {
+		last = nil // of other paths, or of another node's cache
+	}
+	if len(b.Spec.PreloadPaths) == 0 || b.Spec.Mode == ssdv1.ModePaused || (last != nil && last.Error == "" && !last.InProgress) {
 		return nil, nil
 	}
 	vol := b.Status.VolumeHandle
@@ -39,10 +42,17 @@ func (r *BindingReconciler) preload(ctx context.Context, b *ssdv1.CacheBinding) 
 	}
 	if err != nil {
 		rec.Error = preloadError(err, vol, r.nodeName)
-		if last != nil && last.ObservedGeneration == b.Generation && last.NodeName == r.nodeName && last.Error == rec.Error {
+		if last != nil && last.Error == rec.Error {
 			return nil, nil // told already
 		}
 		return rec, []note{{corev1.EventTypeWarning, "PreloadFailed", "Preload", rec.Error}}
+	}
+	if last != nil && last.InProgress { // the visits before this one copied and took this much
+		rec.Bytes, rec.Duration.Duration = rec.Bytes+last.Bytes, rec.Duration.Duration+last.Duration.Duration
+		rec.HeldBytes = max(0, rec.HeldBytes-last.Bytes)
+	}
+	if rec.InProgress = rep.More; rec.InProgress {
+		return rec, nil // told at the end
 	}
 	events := []note{{corev1.EventTypeNormal, "CachePreloaded", "Preload", fmt.Sprintf(
 		"preloadPaths: %d files of %d bytes; %d bytes copied into the cache in %s, %d there already, %d without a free cache block",

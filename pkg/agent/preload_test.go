@@ -1,8 +1,10 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -24,6 +26,7 @@ import (
 type volumeFiles struct {
 	unmounted bool
 	calls     int
+	length    uint64 // of model.bin, 2 blocks if 0
 }
 
 func (f *volumeFiles) Map(_ context.Context, _ dm.DevNum, paths []string, _ uint64) (fileblocks.Found, error) {
@@ -38,7 +41,7 @@ func (f *volumeFiles) Map(_ context.Context, _ dm.DevNum, paths []string, _ uint
 			continue
 		}
 		found.Files++
-		found.Extents = append(found.Extents, fileblocks.Extent{Offset: 10 << 16, Length: 2 << 16})
+		found.Extents = append(found.Extents, fileblocks.Extent{Offset: 10 << 16, Length: cmp.Or(f.length, 2<<16)})
 	}
 	return found, nil
 }
@@ -157,5 +160,29 @@ func TestPreloadAgainOnAnotherNode(t *testing.T) {
 	reconcileOnce(t, r)
 	if p := get(t, c).Status.LastPreload; files.calls != 1 || p.NodeName != node {
 		t.Fatalf("%d maps, lastPreload %+v; want the paths preloaded on %s", files.calls, p, node)
+	}
+}
+
+// A preload larger than a visit's batches goes on a second later, says so
+// in status meanwhile, and tells its whole copy once at the end.
+func TestLargePreloadGoesOnAtTheNextVisit(t *testing.T) {
+	size := uint64(cache.PreloadBatches*128<<20 + 1<<20) // 4 batches and 1 MiB more
+	files := &volumeFiles{length: size}
+	_, r, c, rec := attachedForPreload(t, files, "model.bin")
+	if res := reconcileOnce(t, r); res.RequeueAfter != preloadContinue {
+		t.Fatalf("requeue %v after a partial preload, want %v", res.RequeueAfter, preloadContinue)
+	}
+	if p := get(t, c).Status.LastPreload; p == nil || !p.InProgress || p.Bytes != cache.PreloadBatches*128<<20 || len(eventList(rec)) != 0 {
+		t.Fatalf("lastPreload %+v after one visit, want 512 MiB copied, in progress, nothing told yet", p)
+	}
+	if res := reconcileOnce(t, r); res.RequeueAfter != DefaultResync {
+		t.Fatalf("requeue %v once done", res.RequeueAfter)
+	}
+	p := get(t, c).Status.LastPreload
+	if p == nil || p.InProgress || p.Bytes != int64(size) || p.HeldBytes != 0 {
+		t.Fatalf("lastPreload %+v once done, want all %d bytes copied over two visits", p, size)
+	}
+	if events := eventList(rec); len(events) != 1 || !strings.Contains(events[0], fmt.Sprintf("%d bytes copied", size)) {
+		t.Fatalf("events %q, want one CachePreloaded with the whole copy", events)
 	}
 }

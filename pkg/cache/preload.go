@@ -41,8 +41,16 @@ type PreloadReport struct {
 	// Truncated: the files hold more than the cache, whose size the
 	// preload stopped at.
 	Truncated bool
-	Duration  time.Duration
+	// More: the call stopped after PreloadBatches batches with blocks left
+	// to copy; the next call goes on (the blocks copied are held by then).
+	More     bool
+	Duration time.Duration
 }
+
+// PreloadBatches is how many promotions one Preload call makes at most
+// (up to 512 MiB): the caller holds the volume, and other work on it (a
+// NodeUnstageVolume, a drop of a failing cache) waits for at most that.
+const PreloadBatches = 4
 
 // Preload copies the data of paths (files or directories, relative to the
 // root of the filesystem mounted from the volume's device) into the
@@ -99,12 +107,17 @@ func (e *Engine) liveReadCache(ctx context.Context, volumeID string) (dm.CacheTa
 const preloadBatchTimeout = 10 * time.Minute
 
 // promoteAll promotes blocks batch by batch until every one is in the
-// cache or no free block is left, and counts them in r. A cancelled ctx
+// cache, no free block is left or PreloadBatches were made, and counts
+// them in r. A cancelled ctx
 // stops it between batches, never inside one: a promotion stopped between
 // its two table swaps would leave the volume uncached.
 func (e *Engine) promoteAll(ctx context.Context, volumeID string, blocks []uint64, r *PreloadReport) error {
 	todo := blocks
-	for len(todo) > 0 {
+	for batch := 0; len(todo) > 0; batch++ {
+		if batch == PreloadBatches {
+			r.More = true
+			break
+		}
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -123,8 +136,11 @@ func (e *Engine) promoteAll(ctx context.Context, volumeID string, blocks []uint6
 		return err
 	}
 	// The last promotion saved what the cache maps as the hot set.
-	r.Left = uint64(len(e.NotHeld(volumeID, table, blocks)))
-	r.Held = uint64(len(blocks)) - min(uint64(len(blocks)), r.Blocks+r.Left)
+	notHeld := uint64(len(e.NotHeld(volumeID, table, blocks)))
+	r.Held = uint64(len(blocks)) - min(uint64(len(blocks)), r.Blocks+notHeld)
+	if !r.More {
+		r.Left = notHeld // not for want of batches: of room
+	}
 	return nil
 }
 

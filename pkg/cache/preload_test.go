@@ -113,3 +113,27 @@ func TestPreloadReportsWhatHadNoRoom(t *testing.T) {
 		t.Fatalf("report %+v on a full cache, want 8 blocks left, none mapped", r)
 	}
 }
+
+// One call makes at most PreloadBatches promotions; the next goes on from
+// what the cache then holds.
+func TestPreloadGoesOnOverCalls(t *testing.T) {
+	perBatch := uint64(maxPromoteBytes / blockBytes)
+	total := PreloadBatches*perBatch + 100
+	w := preloadWorld(t, map[string][]fileblocks.Extent{"big": {{Offset: 0, Length: total * blockBytes}}})
+	w.stage(t, warmCache(gib))
+	w.used(t)
+	r, err := w.engine.Preload(context.Background(), vol, []string{"big"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.More || r.Blocks != PreloadBatches*perBatch || r.Left != 0 {
+		t.Fatalf("first call: %+v; want %d batches of %d blocks and more to come", r, PreloadBatches, perBatch)
+	}
+	r, err = w.engine.Preload(context.Background(), vol, []string{"big"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.More || r.Blocks != 100 || r.Held != PreloadBatches*perBatch || r.Left != 0 {
+		t.Fatalf("second call: %+v; want the last 100 blocks, the rest held", r)
+	}
+}

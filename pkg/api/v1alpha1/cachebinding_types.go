@@ -256,6 +256,11 @@ type PreloadRecord struct {
 	// tried again.
 	// +optional
 	Error string `json:"error,omitempty"`
+	// inProgress: the preload goes on at the agent's next visit, in a second. It
+	// copies up to 512 MiB a visit, so that the volume is not held longer; bytes and
+	// duration count every visit so far.
+	// +optional
+	InProgress bool `json:"inProgress,omitempty"`
 	// duration is how long the preload took.
 	// +required
 	Duration metav1.Duration `json:"duration"`
