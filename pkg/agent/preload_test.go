@@ -3,7 +3,6 @@ package agent
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -125,16 +124,7 @@ func TestFailedPreloadIsRetriedAndToldOnce(t *testing.T) {
 // binding turns Degraded at the next visit.
 func TestPreloadThatCannotLoadTheCacheBackIsADrop(t *testing.T) {
 	n, r, c, _ := attachedForPreload(t, &volumeFiles{}, "model.bin")
-	name := cache.DeviceName(vol)
-	swapped := false
-	n.dm.Record = func(event string) {
-		switch {
-		case strings.HasPrefix(event, "dm load "+name+" ") && strings.Contains(event, " linear "):
-			swapped = true
-		case event == "dm resume "+name && swapped:
-			n.dm.FailOn["load"] = errors.New("device-mapper: reload ioctl failed: Input/output error")
-		}
-	}
+	failLoadsOnceSwappedOut(n, cache.DeviceName(vol))
 	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "b"}}); err != nil {
 		t.Fatal(err)
 	}

@@ -202,15 +202,7 @@ func TestPromotionThatCannotLoadTheCacheBackIsADrop(t *testing.T) {
 	var lost []string
 	p := NewPromoter(n.engine, n.locks, n.metrics, n.clock, 0, n.monitor.CacheLost)
 	n.monitor.onDrop = func(id string) { lost = append(lost, id) }
-	swapped := false // to the linear table: the SSD fails from here on
-	n.dm.Record = func(event string) {
-		switch {
-		case strings.HasPrefix(event, "dm load "+name+" ") && strings.Contains(event, " linear "):
-			swapped = true
-		case event == "dm resume "+name && swapped:
-			n.dm.FailOn["load"] = errors.New("device-mapper: reload ioctl failed: Input/output error")
-		}
-	}
+	failLoadsOnceSwappedOut(n, name)
 	n.dm.StatusOverride[name] = status(0, 0, 0, "rw -")
 	p.Tick(context.Background())
 	n.dm.Read(name, 25*128)
@@ -286,4 +278,18 @@ func liveCacheTarget(t *testing.T, n *fakeNode, name string) dm.CacheTarget {
 		t.Fatalf("table %v is not a cache", tbl)
 	}
 	return live
+}
+
+// failLoadsOnceSwappedOut makes the SSD fail once a promotion swapped the
+// cache of device name out for the linear table: no cache table loads again.
+func failLoadsOnceSwappedOut(n *fakeNode, name string) {
+	swapped := false
+	n.dm.Record = func(event string) {
+		switch {
+		case strings.HasPrefix(event, "dm load "+name+" ") && strings.Contains(event, " linear "):
+			swapped = true
+		case event == "dm resume "+name && swapped:
+			n.dm.FailOn["load"] = errors.New("device-mapper: reload ioctl failed: Input/output error")
+		}
+	}
 }
