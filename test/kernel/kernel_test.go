@@ -156,12 +156,21 @@ func parseGoTest(out string) []goTestResult {
 	return results
 }
 
+// Which guest tests each boot runs: TestKernel's default, TestStress's and
+// TestPowerLoss's two boots; the rest run only when named.
+const (
+	kernelGuestRun = "^Test(KernelReadsMatchDmsetup|RealSanity|OnlineCacheOpsUnderIO|PausedUnderConcurrentWrites|ExpandCachedXFS|Safety.*|AdoptedDiskIsTaken|WarmRestage|WarmUpUnderWrites|FilledCacheHandedOverToSmq|PreloadNamedFiles)$"
+	stressGuestRun = "^TestStressParallelVolumes$"
+	powerLossWrite = "^TestPowerLossWrite$"
+	powerLossCheck = "^TestPowerLossVerify$"
+)
+
 // TestKernel runs the guest tests of make test-kernel in one boot.
 func TestKernel(t *testing.T) {
 	vm.SkipUnlessEnabled(t)
 	deadline := suiteDeadline(t)
 	v, _ := newVM(t, deadline, 0)
-	run := "^Test(KernelReadsMatchDmsetup|RealSanity|OnlineCacheOpsUnderIO|PausedUnderConcurrentWrites|ExpandCachedXFS|Safety.*|AdoptedDiskIsTaken|WarmRestage|WarmUpUnderWrites|FilledCacheHandedOverToSmq)$"
+	run := kernelGuestRun
 	if only := os.Getenv("SSDCACHE_GUEST_RUN"); only != "" {
 		run = only // to work on one guest test
 	}
@@ -179,7 +188,7 @@ func TestStress(t *testing.T) {
 	}
 	deadline := suiteDeadline(t)
 	v, _ := newVM(t, deadline, 2<<30)
-	runGuest(t, v, deadline, "^TestStressParallelVolumes$", "SSDCACHE_STRESS_ROUNDS="+rounds)
+	runGuest(t, v, deadline, stressGuestRun, "SSDCACHE_STRESS_ROUNDS="+rounds)
 }
 
 // TestPowerLoss cuts the VM's power while a cached volume is being
@@ -192,7 +201,7 @@ func TestPowerLoss(t *testing.T) {
 	// boot needs the rest.
 	writeDeadline := time.Now().Add(time.Until(deadline) / 2)
 	v, dir := newVM(t, writeDeadline, 0)
-	b, err := v.Start(context.Background(), guestScript(writeDeadline, "^TestPowerLossWrite$", "SSDCACHE_POWERLOSS=write"))
+	b, err := v.Start(context.Background(), guestScript(writeDeadline, powerLossWrite, "SSDCACHE_POWERLOSS=write"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +219,7 @@ func TestPowerLoss(t *testing.T) {
 		t.Fatalf("the writer finished before the power was cut:\n%s", first.Stdout)
 	}
 	t.Logf("power cut after %v:\n%s", first.Duration.Round(time.Second), first.Stdout)
-	runGuest(t, vmUntil(t, vm.Config{WorkDir: dir}, deadline), deadline, "^TestPowerLossVerify$", "SSDCACHE_POWERLOSS=verify")
+	runGuest(t, vmUntil(t, vm.Config{WorkDir: dir}, deadline), deadline, powerLossCheck, "SSDCACHE_POWERLOSS=verify")
 }
 
 // waitForLines waits until the guest has acknowledged n writes in path,
