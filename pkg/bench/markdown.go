@@ -259,7 +259,7 @@ func writeWarmth(b *strings.Builder, r *Report) {
 	fmt.Fprintf(b, "Every read test of every run is one pass over the working set (a test cut short by the runtime limit counts for what it read). "+
 		"Warm: read hit ratio of at least %.2f and MB/s of at least %.2f of the warm ceiling, the median MB/s of the same target's runs of the test whose hit ratio was at least %.2f. "+
 		"Pass 1 against the raw HDD shows what the cache costs a cold read: against the raw HDD's median, and against its own first run, "+
-		"which like pass 1 is the first read of the data laid out for the working set.\n\n", warmFraction, warmFraction, FullyWarmHitRatio)
+		"which like pass 1 is the first read of the data laid out for the working set.\n\n", warmFraction, warmFraction, fullyWarmHitRatio)
 	b.WriteString("| working set | target | test | warm ceiling MB/s | warm at pass | pass 1 of raw HDD | pass 1 of raw HDD's run 1 |\n|---|---|---|---|---|---|---|\n")
 	for _, w := range r.Warmth {
 		warmAt := "not warm"

@@ -5,9 +5,9 @@ package bench
 // read tests is three passes, and a cache that warms during a run's first
 // test serves the second test warm.
 const (
-	// FullyWarmHitRatio: runs of a test at or above this read hit ratio set
+	// fullyWarmHitRatio: runs of a test at or above this read hit ratio set
 	// the target's warm ceiling for the test.
-	FullyWarmHitRatio = 0.95
+	fullyWarmHitRatio = 0.95
 	// warmFraction: a test counts as warm once its hit ratio and its
 	// fraction of the warm ceiling both reach it.
 	warmFraction = 0.9
@@ -81,16 +81,12 @@ func warmth(r *Report) []Warmth {
 func warmthOf(r *Report, ws, target, test string) Warmth {
 	w := Warmth{WorkingSet: ws, Target: target, Test: test}
 	var idx []int
-	var warm []float64
 	for i, res := range r.Results {
-		if res.WorkingSet != ws || res.Target != target || res.Test != test {
-			continue
-		}
-		idx = append(idx, i)
-		if res.HitRatio != nil && *res.HitRatio >= FullyWarmHitRatio {
-			warm = append(warm, res.MBps)
+		if res.WorkingSet == ws && res.Target == target && res.Test == test {
+			idx = append(idx, i)
 		}
 	}
+	warm := FullyWarmMBps(r, ws, target, test)
 	if len(idx) > 0 {
 		first := r.Results[idx[0]]
 		w.FirstPassOfHDD = first.FractionOfHDD
@@ -113,6 +109,19 @@ func warmthOf(r *Report, ws, target, test string) Warmth {
 		}
 	}
 	return w
+}
+
+// FullyWarmMBps is the MB/s of the runs of a test whose read hit ratio was
+// at least 0.95: the same volume fully warm, whose median is the warm
+// ceiling.
+func FullyWarmMBps(r *Report, ws, target, test string) []float64 {
+	var mbps []float64
+	for _, res := range resultsOf(r, ws, target, test) {
+		if res.HitRatio != nil && *res.HitRatio >= fullyWarmHitRatio {
+			mbps = append(mbps, res.MBps)
+		}
+	}
+	return mbps
 }
 
 func testDirection(c Config, id string) Direction {

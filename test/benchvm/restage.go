@@ -103,14 +103,9 @@ func restagedSection(r *bench.Report, restages map[string][]parts.Restage) strin
 }
 
 // warmSpread is the lowest and highest MB/s of the cold set's fully warm
-// runs of a test (at least bench.FullyWarmHitRatio), "-" without any.
+// runs of a test, "-" without any.
 func warmSpread(r *bench.Report, cold, target, test string) string {
-	var mbps []float64
-	for _, c := range r.Results {
-		if c.WorkingSet == cold && c.Target == target && c.Test == test && c.HitRatio != nil && *c.HitRatio >= bench.FullyWarmHitRatio {
-			mbps = append(mbps, c.MBps)
-		}
-	}
+	mbps := bench.FullyWarmMBps(r, cold, target, test)
 	if len(mbps) == 0 {
 		return "-"
 	}
