@@ -108,9 +108,9 @@ const preloadBatchTimeout = 10 * time.Minute
 
 // promoteAll promotes blocks batch by batch until every one is in the
 // cache, no free block is left or PreloadBatches were made, and counts
-// them in r. A cancelled ctx
-// stops it between batches, never inside one: a promotion stopped between
-// its two table swaps would leave the volume uncached.
+// them in r. A cancelled ctx stops it between batches, never inside one:
+// a promotion stopped between its two table swaps would leave the volume
+// uncached.
 func (e *Engine) promoteAll(ctx context.Context, volumeID string, blocks []uint64, r *PreloadReport) error {
 	todo := blocks
 	for batch := 0; len(todo) > 0; batch++ {
@@ -124,11 +124,10 @@ func (e *Engine) promoteAll(ctx context.Context, volumeID string, blocks []uint6
 		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), preloadBatchTimeout)
 		w, left, err := e.Promote(bctx, volumeID, todo)
 		cancel()
+		r.Blocks += w.Blocks // a failed batch may have mapped some
 		if err != nil {
-			r.Blocks += w.Blocks
 			return err
 		}
-		r.Blocks += w.Blocks
 		todo = left // what one batch could not hold: fewer every time, none once nothing was picked
 	}
 	table, _, err := e.LiveTable(ctx, volumeID)
