@@ -24,9 +24,7 @@ const readyMetricsAddr = "127.0.0.1:9814"
 // in its pool, once the disk appears (hot-plug: a loop device and its by-id
 // link), without a restart. A selected disk that carries a filesystem is
 // refused and left as it was, and the node becomes ready once the operator
-// wipes it. Not yet in TestKernel's default run (it has not passed on the
-// real kernel yet: its hot-plugged loop disk may not count as a whole disk);
-// run it with
+// wipes it. Part of TestKernel's default run; alone:
 // SSDCACHE_GUEST_RUN='^TestNodeReadyAfterDiskAppears$' hack/test-kernel.sh -run '^TestKernel$'.
 func TestNodeReadyAfterDiskAppears(t *testing.T) {
 	e := guestEnv(t)
