@@ -321,42 +321,65 @@ func TestKernelReadsGrowTheBuffer(t *testing.T) {
 	}
 }
 
-func TestKernelMessagesReadAndClearDmStats(t *testing.T) {
-	k := kernelDevices()
-	// 600 areas of 128 sectors, every third read: an answer of about 25 KiB,
-	// more than the first buffer holds.
+// readsAnswer is "@stats_print" of 600 areas of 128 sectors, every third
+// read, with counters of digits digits: an answer of 24 KiB (1 digit) or
+// 57 KiB (19).
+func readsAnswer(digits int) (string, []uint64) {
 	var print strings.Builder
 	var want []uint64
+	ms := strings.Repeat("9", digits)
 	for i := uint64(0); i < 600; i++ {
 		reads := uint64(0)
 		if i%3 == 0 {
 			reads, want = 2, append(want, i)
 		}
-		fmt.Fprintf(&print, "%d+128 %d 0 %d 4 0 0 0 0 0 4 4 0 0\n", i*128, reads, reads*8)
+		fmt.Fprintf(&print, "%d+128 %d 0 %d %s 0 0 0 0 0 %s %s 0 0\n", i*128, reads, reads*8, ms, ms, ms)
 	}
-	k.answers = map[string]map[string]string{"ssdcache-pvc-1": {
-		"@stats_list ssdcache-reads": "0: 0+76800 128 ssdcache-reads -\n",
-		"@stats_print_clear 0":       print.String(),
-		"@stats_delete 0":            "",
-	}}
-	d := NewDmsetup(nil).ReadingFrom(k)
-	areas, areaSectors, err := d.TakeReadAreas(context.Background(), "ssdcache-pvc-1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if areaSectors != 128 || !reflect.DeepEqual(areas, want) {
-		t.Fatalf("read areas %v of %d sectors, want %v of 128", areas, areaSectors, want)
-	}
-	if k.cleared != 1 {
-		t.Errorf("counters cleared %d times, want once, by the answer that fit", k.cleared)
-	}
-	if err := d.UntrackReads(context.Background(), "ssdcache-pvc-1"); err != nil {
-		t.Fatalf("a message without an answer: %v", err)
-	}
-	wantMessages := []string{"ssdcache-pvc-1 0 @stats_list ssdcache-reads", "ssdcache-pvc-1 0 @stats_print_clear 0",
-		"ssdcache-pvc-1 0 @stats_print_clear 0", "ssdcache-pvc-1 0 @stats_list ssdcache-reads", "ssdcache-pvc-1 0 @stats_delete 0"}
-	if !reflect.DeepEqual(k.messages, wantMessages) {
-		t.Errorf("messages %q, want %q", k.messages, wantMessages)
+	return print.String(), want
+}
+
+func TestKernelMessagesReadAndClearDmStats(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		digits int
+		prints int
+	}{
+		// The buffer is sized for the region's areas: one ioctl.
+		{"small counters", 1, 1},
+		// Larger than that estimate: asked again with a larger buffer.
+		{"large counters", 19, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			k := kernelDevices()
+			print, want := readsAnswer(c.digits)
+			k.answers = map[string]map[string]string{"ssdcache-pvc-1": {
+				"@stats_list ssdcache-reads": "0: 0+76800 128 ssdcache-reads -\n",
+				"@stats_print_clear 0":       print,
+				"@stats_delete 0":            "",
+			}}
+			d := NewDmsetup(nil).ReadingFrom(k)
+			areas, areaSectors, err := d.TakeReadAreas(context.Background(), "ssdcache-pvc-1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if areaSectors != 128 || !reflect.DeepEqual(areas, want) {
+				t.Fatalf("read areas %v of %d sectors, want %v of 128", areas, areaSectors, want)
+			}
+			if k.cleared != 1 {
+				t.Errorf("counters cleared %d times, want once, by the answer that fit", k.cleared)
+			}
+			if err := d.UntrackReads(context.Background(), "ssdcache-pvc-1"); err != nil {
+				t.Fatalf("a message without an answer: %v", err)
+			}
+			wantMessages := []string{"ssdcache-pvc-1 0 @stats_list ssdcache-reads"}
+			for range c.prints {
+				wantMessages = append(wantMessages, "ssdcache-pvc-1 0 @stats_print_clear 0")
+			}
+			wantMessages = append(wantMessages, "ssdcache-pvc-1 0 @stats_list ssdcache-reads", "ssdcache-pvc-1 0 @stats_delete 0")
+			if !reflect.DeepEqual(k.messages, wantMessages) {
+				t.Errorf("messages %q, want %q", k.messages, wantMessages)
+			}
+		})
 	}
 }
 

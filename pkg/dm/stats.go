@@ -20,14 +20,24 @@ const (
 // the areas of a large device rather than pin hundreds of megabytes.
 const MaxTrackedAreas = 16384
 
+// statsLineBytes is room for one area's line of "@stats_print" whose
+// counters are mostly small: the size of a region's answer is estimated
+// from it, so that one ioctl usually holds the answer.
+const statsLineBytes = 64
+
 // message sends msg to sector 0 of device name: through the control device
 // when d has one (ReadingFrom), else with dmsetup.
 func (d *Dmsetup) message(ctx context.Context, name, msg string) (string, error) {
+	return d.messageSized(ctx, name, msg, 0)
+}
+
+// messageSized is message for an answer of about answerBytes.
+func (d *Dmsetup) messageSized(ctx context.Context, name, msg string, answerBytes int) (string, error) {
 	if d.kernel != nil {
 		if err := ctx.Err(); err != nil {
 			return "", err
 		}
-		out, err := d.kernel.message(name, msg)
+		out, err := d.kernel.message(name, msg, answerBytes)
 		if err != nil {
 			return "", fmt.Errorf("message %q to %s: %w", msg, name, err)
 		}
@@ -36,8 +46,20 @@ func (d *Dmsetup) message(ctx context.Context, name, msg string) (string, error)
 	return d.dmsetup(ctx, "message", name, "0", msg)
 }
 
-// regions lists name's dm-stats regions of program as ID → area size.
-func (d *Dmsetup) regions(ctx context.Context, name, program string) (map[uint64]uint64, error) {
+// statsRegion is one dm-stats region: its length and the size of its
+// areas, in sectors.
+type statsRegion struct{ lengthSectors, areaSectors uint64 }
+
+// areas is how many areas, so lines of "@stats_print", the region has.
+func (r statsRegion) areas() uint64 {
+	if r.areaSectors == 0 {
+		return 0
+	}
+	return (r.lengthSectors + r.areaSectors - 1) / r.areaSectors
+}
+
+// regions lists name's dm-stats regions of program by ID.
+func (d *Dmsetup) regions(ctx context.Context, name, program string) (map[uint64]statsRegion, error) {
 	out, err := d.message(ctx, name, "@stats_list "+program)
 	if err != nil {
 		return nil, err
@@ -66,8 +88,8 @@ func (d *Dmsetup) deleteRegions(ctx context.Context, name, program string, keep 
 	if err != nil {
 		return false, err
 	}
-	for id, area := range regions {
-		if keep != nil && !kept && keep(id, area) {
+	for id, r := range regions {
+		if keep != nil && !kept && keep(id, r.areaSectors) {
 			kept = true
 			continue
 		}
@@ -112,14 +134,15 @@ func (d *Dmsetup) TakeReadAreas(ctx context.Context, name string) ([]uint64, uin
 	if err != nil || len(regions) == 0 {
 		return nil, 0, err
 	}
-	for id, area := range regions {
+	for id, r := range regions {
 		// Printing and clearing in one message loses no read in between.
-		out, err := d.message(ctx, name, fmt.Sprintf("@stats_print_clear %d", id))
+		hint := int(min(r.areas(), MaxTrackedAreas)) * statsLineBytes
+		out, err := d.messageSized(ctx, name, fmt.Sprintf("@stats_print_clear %d", id), hint)
 		if err != nil {
 			return nil, 0, err
 		}
 		areas, err := ParseReadAreas(out)
-		return areas, area, err
+		return areas, r.areaSectors, err
 	}
 	return nil, 0, nil
 }
@@ -130,9 +153,9 @@ func (d *Dmsetup) UntrackReads(ctx context.Context, name string) error {
 }
 
 // parseStatsList returns the regions of "@stats_list" lines,
-// "<region_id>: <start>+<length> <step> <program_id> <aux_data>", as ID → step.
-func parseStatsList(out string) map[uint64]uint64 {
-	regions := map[uint64]uint64{}
+// "<region_id>: <start>+<length> <step> <program_id> <aux_data>", by ID.
+func parseStatsList(out string) map[uint64]statsRegion {
+	regions := map[uint64]statsRegion{}
 	for _, line := range strings.Split(out, "\n") {
 		id, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
 		n, err := strconv.ParseUint(id, 10, 64)
@@ -143,8 +166,11 @@ func parseStatsList(out string) map[uint64]uint64 {
 		if len(f) < 2 {
 			continue
 		}
-		if step, err := strconv.ParseUint(f[1], 10, 64); err == nil {
-			regions[n] = step
+		_, length, _ := strings.Cut(f[0], "+")
+		sectors, err1 := strconv.ParseUint(length, 10, 64)
+		step, err2 := strconv.ParseUint(f[1], 10, 64)
+		if err1 == nil && err2 == nil {
+			regions[n] = statsRegion{lengthSectors: sectors, areaSectors: step}
 		}
 	}
 	return regions
@@ -162,16 +188,21 @@ func ParseReadAreas(out string) ([]uint64, error) { return parseAreas(out, 1, 3)
 // "<start>+<length>" and then the counters of /proc/diskstats (reads
 // completed, merged, sectors read, ms reading, writes completed, merged,
 // sectors written, ...), and returns the areas where the counter at field
-// ios or sectors is not zero.
+// ios or sectors is not zero. The promoter parses a region of up to
+// MaxTrackedAreas lines twice a second per volume while it fills, so lines
+// are scanned in place: no string is allocated per line or field.
 func parseAreas(out string, ios, sectors int) ([]uint64, error) {
 	var areas []uint64
 	var areaLen uint64
-	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		f := strings.Fields(line)
-		if len(f) == 0 {
+	var f [areaFields]string
+	for rest := strings.TrimSpace(out); rest != ""; {
+		var line string
+		line, rest, _ = strings.Cut(rest, "\n")
+		count := leadingFields(line, &f)
+		if count == 0 {
 			continue
 		}
-		if len(f) < 8 {
+		if count < areaFields {
 			return nil, fmt.Errorf("dm-stats line %q: want <start>+<length> and at least 7 counters", line)
 		}
 		start, length, ok := strings.Cut(f[0], "+")
@@ -189,3 +220,30 @@ func parseAreas(out string, ios, sectors int) ([]uint64, error) {
 	}
 	return areas, nil
 }
+
+// areaFields is how many leading fields of a "@stats_print" line
+// parseAreas reads: the area and the counters up to sectors written.
+const areaFields = 8
+
+// leadingFields stores up to len(f) space-separated fields of line in f,
+// as substrings of line, and returns how many it found.
+func leadingFields(line string, f *[areaFields]string) int {
+	n, i := 0, 0
+	for n < len(f) {
+		for i < len(line) && isFieldSpace(line[i]) {
+			i++
+		}
+		if i == len(line) {
+			break
+		}
+		j := i
+		for j < len(line) && !isFieldSpace(line[j]) {
+			j++
+		}
+		f[n], i = line[i:j], j
+		n++
+	}
+	return n
+}
+
+func isFieldSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' }

@@ -38,6 +38,8 @@ type DM struct {
 	StatusOverride map[string]string
 	// StatesCalls counts States calls (one per monitor tick, whatever the devices).
 	StatesCalls int
+	// ReadAreaLooks counts TakeReadAreas calls.
+	ReadAreaLooks int
 	// Record, when set, is called for every mutating operation, so a test can
 	// merge dm calls with other fakes' calls into one ordered log.
 	Record func(event string)
@@ -341,6 +343,7 @@ func (f *DM) TrackReads(_ context.Context, name string, areaSectors uint64) erro
 func (f *DM) TakeReadAreas(_ context.Context, name string) ([]uint64, uint64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.ReadAreaLooks++
 	d, err := f.get(name)
 	if err != nil {
 		return nil, 0, err
