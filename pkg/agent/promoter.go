@@ -131,6 +131,14 @@ func (p *Promoter) Tick(ctx context.Context) {
 // collect adds a volume's new reads to its batch and promotes the batch
 // when some of them missed and the cache has room.
 func (p *Promoter) collect(ctx context.Context, id string, st cache.State) {
+	if r, known := p.reads[id]; known && !r.afterBatch && st.Status.ReadMisses == r.misses {
+		// No read went to the origin since the last look: what was read
+		// hit, and dm-stats keeps counting until a look takes it. A warm
+		// volume costs a status read per tick, not a region of up to
+		// MaxTrackedAreas lines printed, parsed and checked against its hot set.
+		p.add(ctx, id, nil, nil, *st.Status)
+		return
+	}
 	blocks, tracked, err := p.engine.ReadBlocks(ctx, id, st.Table)
 	if err != nil || !tracked {
 		if err != nil {

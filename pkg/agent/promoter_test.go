@@ -29,7 +29,8 @@ func TestPromoterPromotesReadsThatMissedAndNotThoseThatHit(t *testing.T) {
 	if len(n.dev.Copied) != 0 {
 		t.Fatalf("promoted a batch of 10 blocks, fewer than %d, however many misses: %v", MinPromoteBlocks, n.dev.Copied)
 	}
-	n.dm.Read(name, 35*128) // blocks 30-39: the HDD is busy
+	n.dm.Read(name, 35*128) // blocks 30-39 miss: the HDD is busy
+	n.dm.StatusOverride[name] = status(0, 210, 0, "rw -")
 	p.Tick(context.Background())
 	if len(n.dev.Copied) != 0 {
 		t.Fatalf("promoted while the volume was reading: %v", n.dev.Copied)
@@ -43,11 +44,17 @@ func TestPromoterPromotesReadsThatMissedAndNotThoseThatHit(t *testing.T) {
 		t.Fatalf("batch-promoted blocks metric %v, want 20", got)
 	}
 
-	copies := len(n.dev.Copied)
+	copies, looks := len(n.dev.Copied), n.dm.ReadAreaLooks
 	n.dm.Read(name, 25*128) // now a hit: the miss counter stays
+	p.Tick(context.Background())
 	p.Tick(context.Background())
 	if len(n.dev.Copied) != copies {
 		t.Fatalf("reads that hit caused a promotion: %v", n.dev.Copied[copies:])
+	}
+	if n.dm.ReadAreaLooks != looks+1 {
+		// One look after the batch (its reads were counted by the table
+		// it replaced); then none while every read hits.
+		t.Fatalf("%d looks at the read areas over two ticks in which every read hit, want 1", n.dm.ReadAreaLooks-looks)
 	}
 
 	n.dm.Read(name, 300*128) // misses on a full cache are smq's to handle
