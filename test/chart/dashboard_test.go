@@ -14,6 +14,7 @@ import (
 	"github.com/kubernetes-csi/csi-lib-utils/metrics"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/ssdcache/ssdcache/pkg/agent"
 	ssdv1 "github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
@@ -35,7 +36,8 @@ type dashboard struct {
 }
 
 // TestDashboardNamesRealMetrics: every metric name in the Grafana dashboard is
-// one that the node plugin's code registers (pkg/agent) or that csi-lib-utils
+// one that the node plugin's code registers (pkg/agent), that its registry
+// (controller-runtime's) serves for the process, or that csi-lib-utils
 // produces for the plugin and its sidecars, so renaming a series fails here.
 func TestDashboardNamesRealMetrics(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join(chartDir, "dashboards", "ssdcache.json"))
@@ -47,7 +49,7 @@ func TestDashboardNamesRealMetrics(t *testing.T) {
 		t.Fatalf("dashboard is not JSON: %v", err)
 	}
 	known := knownMetricNames(t)
-	name := regexp.MustCompile(`\b(ssdcache_[a-z_]+|csi_[a-z_]+)\b`)
+	name := regexp.MustCompile(`\b(ssdcache_[a-z_]+|csi_[a-z_]+|process_[a-z_]+)\b`)
 	used := map[string]bool{}
 	var exprs []string
 	for _, p := range d.Panels {
@@ -77,15 +79,18 @@ func TestDashboardNamesRealMetrics(t *testing.T) {
 	for _, want := range []string{"ssdcache_cache_read_hits_total", "ssdcache_cache_promotions_total", "ssdcache_cache_used_blocks", "ssdcache_cache_pool_up",
 		// iostat's figures per device: utilisation, latency, IOPS, MB/s, queue depth.
 		"ssdcache_disk_io_time_seconds_total", "ssdcache_disk_read_time_seconds_total", "ssdcache_disk_reads_completed_total",
-		"ssdcache_disk_read_bytes_total", "ssdcache_disk_io_time_weighted_seconds_total"} {
+		"ssdcache_disk_read_bytes_total", "ssdcache_disk_io_time_weighted_seconds_total",
+		// The plugin's own cost.
+		"process_cpu_seconds_total"} {
 		if !used[want] {
 			t.Errorf("dashboard does not show %s", want)
 		}
 	}
 }
 
-// knownMetricNames collects the series names of the agent's metrics and of
-// csi-lib-utils (plugin and sidecar), histograms expanded.
+// knownMetricNames collects the series names of the agent's metrics, of the
+// process collector controller-runtime's registry holds (which ssdcache-node
+// serves) and of csi-lib-utils (plugin and sidecar), histograms expanded.
 func knownMetricNames(t *testing.T) map[string]bool {
 	t.Helper()
 	reg := &recordingRegisterer{}
@@ -101,6 +106,15 @@ func knownMetricNames(t *testing.T) map[string]bool {
 			if m := descName.FindStringSubmatch(desc.String()); m != nil {
 				known[m[1]] = true
 			}
+		}
+	}
+	process, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range process {
+		if strings.HasPrefix(f.GetName(), "process_") {
+			known[f.GetName()] = true
 		}
 	}
 	for _, mm := range []metrics.CSIMetricsManager{metrics.NewCSIMetricsManagerForPlugin(ssdv1.DriverName), metrics.NewCSIMetricsManagerForSidecar(ssdv1.DriverName)} {
