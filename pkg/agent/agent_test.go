@@ -435,8 +435,8 @@ type unstagingDM struct {
 	*dmfake.DM
 }
 
-func (u unstagingDM) States(ctx context.Context) (map[string]dm.DeviceState, error) {
-	states, err := u.DM.States(ctx)
+func (u unstagingDM) States(ctx context.Context, keep func(string) bool) (map[string]dm.DeviceState, error) {
+	states, err := u.DM.States(ctx, keep)
 	if err == nil {
 		err = u.DM.Remove(ctx, cache.DeviceName(vol))
 	}

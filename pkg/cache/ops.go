@@ -321,14 +321,14 @@ func (e *Engine) cacheStatus(ctx context.Context, volumeID string) (*dm.CacheSta
 // added. CacheDevices and Spec are left empty; Cached means the live table
 // is a cache.
 func (e *Engine) Health(ctx context.Context) (map[string]State, error) {
-	devs, err := e.dm.States(ctx)
+	devs, err := e.dm.States(ctx, func(name string) bool { _, ok := volumeOfDevice(name); return ok })
 	if err != nil {
 		return nil, err
 	}
 	states := map[string]State{}
 	for name, d := range devs {
-		id, ok := strings.CutPrefix(name, DevicePrefix)
-		if !ok || ValidateVolumeID(id) != nil {
+		id, ok := volumeOfDevice(name)
+		if !ok {
 			continue
 		}
 		st := State{VolumeID: id, Staged: true, Table: d.Table}
@@ -407,6 +407,14 @@ type StagedVolume struct {
 	Suspended bool
 }
 
+// volumeOfDevice returns the volume ID of a staged volume's device name:
+// DevicePrefix and a valid ID. The pools' LVs (VG ssdcache-hdd: dm names
+// "ssdcache--hdd-...") and every other device are not volumes.
+func volumeOfDevice(name string) (string, bool) {
+	id, ok := strings.CutPrefix(name, DevicePrefix)
+	return id, ok && ValidateVolumeID(id) == nil
+}
+
 // StagedVolumes lists the volumes that have a dm device on this node.
 func (e *Engine) StagedVolumes(ctx context.Context) ([]StagedVolume, error) {
 	devs, err := e.dm.List(ctx)
@@ -415,7 +423,7 @@ func (e *Engine) StagedVolumes(ctx context.Context) ([]StagedVolume, error) {
 	}
 	var vols []StagedVolume
 	for _, d := range devs {
-		if id, ok := strings.CutPrefix(d.Name, DevicePrefix); ok && ValidateVolumeID(id) == nil {
+		if id, ok := volumeOfDevice(d.Name); ok {
 			vols = append(vols, StagedVolume{ID: id, DevNum: d.DevNum, Suspended: d.Suspended})
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 
@@ -180,9 +181,9 @@ func parseDeviceList(out string) ([]Device, error) {
 	return devices, nil
 }
 
-func (d *Dmsetup) States(ctx context.Context) (map[string]DeviceState, error) {
+func (d *Dmsetup) States(ctx context.Context, keep func(name string) bool) (map[string]DeviceState, error) {
 	if d.kernel != nil {
-		return d.kernel.states()
+		return d.kernel.states(keep)
 	}
 	tables, err := d.dmsetup(ctx, "table")
 	if err != nil {
@@ -192,7 +193,13 @@ func (d *Dmsetup) States(ctx context.Context) (map[string]DeviceState, error) {
 	if err != nil {
 		return nil, err
 	}
-	return parseStates(tables, statuses)
+	states, err := parseStates(tables, statuses)
+	if err != nil || keep == nil {
+		return states, err
+	}
+	// dmsetup prints every device at once: the others are dropped here.
+	maps.DeleteFunc(states, func(name string, _ DeviceState) bool { return !keep(name) })
+	return states, nil
 }
 
 // parseStates joins the "<name>: <line>" output of `dmsetup table` and

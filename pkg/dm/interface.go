@@ -47,9 +47,11 @@ type Interface interface {
 	// (--noflush), so that sampling adds no I/O.
 	Status(ctx context.Context, name string) (string, error)
 	// States returns the live table and status line (--noflush) of every
-	// device with one call for all tables and one for all statuses, so that
-	// watching N devices costs the same as watching one.
-	States(ctx context.Context) (map[string]DeviceState, error)
+	// device whose name keep accepts (nil: every device), so that watching
+	// N devices costs one listing and their own reads: the node's other
+	// devices (the pools' LVs, other drivers' and tenants' devices) are
+	// listed, never read.
+	States(ctx context.Context, keep func(name string) bool) (map[string]DeviceState, error)
 	// List returns every device-mapper device.
 	List(ctx context.Context) ([]Device, error)
 	// Info returns one device; ErrNotFound if it does not exist.

@@ -350,13 +350,16 @@ func (k kernelIoctls) lines(name string, table bool) ([]string, error) {
 	return lines, nil
 }
 
-func (k kernelIoctls) states() (map[string]DeviceState, error) {
+func (k kernelIoctls) states(keep func(name string) bool) (map[string]DeviceState, error) {
 	names, err := k.names()
 	if err != nil {
 		return nil, err
 	}
 	tables, statuses := map[string][]string{}, map[string][]string{}
 	for _, name := range names {
+		if keep != nil && !keep(name) {
+			continue
+		}
 		table, err := k.lines(name, true)
 		var status []string
 		if err == nil {

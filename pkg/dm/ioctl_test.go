@@ -248,12 +248,22 @@ func TestKernelReadsListDevicesAndTheirStates(t *testing.T) {
 	if !reflect.DeepEqual(devs, want) {
 		t.Fatalf("List = %+v\nwant %+v", devs, want)
 	}
-	states, err := d.States(ctx)
+	states, err := d.States(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(states) != 3 || states["two-targets"].Status != "" {
 		t.Fatalf("States has %d devices, want the 3 with one target: %v", len(states), states)
+	}
+	// The devices keep leaves out are listed, not read: one listing, then a
+	// table and a status read for the one kept.
+	calls := k.calls
+	kept, err := d.States(ctx, func(name string) bool { return name == "ssdcache-pvc-1" })
+	if err != nil || len(kept) != 1 || kept["ssdcache-pvc-1"].Status != states["ssdcache-pvc-1"].Status {
+		t.Fatalf("States of ssdcache-pvc-1 alone: %v (%v)", kept, err)
+	}
+	if n := k.calls - calls; n != 3 {
+		t.Errorf("States of one device of %d made %d ioctls, want 3 (list, table, status)", len(devs), n)
 	}
 	st, err := ParseCacheStatus(states["ssdcache-pvc-1"].Status)
 	if err != nil || st.ReadHits != 142 || st.CacheUsed != 89 {
@@ -274,7 +284,7 @@ func TestKernelReadsADeviceWithoutATable(t *testing.T) {
 	k := kernelDevices()
 	k.devices["vg-being--created"] = fakeDevice{major: 254, minor: 11}
 	d := NewDmsetup(nil).ReadingFrom(k)
-	states, err := d.States(context.Background())
+	states, err := d.States(context.Background(), nil)
 	if err != nil || len(states) != 3 {
 		t.Fatalf("States with a device without a table: %d devices (%v), want the 3 with one target", len(states), err)
 	}

@@ -187,11 +187,13 @@ func (f *DM) Status(_ context.Context, name string) (string, error) {
 		d.live.Length, c.BlockSectors, c.Mode), nil
 }
 
-func (f *DM) States(ctx context.Context) (map[string]dm.DeviceState, error) {
+func (f *DM) States(ctx context.Context, keep func(name string) bool) (map[string]dm.DeviceState, error) {
 	f.mu.Lock()
 	names := make([]string, 0, len(f.devices))
 	for name := range f.devices {
-		names = append(names, name)
+		if keep == nil || keep(name) {
+			names = append(names, name)
+		}
 	}
 	f.StatesCalls++
 	f.mu.Unlock()
