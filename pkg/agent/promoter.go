@@ -56,6 +56,10 @@ type recentReads struct {
 	// swaps: the reads made while it ran were counted by a table it
 	// replaced, whose counters are gone, and likely touched more new data.
 	afterBatch bool
+	// reloaded is set when the last promotion may have loaded the table
+	// again (it mapped blocks, or failed): the miss counter restarted, so
+	// the next tick looks at the reads whatever the counter says.
+	reloaded bool
 }
 
 // Pacing: a promotion is worth its two table swaps once this many reads
@@ -131,13 +135,16 @@ func (p *Promoter) Tick(ctx context.Context) {
 // collect adds a volume's new reads to its batch and promotes the batch
 // when some of them missed and the cache has room.
 func (p *Promoter) collect(ctx context.Context, id string, st cache.State) {
-	if r, known := p.reads[id]; known && !r.afterBatch && st.Status.ReadMisses == r.misses {
-		// No read went to the origin since the last look: what was read
-		// hit, and dm-stats keeps counting until a look takes it. A warm
-		// volume costs a status read per tick, not a region of up to
-		// MaxTrackedAreas lines printed, parsed and checked against its hot set.
-		p.add(ctx, id, nil, nil, *st.Status)
-		return
+	if r, known := p.reads[id]; known {
+		if !r.afterBatch && !r.reloaded && st.Status.ReadMisses == r.misses {
+			// No read went to the origin since the last look: what was read
+			// hit, and dm-stats keeps counting until a look takes it. A warm
+			// volume costs a status read per tick, not a region of up to
+			// MaxTrackedAreas lines printed, parsed and checked against its hot set.
+			p.add(ctx, id, nil, nil, *st.Status)
+			return
+		}
+		r.reloaded = false
 	}
 	blocks, tracked, err := p.engine.ReadBlocks(ctx, id, st.Table)
 	if err != nil || !tracked {
@@ -242,6 +249,7 @@ func (p *Promoter) promote(ctx context.Context, id string, r *recentReads) {
 	took := p.clock.Since(start)
 	r.notBefore = start.Add(took * (1 + promoteIdleFactor))
 	r.afterBatch = err == nil && res.Blocks >= MinPromoteBlocks
+	r.reloaded = err != nil || res.Blocks > 0
 	// What one promotion could not hold is the next batch: known misses.
 	for _, b := range left {
 		r.blocks[b] = struct{}{}

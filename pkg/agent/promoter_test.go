@@ -300,3 +300,23 @@ func failLoadsOnceSwappedOut(n *fakeNode, name string) {
 		}
 	}
 }
+
+// A promotion that loaded the table again restarted its miss counter, which
+// may come back at the value the promoter last saw: the next tick looks at
+// the reads all the same, then no more while the counter stands still.
+func TestPromoterLooksAfterAReloadWhateverTheMissCounter(t *testing.T) {
+	n, name, p := warmPromoterNode(t)
+	n.dm.StatusOverride[name] = status(0, 0, 0, "rw -")
+	p.Tick(context.Background())
+	looks := n.dm.ReadAreaLooks
+	p.Tick(context.Background())
+	if n.dm.ReadAreaLooks != looks {
+		t.Fatalf("looked at the reads of a volume without a miss")
+	}
+	p.reads[vol].reloaded = true // as promote sets it after a swap
+	p.Tick(context.Background())
+	p.Tick(context.Background())
+	if got := n.dm.ReadAreaLooks - looks; got != 1 {
+		t.Fatalf("%d looks over two ticks after a reload, want 1", got)
+	}
+}

@@ -315,7 +315,8 @@ func (e *Engine) cacheStatus(ctx context.Context, volumeID string) (*dm.CacheSta
 }
 
 // Health reports every staged volume's kernel state, its table and
-// dm-cache status, from two dmsetup calls and without LVM: the monitor
+// dm-cache status, from one listing and each volume's own table and status
+// reads (dm.States), without LVM: the monitor
 // calls it every second, and per-volume calls (or LVM scans, which contend
 // for the VG lock) would slow the drop of a failing cache as volumes are
 // added. CacheDevices and Spec are left empty; Cached means the live table

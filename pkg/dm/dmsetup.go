@@ -193,19 +193,19 @@ func (d *Dmsetup) States(ctx context.Context, keep func(name string) bool) (map[
 	if err != nil {
 		return nil, err
 	}
-	states, err := parseStates(tables, statuses)
-	if err != nil || keep == nil {
-		return states, err
-	}
-	// dmsetup prints every device at once: the others are dropped here.
-	maps.DeleteFunc(states, func(name string, _ DeviceState) bool { return !keep(name) })
-	return states, nil
+	return parseStates(tables, statuses, keep)
 }
 
 // parseStates joins the "<name>: <line>" output of `dmsetup table` and
 // `dmsetup status` for all devices.
-func parseStates(tables, statuses string) (map[string]DeviceState, error) {
-	return joinStates(perDevice(tables), perDevice(statuses))
+func parseStates(tables, statuses string, keep func(name string) bool) (map[string]DeviceState, error) {
+	tableLines := perDevice(tables)
+	if keep != nil {
+		// dmsetup prints every device at once: the others are dropped
+		// before their tables are parsed, so a foreign table fails nothing.
+		maps.DeleteFunc(tableLines, func(name string, _ []string) bool { return !keep(name) })
+	}
+	return joinStates(tableLines, perDevice(statuses))
 }
 
 // joinStates joins each device's table and status lines. Devices with

@@ -109,8 +109,11 @@ func (k kernelIoctls) callWith(nr uintptr, name string, flags uint32, payload []
 	if len(name) >= nameLen {
 		return nil, fmt.Errorf("device-mapper name %q: longer than %d bytes", name, nameLen-1)
 	}
-	first := min(max(firstBufferSize, align8(ioctlHeaderSize+max(len(payload), answerBytes))), maxBufferSize)
-	for size := first; size <= maxBufferSize; size *= 2 {
+	if ioctlHeaderSize+len(payload) > maxBufferSize {
+		return nil, fmt.Errorf("device-mapper ioctl %d on %q: %d bytes of payload exceed %d", nr, name, len(payload), maxBufferSize-ioctlHeaderSize)
+	}
+	first := max(firstBufferSize, align8(ioctlHeaderSize+len(payload)), min(align8(ioctlHeaderSize+answerBytes), maxBufferSize))
+	for size := first; ; size = min(size*2, maxBufferSize) {
 		buf := make([]byte, size)
 		ne := binary.NativeEndian
 		ne.PutUint32(buf[0:], 4) // interface version 4.0.0: any 4.x kernel answers
@@ -129,8 +132,10 @@ func (k kernelIoctls) callWith(nr uintptr, name string, flags uint32, payload []
 		if reply := dmReply(buf); reply.flags()&flagBufferFull == 0 {
 			return reply, nil
 		}
+		if size == maxBufferSize {
+			return nil, fmt.Errorf("device-mapper ioctl %d on %q: the answer exceeds %d bytes", nr, name, maxBufferSize)
+		}
 	}
-	return nil, fmt.Errorf("device-mapper ioctl %d on %q: the answer exceeds %d bytes", nr, name, maxBufferSize)
 }
 
 func align8(n int) int { return (n + 7) &^ 7 }

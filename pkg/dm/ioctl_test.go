@@ -33,6 +33,8 @@ func TestIoctlCommandsAreTheKernels(t *testing.T) {
 type fakeKernel struct {
 	devices map[string]fakeDevice
 	calls   int
+	// largest is the largest buffer an ioctl came with.
+	largest int
 	// answers are the answers to messages, by device and message text;
 	// messages records every message as "<device> <sector> <text>" and
 	// cleared the @stats_print_clear messages whose answer fit.
@@ -59,6 +61,7 @@ func (k *fakeKernel) Ioctl(cmd uintptr, buf []byte) error {
 	k.calls++
 	ne := binary.NativeEndian
 	start, size := int(ne.Uint32(buf[offDataStart:])), int(ne.Uint32(buf[offDataSize:]))
+	k.largest = max(k.largest, size)
 	flags := ne.Uint32(buf[offFlags:])
 	asked := flags // before the device's state is written into flags
 	name := cString(buf[offName : offName+nameLen])
@@ -390,6 +393,24 @@ func TestKernelMessagesReadAndClearDmStats(t *testing.T) {
 				t.Errorf("messages %q, want %q", k.messages, wantMessages)
 			}
 		})
+	}
+}
+
+// The buffer grows from the answer's estimate up to maxBufferSize exactly,
+// whatever the estimate, and no further; a payload that no buffer holds is
+// refused before any ioctl.
+func TestKernelMessageBufferLimits(t *testing.T) {
+	k := kernelDevices()
+	huge := strings.Repeat("0+128 1 0 8 0 0 0 0 0 0 0 0 0 0\n", maxBufferSize/32+1)
+	k.answers = map[string]map[string]string{"ssdcache-pvc-1": {"@stats_print_clear 0": huge}}
+	d := NewDmsetup(nil).ReadingFrom(k)
+	_, err := d.messageSized(context.Background(), "ssdcache-pvc-1", "@stats_print_clear 0", 600*statsLineBytes)
+	if err == nil || !strings.Contains(err.Error(), "exceeds") || k.largest != maxBufferSize {
+		t.Fatalf("answer of %d bytes: %v, largest buffer %d; want an error after a buffer of %d", len(huge), err, k.largest, maxBufferSize)
+	}
+	calls := k.calls
+	if _, err := d.message(context.Background(), "ssdcache-pvc-1", strings.Repeat("x", maxBufferSize)); err == nil || k.calls != calls {
+		t.Fatalf("a message larger than any buffer: %v after %d ioctls, want an error and none", err, k.calls-calls)
 	}
 }
 

@@ -166,10 +166,10 @@ func parseStatsList(out string) map[uint64]statsRegion {
 		if len(f) < 2 {
 			continue
 		}
-		_, length, _ := strings.Cut(f[0], "+")
-		sectors, err1 := strconv.ParseUint(length, 10, 64)
-		step, err2 := strconv.ParseUint(f[1], 10, 64)
-		if err1 == nil && err2 == nil {
+		if step, err := strconv.ParseUint(f[1], 10, 64); err == nil {
+			// A length that does not parse only costs the answer's size hint.
+			_, length, _ := strings.Cut(f[0], "+")
+			sectors, _ := strconv.ParseUint(length, 10, 64)
 			regions[n] = statsRegion{lengthSectors: sectors, areaSectors: step}
 		}
 	}

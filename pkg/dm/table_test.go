@@ -136,7 +136,7 @@ func TestParseStatesJoinsTablesAndStatusesByName(t *testing.T) {
 		"striped: 0 10 linear 8:0 0\nstriped: 10 10 linear 8:16 0\nnew: 0 8 linear 8:0 0\n"
 	statuses := "ssdcache-a: 0 2048 linear\nssdcache-b: 0 4096 cache 8 10/4096 128 5/16384 1 2 0 0 0 0 0 1 writethrough 2 migration_threshold 2048 smq 0 rw -\n" +
 		"striped: 0 10 linear\nstriped: 10 10 linear\n"
-	states, err := parseStates(tables, statuses)
+	states, err := parseStates(tables, statuses, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,16 @@ func TestParseStatesJoinsTablesAndStatusesByName(t *testing.T) {
 	if _, ok := states["ssdcache-b"].Table.Target.(CacheTarget); !ok || !strings.HasPrefix(states["ssdcache-b"].Status, "0 4096 cache 8 ") {
 		t.Fatalf("ssdcache-b: %+v", states["ssdcache-b"])
 	}
-	if s, err := parseStates("No devices found\n", "No devices found\n"); err != nil || len(s) != 0 {
+	if s, err := parseStates("No devices found\n", "No devices found\n", nil); err != nil || len(s) != 0 {
 		t.Fatalf("no devices: %v, %v", s, err)
+	}
+	// A device keep leaves out is not parsed: its table cannot fail the others.
+	foreign := tables + "other: 0 8 cache not-a-cache-table\n"
+	if _, err := parseStates(foreign, statuses+"other: 0 8 cache\n", nil); err == nil {
+		t.Fatal("a malformed cache table was parsed without an error")
+	}
+	kept, err := parseStates(foreign, statuses+"other: 0 8 cache\n", func(name string) bool { return strings.HasPrefix(name, "ssdcache-") })
+	if err != nil || len(kept) != 2 {
+		t.Fatalf("states kept by name: %v, %v; want ssdcache-a and ssdcache-b", kept, err)
 	}
 }
