@@ -38,18 +38,22 @@ func main() {
 	var workingSets string
 	flag.StringVar(&o.outputDir, "output-dir", "_output/bench", "where report.json, report.md and convergence.svg go")
 	flag.StringVar(&o.workDir, "work-dir", "", "VM work dir (disk images, share dir); default a fresh temporary dir, removed afterwards")
-	flag.Int64Var(&o.cacheMiB, "cache-mib", 256, "cache size of every cached target, MiB")
+	// 1 GiB: a warm sequential pass over a working set takes about a second
+	// rather than a tenth (fio measures in milliseconds), and fixed costs of
+	// a warm-up or a promotion (cache_restore, table swaps: a second or so
+	// under TCG) weigh as they would on a real cache rather than dominate.
+	flag.Int64Var(&o.cacheMiB, "cache-mib", 1024, "cache size of every cached target, MiB")
 	flag.StringVar(&workingSets, "working-sets", "25%,50%,75%", "working sets as percentages of the cache, each measured on cold caches")
 	flag.IntVar(&o.runs, "runs", 6, "runs per working set")
 	flag.IntVar(&o.restageRuns, "restage-runs", 1, "runs per working set after every cache is restaged (ssdcache: NodeUnstage, NodeStage); 0: none")
 	flag.IntVar(&o.restartRuns, "restart-runs", 1, "runs per working set after ssdcache-node is restarted with its volume staged; 0: none")
-	flag.StringVar(&o.treeWorkingSet, "tree-working-set", "50%", "size of the application-load part's tree of files, percent of the cache; empty: no such part")
+	flag.StringVar(&o.treeWorkingSet, "tree-working-set", "12.5%", "size of the application-load part's tree of files, percent of the cache (12.5%: 128 MiB, about 1,800 files, of a 1 GiB cache); empty: no such part")
 	flag.StringVar(&o.rebootWorkingSet, "reboot-working-set", "50%", "working set whose caches are left up while the VM powers off without a clean shutdown and boots again, for one more run after the reboot; empty: no reboot step")
-	flag.DurationVar(&o.runtime, "runtime", 4*time.Second, "time limit per test: a random 4 KiB pass over the simulated HDD would take minutes")
+	flag.DurationVar(&o.runtime, "runtime", 6*time.Second, "time limit per test: a random 4 KiB pass over the simulated HDD would take minutes; a sequential pass over 75% of a 1 GiB cache at HDD speed takes about 5 s")
 	flag.DurationVar(&o.testInterval, "test-interval", 5*time.Second, "pause after each test of ssdcache, lvmcache and bcache (ssdcache-bench -test-interval), as CrystalDiskMark pauses between tests: each cache's background work runs in its own time, as between an application's bursts of reads")
 	flag.BoolVar(&o.reportOnly, "report-only", false, "write report.json, report.md and convergence.svg again from the parts under -output-dir, without the VM (after a change to the report), with the same other flags as the run that measured them")
 	flag.StringVar(&o.dashboard, "dashboard", "charts/ssdcache/dashboards/ssdcache.json", "the Grafana dashboard drawn over ssdcache-node's metrics of the run into dashboard.svg")
-	flag.DurationVar(&o.timeout, "timeout", 60*time.Minute, "limit for each boot of the VM (the reboot step boots it twice)")
+	flag.DurationVar(&o.timeout, "timeout", 110*time.Minute, "limit for each boot of the VM (the reboot step boots it twice)")
 	flag.Parse()
 	o.workingSets = strings.Split(workingSets, ",")
 	if err := o.validate(); err != nil {
