@@ -80,13 +80,6 @@ const lvmcacheWritebackWait = 10 * time.Minute
 // reboot would measure that writeback beside their own reads. It is waited
 // out before any target is brought up or measured, and reported.
 func waitForLvmcacheWriteback(ctx context.Context, o options, part string) error {
-	// udev's LVM rule activates the VG at boot (test/vm/README.md); an
-	// lvchange racing it ran cache_check on the pool the other was
-	// activating and failed ("Manual repair required!"). Once udev is
-	// settled the lvchange finds the LV active, or activates it alone.
-	if _, err := guest.Run(ctx, "udevadm", "settle", "--timeout=300"); err != nil {
-		return err
-	}
 	if _, err := guest.Run(ctx, "lvchange", "-ay", benchVG+"/lvmcache"); err != nil {
 		return err
 	}
