@@ -88,7 +88,7 @@ func restagedSection(r *bench.Report, restages map[string][]parts.Restage) strin
 			"lvmcache with `lvchange -an` and `-ay`, bcache by stopping its device and registering the backing device again; then every target ran once more. "},
 		{restartedLabel, "Plugin restarted (`<set> plugin restarted`): ssdcache-node was stopped with SIGTERM and started again with its volume staged and published, as a DaemonSet rollout does, and every target ran once more; lvmcache and bcache have no plugin and stay as they were. "},
 		{rebootedLabel, "Rebooted (`<set> rebooted`): the caches were left up while the VM's guest program exited (ssdcache-node stopped with SIGTERM), the guest synced and powered off without taking any device-mapper table down, and booted again on the same disks; " +
-			"ssdcache came up through NodeStageVolume and NodePublishVolume, filled from the hot set it had saved last, lvmcache through LVM's autoactivation at boot (and `lvchange -ay`), bcache by registering its devices; lvmcache's writeback of the blocks dm-cache takes as dirty after an unclean shutdown was waited out before ssdcache was staged and before any target ran, so neither measures it; then every target ran once more. "},
+			"ssdcache came up through NodeStageVolume and NodePublishVolume, filled from the hot set it had saved last, lvmcache through LVM's autoactivation at boot (and `lvchange -ay`), bcache by registering its devices; then every target ran once more. "},
 	} {
 		if slices.ContainsFunc(sets, func(ws string) bool { return strings.HasSuffix(ws, step.label) }) {
 			b.WriteString(step.text)

@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
-	"github.com/ssdcache/ssdcache/pkg/dm"
 	"github.com/ssdcache/ssdcache/test/benchvm/parts"
 	"github.com/ssdcache/ssdcache/test/vm/guest"
 )
@@ -46,9 +44,6 @@ func afterReboot(ctx context.Context, o options, l layout) error {
 		return fmt.Errorf("%s: the volume the first boot left: %w", part, err)
 	}
 	l.ssdcache.vol = vol
-	if err := waitForLvmcacheWriteback(ctx, o, part); err != nil {
-		return errors.Join(fmt.Errorf("%s: %w", part, err), destroyCaches(ctx, l, part))
-	}
 	targets := l.rawTargets()
 	var figures []parts.Restage
 	for _, c := range l.caches {
@@ -65,41 +60,6 @@ func afterReboot(ctx context.Context, o options, l layout) error {
 		err = o.RunBench(ctx, benchArgs(o, targetArgs(targets), part, 1, readArgs(o, o.rebootWorkingSet)))
 	}
 	return errors.Join(err, destroyCaches(ctx, l, part))
-}
-
-// lvmcacheWritebackWait bounds the wait for lvmcache's writeback after the
-// power-off: about a minute at the simulated HDD's write rate for a 1 GiB
-// cache, several under a busy host.
-const lvmcacheWritebackWait = 10 * time.Minute
-
-// waitForLvmcacheWriteback: dm-cache takes every block of a cache that was
-// not shut down cleanly as dirty and writes it back to its origin, in
-// writethrough mode too. lvmcache's cache comes up at boot (LVM
-// autoactivation) and rewrites its whole working set to the HDD every
-// target shares, so ssdcache's warm-up and every target's run after the
-// reboot would measure that writeback beside their own reads. It is waited
-// out before any target is brought up or measured, and reported.
-func waitForLvmcacheWriteback(ctx context.Context, o options, part string) error {
-	if _, err := guest.Run(ctx, "lvchange", "-ay", benchVG+"/lvmcache"); err != nil {
-		return err
-	}
-	start, first := time.Now(), int64(-1)
-	err := guest.Poll(ctx, "lvmcache's writeback after the power-off", lvmcacheWritebackWait, time.Second, func() (bool, string, error) {
-		out, err := guest.Run(ctx, "dmsetup", "status", lvmcacheTarget.dmName)
-		if err != nil {
-			return false, "", err
-		}
-		st, err := dm.ParseCacheStatus(out)
-		if err != nil {
-			return false, "", err
-		}
-		if first < 0 {
-			first = int64(st.Dirty)
-		}
-		return st.Dirty == 0, fmt.Sprintf("%d dirty blocks", st.Dirty), nil
-	})
-	o.Step("%s: lvmcache wrote back %d blocks the power-off left marked dirty in %.1fs; then the targets were brought up and measured", part, first, time.Since(start).Seconds())
-	return err
 }
 
 // saveRebootVolume keeps what kubelet would know of the volume.
