@@ -58,7 +58,8 @@ type recentReads struct {
 	afterBatch bool
 	// reloaded is set when the last promotion may have loaded the table
 	// again (it mapped blocks, or failed): the miss counter restarted, so
-	// the next tick looks at the reads whatever the counter says.
+	// the next tick looks at the reads whatever the counter says. Every
+	// promotion that sets afterBatch sets it too.
 	reloaded bool
 }
 
@@ -136,7 +137,7 @@ func (p *Promoter) Tick(ctx context.Context) {
 // when some of them missed and the cache has room.
 func (p *Promoter) collect(ctx context.Context, id string, st cache.State) {
 	if r, known := p.reads[id]; known {
-		if !r.afterBatch && !r.reloaded && st.Status.ReadMisses == r.misses {
+		if !r.reloaded && st.Status.ReadMisses == r.misses {
 			// No read went to the origin since the last look: what was read
 			// hit, and dm-stats keeps counting until a look takes it. A warm
 			// volume costs a status read per tick, not a region of up to

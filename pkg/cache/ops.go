@@ -328,10 +328,7 @@ func (e *Engine) Health(ctx context.Context) (map[string]State, error) {
 	}
 	states := map[string]State{}
 	for name, d := range devs {
-		id, ok := volumeOfDevice(name)
-		if !ok {
-			continue
-		}
+		id, _ := volumeOfDevice(name) // States kept only volumes' devices
 		st := State{VolumeID: id, Staged: true, Table: d.Table}
 		if _, st.Cached = d.Table.Target.(dm.CacheTarget); st.Cached {
 			status, err := dm.ParseCacheStatus(d.Status)
