@@ -267,5 +267,5 @@ func (p *Promoter) promote(ctx context.Context, id string, r *recentReads) {
 		p.metrics.add(p.metrics.batchPromoted, id, float64(res.Blocks))
 	}
 	klog.InfoS("Promoted the blocks read", "volumeID", id, "read", len(blocks), "promoted", res.Blocks,
-		"kept", res.Kept, "writtenMeanwhile", res.Dropped, "left", len(left), "duration", took, "uncached", res.Uncached)
+		"kept", res.Kept, "writtenMeanwhile", res.Dropped, "left", len(left), "duration", took, "uncached", res.Uncached, "copiedWhileServing", res.Serving)
 }

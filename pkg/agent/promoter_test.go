@@ -147,7 +147,7 @@ func TestPromoterCountsReadsMadeDuringAPromotion(t *testing.T) {
 // volume's reads to pause, however few blocks each look finds (an
 // application reading small files keeps the HDD seeking at a few MB/s); a
 // volume that keeps reading gets its batch after promoteBusyWait. What one
-// promotion's memory could not hold is promoted at the next pause, without
+// promotion could not hold is promoted at the next pause, without
 // new reads of those blocks.
 func TestPromoterWaitsForReadsToPauseAndPromotesTheRestAtTheNext(t *testing.T) {
 	n, name, p := warmPromoterNode(t)
@@ -189,11 +189,11 @@ func warmPromoterNode(t *testing.T) (*fakeNode, string, *Promoter) {
 	return n, cache.DeviceName(vol), NewPromoter(n.engine, n.locks, n.metrics, n.clock, 0, nil)
 }
 
-// promotions counts the batches written into caches from memory.
+// promotions counts the batches copied into caches.
 func promotions(n *fakeNode) int {
 	count := 0
 	for _, c := range n.dev.Copied {
-		if strings.HasPrefix(c, "write ") {
+		if strings.HasPrefix(c, "copy ") {
 			count++
 		}
 	}

@@ -47,20 +47,13 @@ type Interface interface {
 	// the table that will read the metadata uses the number, and the two can
 	// disagree (an LV removed and another created under the name meanwhile).
 	ZeroHead(path string, want dm.DevNum, n uint64) error
-	// CopyExtents copies byte ranges from src to dst with direct I/O, after
-	// checking that dst is device want (as ZeroHead does), and returns once
-	// every write has completed, without flushing dst's write cache (a
-	// cache's data is never trusted after a power loss). Offsets and
-	// lengths are multiples of 4096.
-	CopyExtents(ctx context.Context, src, dst string, want dm.DevNum, extents []Extent) error
-	// ReadExtents reads byte ranges of device src (each extent's Src) into
-	// buf (at its Dst) with direct I/O; buf comes from DirectBuffer. The
-	// device is named by number, as tables name their origins.
-	ReadExtents(ctx context.Context, src dm.DevNum, extents []Extent, buf []byte) error
-	// WriteExtents writes byte ranges of buf (each extent's Src) to dst (at
-	// its Dst) with direct I/O, after checking that dst is device want (as
-	// ZeroHead does), as CopyExtents writes; buf comes from DirectBuffer.
-	WriteExtents(ctx context.Context, dst string, want dm.DevNum, extents []Extent, buf []byte) error
+	// CopyExtents copies byte ranges of device src (named by number, as
+	// tables name their origins) to dst with direct I/O, after checking that
+	// dst is device want (as ZeroHead does), and returns once every write
+	// has completed, without flushing dst's write cache (a cache's data is
+	// never trusted after a power loss). Offsets and lengths are multiples
+	// of 4096.
+	CopyExtents(ctx context.Context, src dm.DevNum, dst string, want dm.DevNum, extents []Extent) error
 	// Wipe erases every signature; only for devices an operator told us to adopt.
 	Wipe(ctx context.Context, path string) error
 	// IOStats returns the block layer's counters of a device since it was

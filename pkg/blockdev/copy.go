@@ -30,14 +30,24 @@ const directAlign = 4096
 
 // CopyExtents reads the next chunks from src (copyReads at once) while it
 // writes the last one to dst, so that a copy from an HDD to an SSD takes
-// about as long as the HDD's read alone.
-func (h *Host) CopyExtents(ctx context.Context, src, dst string, want dm.DevNum, extents []Extent) error {
-	if err := checkAligned(src, dst, extents); err != nil {
+// about as long as the HDD's read alone. src is named by number, as tables
+// name their origins.
+func (h *Host) CopyExtents(ctx context.Context, src dm.DevNum, dst string, want dm.DevNum, extents []Extent) error {
+	path, err := nodeOf(src)
+	if err != nil {
 		return err
 	}
-	in, err := os.OpenFile(src, os.O_RDONLY|unix.O_DIRECT, 0)
+	return copyExtents(ctx, path, src, dst, want, extents)
+}
+
+// copyExtents is CopyExtents from path, once checked to be device src.
+func copyExtents(ctx context.Context, path string, src dm.DevNum, dst string, want dm.DevNum, extents []Extent) error {
+	if err := checkAligned(path, dst, extents); err != nil {
+		return err
+	}
+	in, err := openDevice(path, os.O_RDONLY|unix.O_DIRECT, src)
 	if err != nil {
-		return fmt.Errorf("open %s: %w", src, err)
+		return err
 	}
 	defer in.Close()
 	out, err := openDevice(dst, os.O_WRONLY|unix.O_DIRECT, want)
@@ -127,29 +137,6 @@ func chunksOf(extents []Extent) []Extent {
 	return chunks
 }
 
-func (h *Host) ReadExtents(ctx context.Context, src dm.DevNum, extents []Extent, buf []byte) error {
-	path, err := nodeOf(src)
-	if err != nil {
-		return err
-	}
-	return readExtents(ctx, path, src, extents, buf)
-}
-
-// readExtents is ReadExtents from path, once checked to be device src.
-func readExtents(ctx context.Context, path string, src dm.DevNum, extents []Extent, buf []byte) error {
-	if err := checkBuffer(path, "buffer", extents, buf, func(e Extent) uint64 { return e.Dst }); err != nil {
-		return err
-	}
-	in, err := openDevice(path, os.O_RDONLY|unix.O_DIRECT, src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	return eachConcurrently(ctx, chunksOf(extents), func(c Extent) error {
-		return readExtent(ctx, in, Extent{Src: c.Src, Length: c.Length}, buf[c.Dst:])
-	})
-}
-
 // nodeOf finds the device node of num from the kernel's own name for it
 // (sysfs uevent DEVNAME; devtmpfs creates /dev/<DEVNAME> with or without udev).
 func nodeOf(num dm.DevNum) (string, error) {
@@ -164,23 +151,6 @@ func nodeOf(num dm.DevNum) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("device %s: no DEVNAME in %s", num, uevent)
-}
-
-func (h *Host) WriteExtents(ctx context.Context, dst string, want dm.DevNum, extents []Extent, buf []byte) error {
-	if err := checkBuffer("buffer", dst, extents, buf, func(e Extent) uint64 { return e.Src }); err != nil {
-		return err
-	}
-	out, err := openDevice(dst, os.O_WRONLY|unix.O_DIRECT, want)
-	if err != nil {
-		return err
-	}
-	defer out.Close()
-	for _, e := range extents {
-		if err := writeExtent(ctx, out, e, buf[e.Src:]); err != nil {
-			return err
-		}
-	}
-	return closeWritten(out)
 }
 
 // readExtent reads e.Length bytes at e.Src of in into buf, a chunk at a
@@ -231,23 +201,6 @@ func checkAligned(src, dst string, extents []Extent) error {
 	for _, e := range extents {
 		if e.Src%directAlign != 0 || e.Dst%directAlign != 0 || e.Length%directAlign != 0 {
 			return fmt.Errorf("copy %s to %s: extent %+v is not aligned to %d bytes", src, dst, e, directAlign)
-		}
-	}
-	return nil
-}
-
-// checkBuffer also refuses extents that fall outside buf (at the offset
-// inBuf picks) and a buffer O_DIRECT cannot use.
-func checkBuffer(src, dst string, extents []Extent, buf []byte, inBuf func(Extent) uint64) error {
-	if err := checkAligned(src, dst, extents); err != nil {
-		return err
-	}
-	if len(buf) > 0 && uintptr(unsafe.Pointer(&buf[0]))%directAlign != 0 {
-		return fmt.Errorf("copy %s to %s: the buffer is not aligned to %d bytes (use DirectBuffer)", src, dst, directAlign)
-	}
-	for _, e := range extents {
-		if inBuf(e)+e.Length > uint64(len(buf)) {
-			return fmt.Errorf("copy %s to %s: extent %+v runs past the %d-byte buffer", src, dst, e, len(buf))
 		}
 	}
 	return nil

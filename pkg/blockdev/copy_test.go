@@ -26,7 +26,7 @@ func copyFiles(t *testing.T, data []byte, dstLen int, extents []Extent) (src, ds
 	if err := os.WriteFile(dst, make([]byte, dstLen), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	err = (&Host{}).CopyExtents(context.Background(), src, dst, dm.DevNum{}, extents)
+	err = copyExtents(context.Background(), src, dm.DevNum{}, dst, dm.DevNum{}, extents)
 	if errors.Is(err, unix.EINVAL) {
 		t.Skipf("%s does not take O_DIRECT: %v", dir, err)
 	}
@@ -51,10 +51,13 @@ func TestCopyExtentsCopiesEachRange(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Fatal("the cache file does not hold the copied ranges where they belong")
 	}
-	if err := (&Host{}).CopyExtents(context.Background(), src, dst, dm.DevNum{Major: 8, Minor: 1}, extents); err == nil {
+	if err := copyExtents(context.Background(), src, dm.DevNum{}, dst, dm.DevNum{Major: 8, Minor: 1}, extents); err == nil {
 		t.Fatal("copied onto a path that is not the expected device")
 	}
-	if err := (&Host{}).CopyExtents(context.Background(), src, dst, dm.DevNum{}, []Extent{{Src: 1, Length: 4096}}); err == nil {
+	if err := copyExtents(context.Background(), src, dm.DevNum{Major: 8, Minor: 1}, dst, dm.DevNum{}, extents); err == nil {
+		t.Fatal("copied from a path that is not the expected device")
+	}
+	if err := copyExtents(context.Background(), src, dm.DevNum{}, dst, dm.DevNum{}, []Extent{{Src: 1, Length: 4096}}); err == nil {
 		t.Fatal("copied an unaligned extent")
 	}
 }
@@ -80,54 +83,7 @@ func TestCopyExtentsPipelinesChunks(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := (&Host{}).CopyExtents(ctx, src, dst, dm.DevNum{}, extents); !errors.Is(err, context.Canceled) {
+	if err := copyExtents(ctx, src, dm.DevNum{}, dst, dm.DevNum{}, extents); !errors.Is(err, context.Canceled) {
 		t.Fatalf("a cancelled copy returned %v, want context.Canceled", err)
-	}
-}
-
-// A promotion reads blocks into memory and writes them later, elsewhere.
-func TestReadThenWriteExtentsMovesRangesThroughMemory(t *testing.T) {
-	dir := t.TempDir()
-	src, dst := filepath.Join(dir, "origin"), filepath.Join(dir, "cache")
-	data := make([]byte, 64<<10)
-	for i := range data {
-		data[i] = byte(i / 4096)
-	}
-	if err := os.WriteFile(src, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(dst, make([]byte, 32<<10), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	h, ctx := &Host{}, context.Background()
-	buf := DirectBuffer(12 << 10)
-	err := readExtents(ctx, src, dm.DevNum{}, []Extent{{Src: 8 << 10, Dst: 0, Length: 8 << 10}, {Src: 40 << 10, Dst: 8 << 10, Length: 4 << 10}}, buf)
-	if errors.Is(err, unix.EINVAL) {
-		t.Skipf("%s does not take O_DIRECT: %v", dir, err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := h.WriteExtents(ctx, dst, dm.DevNum{}, []Extent{{Src: 4 << 10, Dst: 20 << 10, Length: 8 << 10}}, buf); err != nil {
-		t.Fatal(err)
-	}
-	got, _ := os.ReadFile(dst)
-	want := make([]byte, 32<<10)
-	copy(want[20<<10:], data[12<<10:16<<10])
-	copy(want[24<<10:], data[40<<10:44<<10])
-	if !bytes.Equal(got, want) {
-		t.Fatal("the cache file does not hold the ranges written from memory where they belong")
-	}
-	if err := h.WriteExtents(ctx, dst, dm.DevNum{Major: 8, Minor: 1}, []Extent{{Length: 4 << 10}}, buf); err == nil {
-		t.Fatal("wrote onto a path that is not the expected device")
-	}
-	if err := readExtents(ctx, src, dm.DevNum{}, []Extent{{Src: 0, Dst: 8 << 10, Length: 8 << 10}}, buf); err == nil {
-		t.Fatal("read past the end of the buffer")
-	}
-	if err := readExtents(ctx, src, dm.DevNum{Major: 8, Minor: 1}, []Extent{{Length: 4 << 10}}, buf); err == nil {
-		t.Fatal("read from a path that is not the expected device")
-	}
-	if err := readExtents(ctx, src, dm.DevNum{}, []Extent{{Length: 4 << 10}}, make([]byte, 8<<10)[1:4097]); err == nil {
-		t.Fatal("read into a buffer direct I/O cannot use")
 	}
 }

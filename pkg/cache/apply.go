@@ -53,8 +53,8 @@ func (a *applier) apply(ctx context.Context, s step) error {
 		}
 		if a.warming != nil {
 			err = a.loadWarm(ctx, table, meta)
-		} else {
-			err = a.reload(ctx, a.op, a.volumeID, table)
+		} else if err = a.reload(ctx, a.op, a.volumeID, table); err == nil {
+			a.layouts.loaded(a.volumeID, table, nil) // over zeroed metadata (plan)
 		}
 		if err == nil {
 			a.startPromoting(ctx, table)

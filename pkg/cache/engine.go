@@ -80,6 +80,9 @@ type Engine struct {
 	minBlockSectors uint64
 	// promoted says an agent promotes the blocks read (WithPromoter).
 	promoted bool
+	// layouts are the blocks each live cache maps, as far as this
+	// process loaded them.
+	layouts *layouts
 
 	poolsMu sync.RWMutex
 	pools   Pools
@@ -109,7 +112,7 @@ func NewEngine(l Layers, pools Pools, faults FaultPoints, opts ...Option) *Engin
 		faults = NoFaults{}
 	}
 	pools.CacheVGs = maps.Clone(pools.CacheVGs) // AddCachePool changes the engine's own
-	e := &Engine{dm: l.DM, lvm: l.LVM, dev: l.Dev, files: l.Files, pools: pools, faults: faults, minBlockSectors: dm.DefaultBlockSectors}
+	e := &Engine{dm: l.DM, lvm: l.LVM, dev: l.Dev, files: l.Files, pools: pools, faults: faults, minBlockSectors: dm.DefaultBlockSectors, layouts: newLayouts()}
 	if l.Metadata != nil && l.HotSets != nil {
 		e.metadata, e.hotSets = l.Metadata, l.HotSets
 	}
@@ -239,6 +242,7 @@ func (e *Engine) reload(ctx context.Context, op, volumeID string, table dm.Table
 // suspend and the load: no I/O reaches the device meanwhile.
 func (e *Engine) reloadWith(ctx context.Context, op, volumeID string, table dm.Table, whileSuspended func(context.Context) error) error {
 	name := DeviceName(volumeID)
+	e.layouts.forget(volumeID) // whatever the outcome, the caller records the new one
 	if err := e.dm.Suspend(ctx, name); err != nil {
 		// dmsetup killed after its ioctl leaves the device suspended all the same.
 		return errors.Join(err, e.rollback(ctx, name))

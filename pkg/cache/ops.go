@@ -230,6 +230,7 @@ func (e *Engine) Unstage(ctx context.Context, volumeID string) error {
 			return err
 		}
 		e.faults.Reached(ctx, "unstage/remove-device")
+		e.layouts.forget(volumeID)
 		if err := e.dm.Remove(ctx, DeviceName(volumeID)); err != nil && !errors.Is(err, dm.ErrNotFound) {
 			return fmt.Errorf("remove device of volume %s: %w", volumeID, err)
 		}

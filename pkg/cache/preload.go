@@ -48,9 +48,10 @@ type PreloadReport struct {
 }
 
 // PreloadBatches is how many promotions one Preload call makes at most
-// (up to 512 MiB): the caller holds the volume, and other work on it (a
+// (up to 2 GiB copied while the cache serves, 256 MiB with it swapped
+// out): the caller holds the volume, and other work on it (a
 // NodeUnstageVolume, a drop of a failing cache) waits for at most that.
-const PreloadBatches = 4
+const PreloadBatches = 2
 
 // Preload copies the data of paths (files or directories, relative to the
 // root of the filesystem mounted from the volume's device) into the
@@ -102,7 +103,7 @@ func (e *Engine) liveReadCache(ctx context.Context, volumeID string) (dm.CacheTa
 	return live, st, err
 }
 
-// preloadBatchTimeout bounds one batch: it reads at most maxPromoteBytes
+// preloadBatchTimeout bounds one batch: it reads at most maxBatchBytes
 // from the HDD.
 const preloadBatchTimeout = 10 * time.Minute
 

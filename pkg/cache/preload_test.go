@@ -117,7 +117,7 @@ func TestPreloadReportsWhatHadNoRoom(t *testing.T) {
 // One call makes at most PreloadBatches promotions; the next goes on from
 // what the cache then holds.
 func TestPreloadGoesOnOverCalls(t *testing.T) {
-	perBatch := uint64(maxPromoteBytes / blockBytes)
+	perBatch := uint64(maxSwappedOutBatchBytes / blockBytes)
 	total := PreloadBatches*perBatch + 100
 	w := preloadWorld(t, map[string][]fileblocks.Extent{"big": {{Offset: 0, Length: total * blockBytes}}})
 	w.stage(t, warmCache(gib))

@@ -8,9 +8,6 @@ import (
 	"slices"
 	"time"
 
-	"k8s.io/klog/v2"
-
-	"github.com/ssdcache/ssdcache/pkg/blockdev"
 	"github.com/ssdcache/ssdcache/pkg/dm"
 	"github.com/ssdcache/ssdcache/pkg/lvm"
 )
@@ -19,12 +16,13 @@ import (
 // so a first pass over new data is served by the HDD and so, mostly, is the
 // second. Promotion does in one batch what smq would do over passes: the
 // blocks reads brought to a volume (dm-stats counts reads per cache block on
-// the volume's device, whatever its table) are read from the origin into
-// memory while the cache serves, then, with the cache swapped out for a linear table only for
-// as long as writing them from memory takes, written into the cache's free
-// blocks and mapped, the same way a warm-up fills a new cache. Blocks the
-// cache already maps keep their place; any block written from before the
-// read until the cache is back is left unmapped.
+// the volume's device, whatever its table) are copied from the origin into
+// the cache's free blocks while the cache serves, from the blocks it maps
+// (layouts: the engine knows which those are), then, with the cache swapped
+// out for a linear table only for as long as writing its metadata takes,
+// mapped, the same way a warm-up fills a new cache. Blocks the cache
+// already maps keep their place; any block written from before the copy
+// until the cache is back is left unmapped.
 
 // TrackReads makes a cached volume's device count reads per cache block
 // (coarser on very large volumes), so that Promote has blocks to promote;
@@ -62,11 +60,11 @@ func (e *Engine) ReadBlocks(ctx context.Context, volumeID string, table dm.Table
 
 // Promote maps blocks (origin blocks of the live cache's block size) that
 // the cache does not hold into its free blocks, and reports what it mapped
-// and the blocks it left for a later promotion: those beyond the memory one
-// promotion may hold (maxPromoteBytes) while the cache had room for them. A
-// volume without a live writethrough cache is left alone. On a failure
-// after the swap the cache comes back cold, never with a stale block, its
-// hot set is deleted, and the error is returned with the blocks left.
+// and the blocks it left for a later promotion: those beyond one batch
+// while the cache had room for them. A volume without a live writethrough
+// cache is left alone. On a failure after the swap the cache comes back
+// cold, never with a stale block, its hot set is deleted, and the error is
+// returned with the blocks left.
 func (e *Engine) Promote(ctx context.Context, volumeID string, blocks []uint64) (WarmReport, []uint64, error) {
 	if e.metadata == nil {
 		return WarmReport{}, nil, nil
@@ -83,8 +81,12 @@ func (e *Engine) Promote(ctx context.Context, volumeID string, blocks []uint64) 
 	if !ok {
 		return WarmReport{}, nil, fmt.Errorf("promote on volume %s: the LVs of its live cache table are not found", volumeID)
 	}
+	status, err := e.cacheStatus(ctx, volumeID)
+	if err != nil {
+		return WarmReport{}, nil, fmt.Errorf("promote on volume %s: %w", volumeID, err)
+	}
 	run := &applier{Engine: e, op: "promote", volumeID: volumeID, want: want, lvs: obs.cacheLVs}
-	left, err := run.promote(ctx, obs.table, meta, data, blocks)
+	left, err := run.promote(ctx, obs.table, meta, data, status.CacheUsed, blocks)
 	if err != nil {
 		return run.warmed, left, fmt.Errorf("promote on volume %s: %w", volumeID, err)
 	}
@@ -152,42 +154,54 @@ func liveLVs(lvs []lvm.LV, live dm.CacheTarget) (meta, data lvm.LV, ok bool) {
 	return lvs[i], lvs[j], true
 }
 
-// maxPromoteBytes bounds the memory one promotion holds blocks in: a
-// larger batch is promoted over several. Each promotion costs two table
-// swaps and a metadata dump and restore (about a second and a half in the
-// VM); at 128 MiB, half of the bench's 256 MiB cache goes in one.
-const maxPromoteBytes = 128 << 20
+// maxBatchBytes bounds one promotion's copy, and so how long it reads the
+// HDD beside the application: about seven seconds at an HDD's 150 MB/s.
+// What is left is the next batch.
+const maxBatchBytes = 1 << 30
 
-// promote reads the new blocks into memory while the cache serves, swaps
-// the cache out for a linear table, reads what its metadata maps, writes
-// the blocks into free cache blocks and loads the cache again with old and
-// new mappings. Writes are counted from before the read. It returns the
-// blocks left for a later promotion (toFetch).
-func (a *applier) promote(ctx context.Context, table dm.Table, meta, data lvm.LV, blocks []uint64) ([]uint64, error) {
-	live, name := table.Target.(dm.CacheTarget), DeviceName(a.volumeID)
+// maxSwappedOutBatchBytes bounds the copy of a promotion into a cache whose
+// mapped blocks are not known while it serves (layouts): the copy runs
+// with the cache swapped out, the volume serving from its origin alone,
+// about a second in the VM.
+const maxSwappedOutBatchBytes = 128 << 20
+
+// promote copies the new blocks from the origin into the cache's free
+// blocks, swaps the cache out for a linear table, reads what its metadata
+// maps and loads the cache again with old and new mappings. The copy runs
+// while the cache serves when the blocks it maps are known (layouts), and
+// after the swap, in a smaller batch, when they are not. Writes are counted
+// from before the copy. It returns the blocks left for a later promotion.
+func (a *applier) promote(ctx context.Context, table dm.Table, meta, data lvm.LV, used uint64, blocks []uint64) ([]uint64, error) {
+	live := table.Target.(dm.CacheTarget)
 	w := newWarming(live.BlockSectors, data.Size/(live.BlockSectors*dm.SectorSize), table.Length)
 	w.saveMapped = true
-	picked, left := a.toFetch(w, blocks)
-	f := fetched{blocks: picked, blockBytes: w.blockSectors * dm.SectorSize}
-	if len(f.blocks) == 0 {
-		return nil, nil // all known to be mapped, or no room
+	mapped, serving := a.layouts.mapped(a.volumeID, live, used)
+	var left []uint64
+	copyServing := func() error { return nil }
+	if serving {
+		var picked []uint64
+		if picked, left = toFetch(w, mapped, blocks, maxBatchBytes); len(picked) == 0 {
+			return nil, nil // all mapped, or no room
+		}
+		w.copies = intoFreeBlocks(mapped, picked, w.cacheBlocks, w.originBlocks)
+		copyServing = func() error { return a.copyBlocks(ctx, w, data) }
+	} else if held := a.heldBlocks(a.volumeID, w.blockSectors, table.Length, w.cacheBlocks); !slices.ContainsFunc(blocks, func(b uint64) bool { return b < w.originBlocks && !held[b] }) {
+		return nil, nil // the hot set, saved at the last load, holds them all
 	}
-	if err := a.fetch(ctx, w, &f); err != nil {
+	if err := a.underWriteTracking(ctx, w, copyServing); err != nil {
 		return nil, err
 	}
 	swapped := time.Now()
 	if err := a.reload(ctx, a.op, a.volumeID, linearTable(a.want)); err != nil {
-		return nil, errors.Join(err, a.dm.Untrack(ctx, name, w.region))
+		return nil, errors.Join(err, a.dm.Untrack(ctx, DeviceName(a.volumeID), w.region))
 	}
-	defer func() { a.warmed.Uncached = time.Since(swapped) }()
-	md, err := a.metadata.Dump(ctx, meta.Path)
-	if err == nil {
-		w.kept = cleanMappings(md.Mappings)
-		w.copies = intoFreeBlocks(w.kept, f.blocks, w.cacheBlocks, w.originBlocks)
-		err = a.writeFetched(ctx, w, data, f)
+	defer func() { a.warmed.Uncached, a.warmed.Serving = time.Since(swapped), serving }()
+	err := a.keepMapped(ctx, w, meta)
+	if err == nil && !serving {
+		left, err = a.copySwappedOut(ctx, w, data, blocks)
 	}
 	if err != nil {
-		w.kept, w.copies = nil, nil // what the metadata maps is not known
+		w.kept, w.copies, w.restoredAhead = nil, nil, false // what the metadata maps is not known
 	}
 	a.warming = w
 	if err := a.loadWarm(ctx, table, meta); err != nil {
@@ -204,26 +218,62 @@ func (a *applier) promote(ctx context.Context, table dm.Table, meta, data lvm.LV
 	return left, nil
 }
 
-// fetched are origin blocks read into memory, block i of blocks at
-// i*blockBytes of buf.
-type fetched struct {
-	blocks     []uint64
-	blockBytes uint64
-	buf        []byte
+// keepMapped reads what the swapped-out cache's metadata maps into w.kept
+// and checks that no copy made while it served went into a block it maps.
+func (a *applier) keepMapped(ctx context.Context, w *warming, meta lvm.LV) error {
+	md, err := a.metadata.Dump(ctx, meta.Path)
+	if err != nil {
+		return err
+	}
+	w.kept = cleanMappings(md.Mappings)
+	// Without copies the metadata LV holds what loadWarm would write,
+	// unless a dirty mapping was left out or a block is written meanwhile.
+	w.restoredAhead = len(w.kept) == len(md.Mappings) && len(w.copies) == 0
+	return copiesIntoFree(w.kept, w.copies)
 }
 
-// toFetch picks, in origin order, the blocks read that the cache is not
-// known to hold (its hot set, saved at the last fill or promotion; blocks
-// smq promoted since are found mapped after the swap and skipped), as many
-// as the free blocks and maxPromoteBytes allow. Left are those the free
-// blocks had room for beyond maxPromoteBytes.
-func (a *applier) toFetch(w *warming, blocks []uint64) (picked, left []uint64) {
-	known := a.heldBlocks(a.volumeID, w.blockSectors, w.originBlocks*w.blockSectors, w.cacheBlocks)
-	free := w.cacheBlocks - min(uint64(len(known)), w.cacheBlocks)
-	room := min(free, maxPromoteBytes/(w.blockSectors*dm.SectorSize))
+// copySwappedOut picks a batch of blocks the swapped-out cache does not
+// map, copies them into its free blocks and returns the blocks left.
+func (a *applier) copySwappedOut(ctx context.Context, w *warming, data lvm.LV, blocks []uint64) ([]uint64, error) {
+	picked, left := toFetch(w, w.kept, blocks, maxSwappedOutBatchBytes)
+	w.copies = intoFreeBlocks(w.kept, picked, w.cacheBlocks, w.originBlocks)
+	if len(w.copies) == 0 {
+		return left, nil
+	}
+	w.restoredAhead = false
+	return left, a.copyBlocks(ctx, w, data)
+}
+
+// copiesIntoFree checks that the copies went into cache blocks kept leaves
+// free, for origin blocks kept does not map. A table on PolicyFilling maps
+// no block of its own, so anything else means the cache's layout was not
+// the one this engine loaded, and reads may have met a copied block.
+func copiesIntoFree(kept, copies []dm.Mapping) error {
+	usedCache, mappedOrigin := map[uint64]bool{}, map[uint64]bool{}
+	for _, m := range kept {
+		usedCache[m.Cache], mappedOrigin[m.Origin] = true, true
+	}
+	for _, c := range copies {
+		if usedCache[c.Cache] || mappedOrigin[c.Origin] {
+			return fmt.Errorf("origin block %d was copied into cache block %d while the cache served, but its metadata maps that cache block or origin block: its layout was not the one loaded", c.Origin, c.Cache)
+		}
+	}
+	return nil
+}
+
+// toFetch picks, in origin order, the blocks read that mapped does not
+// hold, as many as the free blocks and batchBytes allow. Left are those
+// the free blocks had room for beyond batchBytes.
+func toFetch(w *warming, mapped []dm.Mapping, blocks []uint64, batchBytes uint64) (picked, left []uint64) {
+	held := make(map[uint64]bool, len(mapped))
+	for _, m := range mapped {
+		held[m.Origin] = true
+	}
+	free := w.cacheBlocks - min(uint64(len(mapped)), w.cacheBlocks)
+	room := min(free, batchBytes/(w.blockSectors*dm.SectorSize))
 	for _, b := range slices.Compact(slices.Sorted(slices.Values(blocks))) {
 		switch {
-		case b >= w.originBlocks || known[b]:
+		case b >= w.originBlocks || held[b]:
 		case uint64(len(picked)) < room:
 			picked = append(picked, b)
 		case uint64(len(picked)+len(left)) < free:
@@ -231,42 +281,6 @@ func (a *applier) toFetch(w *warming, blocks []uint64) (picked, left []uint64) {
 		}
 	}
 	return picked, left
-}
-
-// fetch starts counting writes (underWriteTracking) and reads f's blocks
-// from the origin while the cache serves: a writethrough origin holds every
-// completed write, and reading it directly leaves the volume's read
-// counters, its tracked reads and smq's statistics to the application.
-func (a *applier) fetch(ctx context.Context, w *warming, f *fetched) error {
-	return a.underWriteTracking(ctx, w, func() error {
-		start := time.Now()
-		f.buf = blockdev.DirectBuffer(uint64(len(f.blocks)) * f.blockBytes)
-		var ex []blockdev.Extent
-		for i, b := range f.blocks {
-			ex = appendExtent(ex, b*f.blockBytes, uint64(i)*f.blockBytes, f.blockBytes)
-		}
-		if err := a.dev.ReadExtents(ctx, a.want.origin, ex, f.buf); err != nil {
-			return err
-		}
-		klog.V(2).InfoS("Read the blocks to promote from the origin", "volumeID", a.volumeID, "blocks", len(f.blocks), "extents", len(ex), "duration", time.Since(start))
-		return nil
-	})
-}
-
-// writeFetched writes the fetched blocks w's copies map into the cache data LV.
-func (a *applier) writeFetched(ctx context.Context, w *warming, data lvm.LV, f fetched) error {
-	a.faults.Reached(ctx, a.op+"/copy-hot-set")
-	var ex []blockdev.Extent
-	for _, m := range w.copies {
-		i, _ := slices.BinarySearch(f.blocks, m.Origin) // copies come from f.blocks
-		ex = appendExtent(ex, uint64(i)*f.blockBytes, m.Cache*f.blockBytes, f.blockBytes)
-	}
-	start := time.Now()
-	if err := a.dev.WriteExtents(ctx, data.Path, data.DevNum, ex, f.buf); err != nil {
-		return err
-	}
-	klog.V(2).InfoS("Wrote the blocks read into the cache", "volumeID", a.volumeID, "blocks", len(w.copies), "extents", len(ex), "duration", time.Since(start))
-	return nil
 }
 
 // cleanMappings keeps the mappings a writethrough cache may hold: a dirty

@@ -31,20 +31,19 @@ func TestPromoteMapsReadBlocksIntoFreeCacheBlocksAndKeepsTheMappedOnes(t *testin
 	if res.Blocks != 3 || res.Kept != 2 || res.Dropped != 0 || len(left) != 0 {
 		t.Fatalf("report %+v, left %v; want 3 promoted, 2 kept, none left", res, left)
 	}
-	// Only the blocks not known to be mapped are read, from the origin,
-	// not through the volume's device: 5-6 in one extent, 40 in another;
-	// they are written from memory into cache blocks 2-4, one extent.
+	// Only the blocks not mapped are copied, from the origin, not through
+	// the volume's device: 5-6 into cache blocks 2-3, 40 into 4.
 	origin := w.table(t).Target.(dm.CacheTarget).Origin
-	if len(w.dev.Copied) != 2 || !strings.HasPrefix(w.dev.Copied[0], "read "+origin.String()+"->") || !strings.Contains(w.dev.Copied[0], "2 extents 196608 bytes") ||
-		!strings.HasPrefix(w.dev.Copied[1], "write ") || !strings.Contains(w.dev.Copied[1], "1 extents 196608 bytes") {
+	if len(w.dev.Copied) != 1 || !strings.HasPrefix(w.dev.Copied[0], "copy "+origin.String()+"->") || !strings.Contains(w.dev.Copied[0], "2 extents 196608 bytes") {
 		t.Fatalf("transfers %v", w.dev.Copied)
 	}
-	// Writes are counted from before the read, which runs on the cache
-	// table; only the write from memory runs on the linear table, and the
-	// cache is back with the mappings written while the device was suspended.
-	track, read, linear := indexOf(w.events, "track-writes"), indexOf(w.events, "read "), indexOf(w.events, "dm load", " linear ")
-	written, cache := indexOf(w.events, "write "), indexOf(w.events, "dm load", " cache ")
-	if track < 0 || read < track || linear < read || written < linear || cache < written {
+	// This engine did not load the cache with what it maps (a cache on smq
+	// maps blocks of its own): writes are counted from before the swap, the
+	// copy runs on the linear table, and the cache is back with the
+	// mappings written while the device was suspended.
+	track, linear := indexOf(w.events, "track-writes"), indexOf(w.events, "dm load", " linear ")
+	copied, cache := indexOf(w.events, "copy "), indexOf(w.events, "dm load", " cache ")
+	if track < 0 || linear < track || copied < linear || cache < copied {
 		t.Fatalf("promotion out of order:\n%s", strings.Join(w.events, "\n"))
 	}
 	set, _, _ := w.hotSets.Load(vol)
@@ -58,10 +57,8 @@ func TestPromoteLeavesOutBlocksWrittenWhileReadOrSwappedOut(t *testing.T) {
 	w.stage(t, warmCache(gib))
 	w.used(t, 3, 55) // tracking areas 0 and 5 (10 blocks each on this origin)
 	w.dev.Record = func(e string) {
-		switch {
-		case strings.HasPrefix(e, "read "): // while 120 was read: the copy in memory may be stale
+		if strings.HasPrefix(e, "copy ") { // on the linear table: the copy of 120 and the cache's of 55 may be stale
 			w.dm.Write(DeviceName(vol), 120*blockSecs)
-		case strings.HasPrefix(e, "write "): // on the linear table: the cache's copy of 55 is stale
 			w.dm.Write(DeviceName(vol), 55*blockSecs+1)
 		}
 	}
@@ -124,25 +121,25 @@ func TestPromoteLeavesTheCacheAloneWhenItHoldsEveryBlockRead(t *testing.T) {
 	}
 }
 
-func TestToFetchIsBoundedByFreeBlocksAndMemory(t *testing.T) {
-	a := &applier{Engine: &Engine{}, volumeID: vol}
-	w := newWarming(blockSecs, 3, 100*blockSecs)
-	picked, left := a.toFetch(w, []uint64{9, 2, 7, 5, 100, 2})
-	if want := []uint64{2, 5, 7}; !reflect.DeepEqual(picked, want) || len(left) != 0 {
-		t.Fatalf("with 3 free blocks: picked %v, left %v; want %v and none left (no room)", picked, left, want)
+func TestToFetchIsBoundedByFreeBlocksAndTheBatch(t *testing.T) {
+	w := newWarming(blockSecs, 4, 100*blockSecs)
+	mapped := []dm.Mapping{{Cache: 0, Origin: 7}}
+	picked, left := toFetch(w, mapped, []uint64{9, 2, 7, 5, 100, 2}, maxBatchBytes)
+	if want := []uint64{2, 5, 9}; !reflect.DeepEqual(picked, want) || len(left) != 0 {
+		t.Fatalf("with 3 free blocks, 7 mapped: picked %v, left %v; want %v and none left (no room)", picked, left, want)
 	}
-	perPromotion := uint64(maxPromoteBytes / (blockSecs * dm.SectorSize))
-	many := make([]uint64, 0, 3*perPromotion)
-	for b := range 3 * perPromotion {
+	perBatch := uint64(maxSwappedOutBatchBytes / (blockSecs * dm.SectorSize))
+	many := make([]uint64, 0, 3*perBatch)
+	for b := range 3 * perBatch {
 		many = append(many, b)
 	}
-	w = newWarming(blockSecs, perPromotion+10, 1<<40)
-	picked, left = a.toFetch(w, many)
-	if got := uint64(len(picked)) * blockSecs * dm.SectorSize; got != maxPromoteBytes {
-		t.Fatalf("one promotion holds %d bytes in memory, want at most %d", got, maxPromoteBytes)
+	w = newWarming(blockSecs, perBatch+10, 1<<40)
+	picked, left = toFetch(w, nil, many, maxSwappedOutBatchBytes)
+	if got := uint64(len(picked)) * blockSecs * dm.SectorSize; got != maxSwappedOutBatchBytes {
+		t.Fatalf("one promotion copies %d bytes, want at most %d", got, maxSwappedOutBatchBytes)
 	}
 	// The rest waits for the next promotion, as far as the cache has room.
-	if want := many[perPromotion : perPromotion+10]; !reflect.DeepEqual(left, want) {
+	if want := many[perBatch : perBatch+10]; !reflect.DeepEqual(left, want) {
 		t.Fatalf("left %d blocks (%v...), want the 10 the cache still has room for", len(left), left[:min(len(left), 3)])
 	}
 }
@@ -224,5 +221,94 @@ func TestPromotionThatComesBackColdForgetsTheHotSet(t *testing.T) {
 	}
 	if _, ok, _ := w.hotSets.Load(vol); ok {
 		t.Fatal("the hot set of a cache that came back cold is still saved")
+	}
+}
+
+// promotingWorld is a world whose engine has a promoter, so caches that
+// warm up fill on PolicyFilling, and whose kernel reports as many used
+// blocks as the cache metadata maps.
+func promotingWorld(t *testing.T) *world {
+	t.Helper()
+	w := newWorld(t)
+	w.engine = w.restartedEngine()
+	w.dm.CacheUsed = func(dm.CacheTarget) uint64 {
+		md, _ := w.meta.Get(metaPath)
+		return uint64(len(md.Mappings))
+	}
+	return w
+}
+
+// restartedEngine is a new engine over the same world, as after a restart
+// of the node plugin.
+func (w *world) restartedEngine() *Engine {
+	return NewEngine(Layers{DM: w.dm, LVM: w.lvm, Dev: w.dev, Metadata: w.meta, HotSets: w.hotSets}, testPools, nil, WithBlockSectors(blockSecs), WithPromoter())
+}
+
+// promoteOrder says where a promotion copied its blocks: "serving" before
+// its swap to the linear table, "swapped out" after it.
+func promoteOrder(t *testing.T, w *world, blocks ...uint64) string {
+	t.Helper()
+	w.events = nil
+	if _, _, err := w.engine.Promote(context.Background(), vol, blocks); err != nil {
+		t.Fatal(err)
+	}
+	copied, linear, cache := indexOf(w.events, "copy "), indexOf(w.events, "dm load", " linear "), indexOf(w.events, "dm load", " cache ")
+	switch {
+	case copied < 0 || linear < 0 || cache < linear || cache < copied || indexOf(w.events, "track-writes") > min(copied, linear):
+		t.Fatalf("promotion of %v out of order:\n%s", blocks, strings.Join(w.events, "\n"))
+	case copied < linear:
+		return "serving"
+	}
+	return "swapped out"
+}
+
+// The engine knows which blocks a cache it loaded on the cleaner maps, so
+// a promotion copies into its free blocks while it serves and swaps it out
+// only to write the metadata; a promoter that restarted, or a cache loaded
+// again on smq, makes the next promotion copy with the cache swapped out.
+func TestPromoteCopiesWhileTheCacheServesWhenItKnowsWhatTheCacheMaps(t *testing.T) {
+	w := promotingWorld(t)
+	w.stage(t, warmCache(gib))
+	w.used(t) // the kernel formatted the zeroed metadata
+	if got := promoteOrder(t, w, 5, 6, 40); got != "serving" {
+		t.Fatalf("the first promotion into a new cache copied %s", got)
+	}
+	if got := promoteOrder(t, w, 7, 5); got != "serving" {
+		t.Fatalf("the promotion after one copied %s", got)
+	}
+	md, _ := w.meta.Get(metaPath)
+	if want := []dm.Mapping{{Cache: 0, Origin: 5}, {Cache: 1, Origin: 6}, {Cache: 2, Origin: 40}, {Cache: 3, Origin: 7}}; !reflect.DeepEqual(md.Mappings, want) {
+		t.Fatalf("mappings %v, want %v", md.Mappings, want)
+	}
+	w.engine = w.restartedEngine()
+	if got := promoteOrder(t, w, 8); got != "swapped out" {
+		t.Fatalf("the first promotion of a restarted engine copied %s", got)
+	}
+	if got := promoteOrder(t, w, 9); got != "serving" {
+		t.Fatalf("the second promotion of a restarted engine copied %s", got)
+	}
+	if err := w.engine.HandOver(context.Background(), vol); err != nil {
+		t.Fatal(err)
+	}
+	if got := promoteOrder(t, w, 10); got != "swapped out" {
+		t.Fatalf("a promotion into a cache on smq copied %s", got)
+	}
+}
+
+// A cache that maps blocks its engine did not load (here the kernel
+// reports none used while the metadata maps one) would have served the
+// copy's blocks: the promotion finds the collision in the metadata and the
+// cache comes back cold.
+func TestPromoteIntoBlocksTheCacheMapsComesBackCold(t *testing.T) {
+	w := promotingWorld(t)
+	w.stage(t, warmCache(gib))
+	w.dm.CacheUsed = nil
+	w.used(t, 3) // cache block 0
+	_, _, err := w.engine.Promote(context.Background(), vol, []uint64{5})
+	if err == nil || !strings.Contains(err.Error(), "layout was not the one loaded") || !strings.Contains(err.Error(), "came back cold") {
+		t.Fatalf("err %v, want the collision found and the cache back cold", err)
+	}
+	if md, _ := w.meta.Get(metaPath); len(md.Mappings) != 0 {
+		t.Fatalf("mappings %v after the collision, want none", md.Mappings)
 	}
 }

@@ -41,6 +41,9 @@ type WarmReport struct {
 	// Uncached is how long a promotion had the cache swapped out, the
 	// volume serving from its origin alone.
 	Uncached time.Duration
+	// Serving: a promotion copied while the cache served (it knew which
+	// blocks the cache maps), not with the cache swapped out.
+	Serving bool
 }
 
 // warming is a fill of a cache between the copy and the load of its table.
@@ -206,12 +209,13 @@ func (a *applier) underWriteTracking(ctx context.Context, w *warming, read func(
 	return nil
 }
 
-// copyBlocks copies w's copies from the origin, read through the volume's
-// linear table, into the cache data LV.
+// copyBlocks copies w's copies from the origin into the cache data LV.
+// Reading the origin directly leaves the volume's read counters, its
+// tracked reads and smq's statistics to the application.
 func (a *applier) copyBlocks(ctx context.Context, w *warming, data lvm.LV) error {
 	a.faults.Reached(ctx, a.op+"/copy-hot-set")
 	start, extents := time.Now(), extentsOf(w.copies, w.blockSectors)
-	if err := a.dev.CopyExtents(ctx, DevicePath(a.volumeID), data.Path, data.DevNum, extents); err != nil {
+	if err := a.dev.CopyExtents(ctx, a.want.origin, data.Path, data.DevNum, extents); err != nil {
 		return err
 	}
 	what := "Copied the hot set"
@@ -278,10 +282,14 @@ func (a *applier) loadWarm(ctx context.Context, table dm.Table, meta lvm.LV) err
 		klog.ErrorS(err, "Could not map the copied hot set; the cache starts cold", "volumeID", a.volumeID)
 		return a.zeroMetadata(meta)
 	})
-	if err == nil && w.saveMapped && len(mapped.Mappings) > 0 {
+	if err != nil {
+		return err
+	}
+	a.layouts.loaded(a.volumeID, table, mapped.Mappings)
+	if w.saveMapped && len(mapped.Mappings) > 0 {
 		a.saveMappings(mapped)
 	}
-	return err
+	return nil
 }
 
 // metadata maps the kept and copied blocks that saw no write.

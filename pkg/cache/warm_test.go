@@ -78,7 +78,8 @@ func TestUnstageKeepsTheHotSetAndTheNextAttachMapsIt(t *testing.T) {
 	}
 	// The copy ran while writes were counted, the check came with the
 	// device suspended, before the cache table was loaded.
-	track, copied := indexOf(w.events, "track-writes"), indexOf(w.events, "copy /dev/mapper/ssdcache-pvc-1->")
+	origin := w.table(t).Target.(dm.CacheTarget).Origin // read directly, not through the volume's device
+	track, copied := indexOf(w.events, "track-writes"), indexOf(w.events, "copy "+origin.String()+"->")
 	suspend, load := indexOf(w.events[copied:], "suspend ssdcache-pvc-1")+copied, indexOf(w.events, "load ssdcache-pvc-1", " cache ")
 	if track < 0 || copied < track || suspend < copied || load < suspend || indexOf(w.events, "untrack") < load {
 		t.Fatalf("warm-up out of order:\n%s", strings.Join(w.events, "\n"))
@@ -126,11 +127,13 @@ func TestBlocksWrittenDuringTheCopyAreNotMapped(t *testing.T) {
 func TestFailedWarmUpStartsTheCacheCold(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
-		fail     func(w *world)
+		fail     func(t *testing.T, w *world)
 		restores int // cache_restore runs: during the copy, and at the load unless the copy failed
 	}{
-		{name: "cache_restore fails", fail: func(w *world) { w.meta.FailRestore = errors.New("cache_restore: killed") }, restores: 2},
-		{name: "the copy fails", fail: func(w *world) { w.dev.Failing[DevicePath(vol)] = true }, restores: 1},
+		{name: "cache_restore fails", fail: func(_ *testing.T, w *world) { w.meta.FailRestore = errors.New("cache_restore: killed") }, restores: 2},
+		{name: "the copy fails", fail: func(t *testing.T, w *world) {
+			w.dev.Failing[w.table(t).Target.(dm.LinearTarget).Device.String()] = true
+		}, restores: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newWorld(t)
@@ -138,7 +141,7 @@ func TestFailedWarmUpStartsTheCacheCold(t *testing.T) {
 				t.Fatal(err)
 			}
 			w.stage(t, nil)
-			tc.fail(w)
+			tc.fail(t, w)
 			w.dev.Zeroed = nil
 			res, err := w.engine.SetCache(context.Background(), vol, warmCache(gib))
 			if err != nil {

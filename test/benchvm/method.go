@@ -40,7 +40,7 @@ func method(r *bench.Report, restages map[string][]parts.Restage, dashboardNote 
 		fmt.Fprintf(&b, "- Then ssdcache-node was restarted (SIGTERM, started again) with its volume staged and published, and every target ran %d more run(s): the working set `<set>%s`.\n", o.restartRuns, restartedLabel)
 	}
 	if o.rebootWorkingSet != "" {
-		fmt.Fprintf(&b, "- The working set %s ran last, and its caches were left up while the VM powered off without a clean shutdown and booted again on the same disks (ssdcache-node's `--state-dir` on the VM's share, as a node's on its root disk); every target ran once more: the working set `%s%s`.\n", o.rebootWorkingSet, o.rebootWorkingSet, rebootedLabel)
+		fmt.Fprintf(&b, "- The working set %s ran last, and ssdcache's cache was left up while the VM powered off without a clean shutdown and booted again on the same disks (ssdcache-node's `--state-dir` on the VM's share, as a node's on its root disk); lvmcache was deactivated before, as a clean shutdown does; every target ran once more: the working set `%s%s`.\n", o.rebootWorkingSet, o.rebootWorkingSet, rebootedLabel)
 	}
 	b.WriteString("- The cold-write working set is one run of write tests on fresh caches, for the cold-miss write overhead rows.\n")
 	if o.treeWorkingSet != "" {

@@ -87,7 +87,8 @@ func restagedSection(r *bench.Report, restages map[string][]parts.Restage) strin
 			"ssdcache through CSI (NodeUnpublishVolume, NodeUnstageVolume, NodeStageVolume, NodePublishVolume: the hot set saved at unstage, the new cache filled from it at stage), " +
 			"lvmcache with `lvchange -an` and `-ay`, bcache by stopping its device and registering the backing device again; then every target ran once more. "},
 		{restartedLabel, "Plugin restarted (`<set> plugin restarted`): ssdcache-node was stopped with SIGTERM and started again with its volume staged and published, as a DaemonSet rollout does, and every target ran once more; lvmcache and bcache have no plugin and stay as they were. "},
-		{rebootedLabel, "Rebooted (`<set> rebooted`): the caches were left up while the VM's guest program exited (ssdcache-node stopped with SIGTERM), the guest synced and powered off without taking any device-mapper table down, and booted again on the same disks; " +
+		{rebootedLabel, "Rebooted (`<set> rebooted`): ssdcache's cache was left up while the VM's guest program exited (ssdcache-node stopped with SIGTERM), the guest synced and powered off without taking its device-mapper table down, and booted again on the same disks; " +
+			"lvmcache was deactivated first, as a clean shutdown does (after a power-off its dm-cache takes every cached block as dirty and writes it back to the HDD the other targets share, or LVM wants a manual repair), and bcache's devices were stopped by its kernel reboot notifier; " +
 			"ssdcache came up through NodeStageVolume and NodePublishVolume, filled from the hot set it had saved last, lvmcache through LVM's autoactivation at boot (and `lvchange -ay`), bcache by registering its devices; then every target ran once more. "},
 	} {
 		if slices.ContainsFunc(sets, func(ws string) bool { return strings.HasSuffix(ws, step.label) }) {
@@ -134,7 +135,7 @@ func writeRestageTimes(b *strings.Builder, r *bench.Report, restages map[string]
 			if s := float64(f.WarmBytes) / 1e6 / hddMBps; f.WarmBytes > 0 && hddMBps > 0 {
 				hddSeconds = &s
 			}
-			// A reboot takes nothing down; lvmcache and bcache warm nothing up.
+			// A reboot's power-off is not timed as a take-down; lvmcache and bcache warm nothing up.
 			fmt.Fprintf(b, "| %s | %s | %s | %.1f | %s | %.1f | %s | %s |\n", ws.Label, f.Target, seconds(f.DownSeconds), f.UpSeconds, seconds(f.WarmUpSeconds),
 				float64(f.WarmBytes)/(1<<20), num(bench.Fraction(f.UpSeconds, hddSeconds)), num(bench.Fraction(f.WarmUpSeconds, hddSeconds)))
 		}

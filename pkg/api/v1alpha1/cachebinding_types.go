@@ -257,8 +257,8 @@ type PreloadRecord struct {
 	// +optional
 	Error string `json:"error,omitempty"`
 	// inProgress: the preload goes on at the agent's next visit, in a second. It
-	// copies up to 512 MiB a visit, so that the volume is not held longer; bytes and
-	// duration count every visit so far.
+	// copies up to 2 GiB a visit (two batches), so that the volume is not held longer;
+	// bytes and duration count every visit so far.
 	// +optional
 	InProgress bool `json:"inProgress,omitempty"`
 	// duration is how long the preload took.

@@ -34,7 +34,7 @@ type Devices struct {
 	devices map[string]*Device
 	// Zeroed records ZeroHead calls as "path:bytes".
 	Zeroed []string
-	// Copied records CopyExtents, ReadExtents and WriteExtents calls.
+	// Copied records CopyExtents calls.
 	Copied []string
 	// Record, when set, receives every write, to merge with other fakes' logs.
 	Record func(event string)
@@ -222,19 +222,9 @@ func (f *Devices) Holders(path string) ([]string, error) {
 	return d.Holders, nil
 }
 
-// CopyExtents records the copy as "copy src->dst <n> extents <bytes> bytes".
-func (f *Devices) CopyExtents(_ context.Context, src, dst string, want dm.DevNum, extents []blockdev.Extent) error {
-	return f.transfer("copy", src, dst, want, extents)
-}
-
-// ReadExtents records the read as "read <major:minor>->buffer <n> extents <bytes> bytes".
-func (f *Devices) ReadExtents(_ context.Context, src dm.DevNum, extents []blockdev.Extent, _ []byte) error {
-	return f.transfer("read", src.String(), "buffer", dm.DevNum{}, extents)
-}
-
-// WriteExtents records the write as "write buffer->dst <n> extents <bytes> bytes".
-func (f *Devices) WriteExtents(_ context.Context, dst string, want dm.DevNum, extents []blockdev.Extent, _ []byte) error {
-	return f.transfer("write", "buffer", dst, want, extents)
+// CopyExtents records the copy as "copy <major:minor>->dst <n> extents <bytes> bytes".
+func (f *Devices) CopyExtents(_ context.Context, src dm.DevNum, dst string, want dm.DevNum, extents []blockdev.Extent) error {
+	return f.transfer("copy", src.String(), dst, want, extents)
 }
 
 func (f *Devices) transfer(op, src, dst string, want dm.DevNum, extents []blockdev.Extent) error {

@@ -40,6 +40,10 @@ type DM struct {
 	StatesCalls int
 	// ReadAreaLooks counts TakeReadAreas calls.
 	ReadAreaLooks int
+	// CacheUsed, when set, gives the used blocks a cache table's status
+	// reports (the metadata it was loaded with, as dmfake.Metadata keeps
+	// it); without it the status reports none.
+	CacheUsed func(dm.CacheTarget) uint64
 	// Record, when set, is called for every mutating operation, so a test can
 	// merge dm calls with other fakes' calls into one ordered log.
 	Record func(event string)
@@ -183,8 +187,12 @@ func (f *DM) Status(_ context.Context, name string) (string, error) {
 	if !ok {
 		return fmt.Sprintf("0 %d %s", d.live.Length, d.live.Target.Type()), nil
 	}
-	return fmt.Sprintf("0 %d cache 8 10/4096 %d 0/1000 0 0 0 0 0 0 0 1 %s 2 migration_threshold 2048 smq 0 rw -",
-		d.live.Length, c.BlockSectors, c.Mode), nil
+	var used uint64
+	if f.CacheUsed != nil {
+		used = f.CacheUsed(c)
+	}
+	return fmt.Sprintf("0 %d cache 8 10/4096 %d %d/1000 0 0 0 0 0 0 0 1 %s 2 migration_threshold 2048 smq 0 rw -",
+		d.live.Length, c.BlockSectors, used, c.Mode), nil
 }
 
 func (f *DM) States(ctx context.Context, keep func(name string) bool) (map[string]dm.DeviceState, error) {

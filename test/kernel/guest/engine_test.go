@@ -23,14 +23,14 @@ import (
 
 // realEngine is the cache library the node agent uses, on the VM's real
 // device-mapper and LVM, for the online operations the agent would run.
-func realEngine(faults cache.FaultPoints) *cache.Engine {
+func realEngine(faults cache.FaultPoints, opts ...cache.Option) *cache.Engine {
 	run := command.NewRunner(exec.New())
 	pools := cache.Pools{OriginVG: originVG, CacheVGs: map[string]string{"nvme": cacheVG}, DefaultClass: "nvme"}
 	state := stateDir()
 	// LVM reads the pool devices only, as the plugin's does (--devices).
 	lvmCmd := lvm.NewCommand(run, "", os.Getenv("SSDCACHE_HDD"), os.Getenv("SSDCACHE_SSD"))
 	return cache.NewEngine(cache.Layers{DM: dm.NewDmsetup(run).ReadingFrom(dm.NewControlDevice()), LVM: lvmCmd, Dev: blockdev.NewHost(run),
-		Metadata: dm.NewCacheTools(run, state), HotSets: hotset.InStateDir(state), Files: fileblocks.NewHost()}, pools, faults)
+		Metadata: dm.NewCacheTools(run, state), HotSets: hotset.InStateDir(state), Files: fileblocks.NewHost()}, pools, faults, opts...)
 }
 
 // stateDir is the plugin's --state-dir in the kernel suite, shared by the

@@ -238,6 +238,86 @@ func TestWarmUpUnderWrites(t *testing.T) {
 	}
 }
 
+// TestPromotionUnderWrites: a promotion copies blocks into the free blocks
+// of a cache that serves (the engine loaded it on the cleaner, so it knows
+// which blocks the cache maps) while fio writes and verifies across the
+// volume; every block written during a copy is left unmapped, and the
+// device reads what its origin holds. The second promotion keeps the
+// first one's blocks, some of them written meanwhile.
+func TestPromotionUnderWrites(t *testing.T) {
+	e := guestEnv(t)
+	// The test promotes with an engine of its own, whose locks the plugin
+	// does not share: the plugin must not promote on the volume meanwhile.
+	p := startPlugin(t, e, "--promote-interval=0")
+	v := p.provision(t, "promotewrites", 128<<20, nil, blockCapability())
+	p.stage(t, v)
+	dev := cache.DevicePath(v.id)
+	sh(t, "dd if=/dev/urandom of=%s bs=1M count=128 oflag=direct status=none", dev)
+	engine := realEngine(cache.NoFaults{}, cache.WithPromoter())
+	if err := hotset.InStateDir(stateDir()).Delete(v.id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := engine.SetCache(ctx(t), v.id, &cache.Spec{SizeBytes: 128 << 20, Mode: cache.ModeReadCache, Warm: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got := livePolicy(t, v.id); got != cache.PolicyFilling {
+		t.Fatalf("the cache runs %q, want %q", got, cache.PolicyFilling)
+	}
+	writer := childCommand(t, "fio", "--name=promotewrites", "--filename="+dev, "--size=128M", "--rw=randwrite", "--bs=4k",
+		"--io_size=32M", "--direct=1", "--ioengine=libaio", "--iodepth=8", "--verify=crc32c", "--verify_fatal=1", "--do_verify=1",
+		"--randrepeat=0")
+	out := &lockedBuffer{}
+	writer.Stdout, writer.Stderr = out, out
+	written := bytesWritten(t, dev)
+	if err := writer.Start(); err != nil {
+		t.Fatal(err)
+	}
+	err := poll("fio's writes to reach "+dev, 100*time.Millisecond, func() (bool, string, error) {
+		return bytesWritten(t, dev) > written+(1<<20), "", nil // under way when the copy starts
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dropped uint64
+	perHalf := (64 << 20) / (table(t, v.id).Target.(dm.CacheTarget).BlockSectors * dm.SectorSize)
+	for half := range uint64(2) {
+		blocks := make([]uint64, perHalf)
+		for i := range blocks {
+			blocks[i] = half*perHalf + uint64(i)
+		}
+		res, left, err := engine.Promote(ctx(t), v.id, blocks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("promotion %d under writes: %d blocks mapped, %d kept, %d written meanwhile and left out, %d left, copied while serving: %v, in %v (%v uncached)",
+			half+1, res.Blocks, res.Kept, res.Dropped, len(left), res.Serving, res.Duration, res.Uncached)
+		if !res.Serving || res.Blocks == 0 || len(left) != 0 {
+			t.Fatalf("promotion %d: copied while serving %v, %d blocks mapped, %d left; want a copy while the cache served, blocks mapped and none left", half+1, res.Serving, res.Blocks, len(left))
+		}
+		dropped += res.Dropped
+	}
+	if dropped == 0 {
+		t.Fatalf("no block written during the promotions was left out: the test proves nothing\n%s", out)
+	}
+	if err := waitChild(writer); err != nil {
+		t.Fatalf("fio found a wrong block or an I/O error after the promotions: %v\n%s", err, out)
+	}
+	got := sh(t, "dd if=%s bs=1M iflag=direct status=none | sha256sum", dev)
+	want := sh(t, "dd if=/dev/%s/%s bs=1M iflag=direct status=none | sha256sum", originVG, v.id)
+	if got != want {
+		t.Fatalf("the cached device reads %s, its origin %s: a block written during a promotion is stale in the cache", got, want)
+	}
+	st := cacheStatus(t, v.id)
+	t.Logf("device equals its origin; %d blocks cached, reads so far %d hits, %d misses", st.CacheUsed, st.ReadHits, st.ReadMisses)
+	if _, err := engine.SetCache(ctx(t), v.id, nil); err != nil {
+		t.Fatal(err)
+	}
+	p.unstage(t, v)
+	if _, err := p.csi.Controller.DeleteVolume(ctx(t), deleteRequest(v)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // waitPromoterIdle waits until the plugin has promoted at least once, has
 // no promotion running, and has started none for three promote intervals
 // and six times as long as its last promotion took (the promoter's pacing
