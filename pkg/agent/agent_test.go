@@ -101,6 +101,27 @@ func status(hits, misses, promotions uint64, tail string) string {
 		strconv.FormatUint(hits, 10) + " " + strconv.FormatUint(misses, 10) + " 0 0 0 " + strconv.FormatUint(promotions, 10) + " 0 1 writethrough 2 migration_threshold 2048 smq 0 " + tail
 }
 
+// Safety rule 4 during a promotion's copy into the serving cache: the
+// failing cache asks the promotion holding the volume to give way, and the
+// next tick drops it.
+func TestFailingCacheAsksAPromotionToGiveWay(t *testing.T) {
+	n := newNode(t)
+	n.stage(t, &cache.Spec{SizeBytes: gib, Mode: cache.ModeReadCache})
+	asked := 0
+	if !n.locks.TryAcquireYielding(vol, func() { asked++; n.locks.Release(vol) }) {
+		t.Fatal("volume locked")
+	}
+	n.dm.StatusOverride["ssdcache-"+vol] = "0 20971520 cache Fail"
+	n.monitor.Tick(context.Background())
+	if asked != 1 {
+		t.Fatalf("the promotion was asked to give way %d times, want once", asked)
+	}
+	n.monitor.Tick(context.Background())
+	if tbl, _ := n.dm.Table(context.Background(), "ssdcache-"+vol); tbl.Target.Type() != "linear" {
+		t.Fatalf("table %q after the promotion gave way, want linear", tbl)
+	}
+}
+
 // Safety rule 4: a cache reporting Fail is swapped for a linear table by the
 // next health tick, and the volume keeps its origin.
 func TestSafetyRule4_FailingCacheDroppedOnline(t *testing.T) {

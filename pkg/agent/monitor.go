@@ -286,7 +286,9 @@ func (m *Monitor) resumeLeftSuspended(ctx context.Context, id string) bool {
 // dropped (the next tick looks at the new one).
 func (m *Monitor) drop(ctx context.Context, id string, seen dm.Table, why string) {
 	if !m.locks.TryAcquire(id) {
-		return // busy; the next tick tries again
+		// Busy; a promotion stops copying into the cache, and the next tick tries again.
+		m.locks.Yield(id)
+		return
 	}
 	defer m.locks.Release(id)
 	err := m.engine.DropCache(ctx, id, seen)

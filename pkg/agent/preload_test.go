@@ -156,7 +156,7 @@ func TestPreloadAgainOnAnotherNode(t *testing.T) {
 // A preload larger than a visit's batches goes on a second later, says so
 // in status meanwhile, and tells its whole copy once at the end.
 func TestLargePreloadGoesOnAtTheNextVisit(t *testing.T) {
-	size := uint64(cache.PreloadBatches*128<<20 + 1<<20) // two batches (copied with the cache swapped out: the fake kernel's used count is not what the engine loaded) and 1 MiB more
+	size := uint64(cache.PreloadBatches*128<<20 + 1<<20) // two batches and 1 MiB more (the node's caches run smq: batches copied swapped out)
 	files := &volumeFiles{length: size}
 	_, r, c, rec := attachedForPreload(t, files, "model.bin")
 	if res := reconcileOnce(t, r); res.RequeueAfter != preloadContinue {

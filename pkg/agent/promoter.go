@@ -69,8 +69,8 @@ type recentReads struct {
 // writes misses often on few blocks read; each promotion leaves it
 // uncached for a second or two).
 const (
-	// promoteTimeout bounds one promotion: its copy reads at most the
-	// cache's size from the HDD.
+	// promoteTimeout bounds one promotion's copy: it reads at most a
+	// batch (1 GiB) from the HDD.
 	promoteTimeout     = 10 * time.Minute
 	promoteMissesShare = 128
 	promoteIdleFactor  = 4
@@ -230,7 +230,12 @@ func (p *Promoter) handOver(ctx context.Context, id string, st dm.CacheStatus, w
 // promote runs one promotion under the volume's lock; a busy volume keeps
 // its batch for the next tick.
 func (p *Promoter) promote(ctx context.Context, id string, r *recentReads) {
-	if !p.locks.TryAcquire(id) {
+	// Once begun, a promotion finishes on a context of its own (SIGTERM in
+	// a rollout must not leave the volume on its linear table), but the
+	// drop of a failing cache stops its copy into the cache (Yield).
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), promoteTimeout)
+	defer cancel()
+	if !p.locks.TryAcquireYielding(id, cancel) {
 		return
 	}
 	defer p.locks.Release(id)
@@ -241,11 +246,6 @@ func (p *Promoter) promote(ctx context.Context, id string, r *recentReads) {
 	r.blocks, r.missed = map[uint64]struct{}{}, 0
 	klog.V(2).InfoS("Promoting the blocks read", "volumeID", id, "read", len(blocks))
 	start := p.clock.Now()
-	// Once begun, a promotion finishes on a context of its own: stopped
-	// halfway (SIGTERM in a rollout) it would leave the volume on its linear
-	// table, uncached, until the next agent attaches the cache again.
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), promoteTimeout)
-	defer cancel()
 	res, left, err := p.engine.Promote(pctx, id, blocks)
 	took := p.clock.Since(start)
 	r.notBefore = start.Add(took * (1 + promoteIdleFactor))
@@ -267,5 +267,5 @@ func (p *Promoter) promote(ctx context.Context, id string, r *recentReads) {
 		p.metrics.add(p.metrics.batchPromoted, id, float64(res.Blocks))
 	}
 	klog.InfoS("Promoted the blocks read", "volumeID", id, "read", len(blocks), "promoted", res.Blocks,
-		"kept", res.Kept, "writtenMeanwhile", res.Dropped, "left", len(left), "duration", took, "uncached", res.Uncached, "copiedWhileServing", res.Serving)
+		"kept", res.Kept, "writtenMeanwhile", res.Dropped, "left", len(left), "duration", took, "uncached", res.Uncached, "copiedWhileServing", res.CopiedWhileServing)
 }

@@ -386,6 +386,24 @@ func TestVolumeLocks(t *testing.T) {
 	}
 }
 
+// A holder that took the lock yielding is asked to give way while it holds
+// it, and only then; other holders are not asked.
+func TestVolumeLockHolderYieldsOnRequest(t *testing.T) {
+	l := NewVolumeLocks()
+	asked := 0
+	if !l.TryAcquireYielding("a", func() { asked++ }) || l.TryAcquireYielding("a", func() { t.Fatal("a second holder") }) {
+		t.Fatal("lock semantics broken")
+	}
+	l.Yield("a")
+	l.Release("a")
+	l.Yield("a")
+	l.TryAcquire("a")
+	l.Yield("a")
+	if asked != 1 {
+		t.Fatalf("the yielding holder was asked %d times, want once (while it held the lock)", asked)
+	}
+}
+
 func TestVolumeLockWaitsForItsHolderWithinItsContext(t *testing.T) {
 	l := NewVolumeLocks()
 	l.TryAcquire("a")

@@ -14,7 +14,7 @@ import (
 // no block of its own. layouts keeps that knowledge per volume, from the
 // load that wrote it until any other load or removal of the volume's
 // table. A restarted process starts without it; its first promotion of a
-// volume then only reads the metadata, with the cache swapped out.
+// volume then copies with the cache swapped out, and learns it.
 type layouts struct {
 	mu       sync.Mutex
 	byVolume map[string]layout

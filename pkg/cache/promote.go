@@ -17,12 +17,14 @@ import (
 // second. Promotion does in one batch what smq would do over passes: the
 // blocks reads brought to a volume (dm-stats counts reads per cache block on
 // the volume's device, whatever its table) are copied from the origin into
-// the cache's free blocks while the cache serves, from the blocks it maps
+// the cache's free blocks while the cache serves from the blocks it maps
 // (layouts: the engine knows which those are), then, with the cache swapped
 // out for a linear table only for as long as writing its metadata takes,
-// mapped, the same way a warm-up fills a new cache. Blocks the cache
-// already maps keep their place; any block written from before the copy
-// until the cache is back is left unmapped.
+// mapped, the same way a warm-up fills a new cache. A cache whose mapped
+// blocks the engine does not know (it restarted since the load, or the
+// cache runs smq) gets a smaller batch, copied with the cache swapped out.
+// Blocks the cache already maps keep their place; any block written from
+// before the copy until the cache is back is left unmapped.
 
 // TrackReads makes a cached volume's device count reads per cache block
 // (coarser on very large volumes), so that Promote has blocks to promote;
@@ -165,6 +167,13 @@ const maxBatchBytes = 1 << 30
 // about a second in the VM.
 const maxSwappedOutBatchBytes = 128 << 20
 
+// swappedOutTimeout bounds the part of a promotion with the cache swapped
+// out: a copy of at most maxSwappedOutBatchBytes, a metadata dump and a
+// restore. It runs on a context of its own, so that a promotion asked to
+// give way (VolumeLocks.Yield) stops its copy while the cache serves, never
+// halfway through the swap, which would leave the volume uncached.
+const swappedOutTimeout = 5 * time.Minute
+
 // promote copies the new blocks from the origin into the cache's free
 // blocks, swaps the cache out for a linear table, reads what its metadata
 // maps and loads the cache again with old and new mappings. The copy runs
@@ -178,24 +187,27 @@ func (a *applier) promote(ctx context.Context, table dm.Table, meta, data lvm.LV
 	mapped, serving := a.layouts.mapped(a.volumeID, live, used)
 	var left []uint64
 	copyServing := func() error { return nil }
-	if serving {
+	switch {
+	case serving:
 		var picked []uint64
 		if picked, left = toFetch(w, mapped, blocks, maxBatchBytes); len(picked) == 0 {
 			return nil, nil // all mapped, or no room
 		}
 		w.copies = intoFreeBlocks(mapped, picked, w.cacheBlocks, w.originBlocks)
 		copyServing = func() error { return a.copyBlocks(ctx, w, data) }
-	} else if held := a.heldBlocks(a.volumeID, w.blockSectors, table.Length, w.cacheBlocks); !slices.ContainsFunc(blocks, func(b uint64) bool { return b < w.originBlocks && !held[b] }) {
-		return nil, nil // the hot set, saved at the last load, holds them all
+	case !a.mayHaveRoomFor(w, used, blocks):
+		return nil, nil
 	}
 	if err := a.underWriteTracking(ctx, w, copyServing); err != nil {
-		return nil, err
+		return append(originsOf(w.copies), left...), err // the cache served throughout: try them again
 	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), swappedOutTimeout)
+	defer cancel()
 	swapped := time.Now()
 	if err := a.reload(ctx, a.op, a.volumeID, linearTable(a.want)); err != nil {
 		return nil, errors.Join(err, a.dm.Untrack(ctx, DeviceName(a.volumeID), w.region))
 	}
-	defer func() { a.warmed.Uncached, a.warmed.Serving = time.Since(swapped), serving }()
+	defer func() { a.warmed.Uncached, a.warmed.CopiedWhileServing = time.Since(swapped), serving }()
 	err := a.keepMapped(ctx, w, meta)
 	if err == nil && !serving {
 		left, err = a.copySwappedOut(ctx, w, data, blocks)
@@ -218,6 +230,25 @@ func (a *applier) promote(ctx context.Context, table dm.Table, meta, data lvm.LV
 	return left, nil
 }
 
+// mayHaveRoomFor tells, before a swap, whether a cache whose mapped blocks
+// are not known may take any of blocks: it has a free block, and its hot
+// set, saved at the last load, does not hold them all.
+func (a *applier) mayHaveRoomFor(w *warming, used uint64, blocks []uint64) bool {
+	if used >= w.cacheBlocks {
+		return false
+	}
+	held := a.heldBlocks(a.volumeID, w.blockSectors, w.originBlocks*w.blockSectors, w.cacheBlocks)
+	return slices.ContainsFunc(blocks, func(b uint64) bool { return b < w.originBlocks && !held[b] })
+}
+
+func originsOf(ms []dm.Mapping) []uint64 {
+	origins := make([]uint64, len(ms))
+	for i, m := range ms {
+		origins[i] = m.Origin
+	}
+	return origins
+}
+
 // keepMapped reads what the swapped-out cache's metadata maps into w.kept
 // and checks that no copy made while it served went into a block it maps.
 func (a *applier) keepMapped(ctx context.Context, w *warming, meta lvm.LV) error {
@@ -229,7 +260,7 @@ func (a *applier) keepMapped(ctx context.Context, w *warming, meta lvm.LV) error
 	// Without copies the metadata LV holds what loadWarm would write,
 	// unless a dirty mapping was left out or a block is written meanwhile.
 	w.restoredAhead = len(w.kept) == len(md.Mappings) && len(w.copies) == 0
-	return copiesIntoFree(w.kept, w.copies)
+	return copiesIntoFree(md.Mappings, w.copies)
 }
 
 // copySwappedOut picks a batch of blocks the swapped-out cache does not
@@ -244,13 +275,14 @@ func (a *applier) copySwappedOut(ctx context.Context, w *warming, data lvm.LV, b
 	return left, a.copyBlocks(ctx, w, data)
 }
 
-// copiesIntoFree checks that the copies went into cache blocks kept leaves
-// free, for origin blocks kept does not map. A table on PolicyFilling maps
-// no block of its own, so anything else means the cache's layout was not
-// the one this engine loaded, and reads may have met a copied block.
-func copiesIntoFree(kept, copies []dm.Mapping) error {
+// copiesIntoFree checks that the copies went into cache blocks the
+// metadata leaves free, for origin blocks it does not map. A table on
+// PolicyFilling maps no block of its own, so anything else means the
+// cache's layout was not the one this engine loaded: found only after the
+// copy, when reads may have met a copied block, and so never expected.
+func copiesIntoFree(mapped, copies []dm.Mapping) error {
 	usedCache, mappedOrigin := map[uint64]bool{}, map[uint64]bool{}
-	for _, m := range kept {
+	for _, m := range mapped {
 		usedCache[m.Cache], mappedOrigin[m.Origin] = true, true
 	}
 	for _, c := range copies {

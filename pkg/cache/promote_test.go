@@ -52,7 +52,7 @@ func TestPromoteMapsReadBlocksIntoFreeCacheBlocksAndKeepsTheMappedOnes(t *testin
 	}
 }
 
-func TestPromoteLeavesOutBlocksWrittenWhileReadOrSwappedOut(t *testing.T) {
+func TestPromoteSwappedOutLeavesOutBlocksWrittenMeanwhile(t *testing.T) {
 	w := newWorld(t)
 	w.stage(t, warmCache(gib))
 	w.used(t, 3, 55) // tracking areas 0 and 5 (10 blocks each on this origin)
@@ -68,7 +68,7 @@ func TestPromoteLeavesOutBlocksWrittenWhileReadOrSwappedOut(t *testing.T) {
 	}
 	md, _ := w.meta.Get(metaPath)
 	if want := []dm.Mapping{{Cache: 0, Origin: 3}, {Cache: 3, Origin: 200}}; !reflect.DeepEqual(md.Mappings, want) {
-		t.Fatalf("mappings %v, want %v: a block written while read or swapped out is still mapped", md.Mappings, want)
+		t.Fatalf("mappings %v, want %v: a block written while copied or swapped out is still mapped", md.Mappings, want)
 	}
 	if res.Blocks != 1 || res.Kept != 1 || res.Dropped != 2 {
 		t.Fatalf("report %+v, want 1 promoted, 1 kept, 2 dropped", res)
@@ -310,5 +310,48 @@ func TestPromoteIntoBlocksTheCacheMapsComesBackCold(t *testing.T) {
 	}
 	if md, _ := w.meta.Get(metaPath); len(md.Mappings) != 0 {
 		t.Fatalf("mappings %v after the collision, want none", md.Mappings)
+	}
+}
+
+// A block written while the copy into the serving cache runs is left
+// unmapped; the rest of the batch is mapped.
+func TestPromoteWhileServingLeavesOutBlocksWrittenDuringTheCopy(t *testing.T) {
+	w := promotingWorld(t)
+	w.stage(t, warmCache(gib))
+	w.used(t) // the kernel formatted the zeroed metadata
+	w.dev.Record = func(e string) {
+		if strings.HasPrefix(e, "copy ") {
+			w.dm.Write(DeviceName(vol), 120*blockSecs) // tracking area 12
+		}
+	}
+	res, _, err := w.engine.Promote(context.Background(), vol, []uint64{120, 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, _ := w.meta.Get(metaPath)
+	if want := []dm.Mapping{{Cache: 1, Origin: 200}}; !res.CopiedWhileServing || !reflect.DeepEqual(md.Mappings, want) || res.Dropped != 1 {
+		t.Fatalf("copied while serving %v, mappings %v, %d dropped; want %v and 1 dropped", res.CopiedWhileServing, md.Mappings, res.Dropped, want)
+	}
+}
+
+// A copy into the serving cache that fails (the origin does not answer)
+// leaves the cache as it was, serving, and hands the whole batch back.
+func TestPromoteWhoseCopyFailsWhileServingLeavesTheCacheServing(t *testing.T) {
+	w := promotingWorld(t)
+	w.stage(t, warmCache(gib))
+	w.used(t)
+	origin := w.table(t).Target.(dm.CacheTarget).Origin
+	w.dev.Failing[origin.String()] = true
+	w.events = nil
+	_, left, err := w.engine.Promote(context.Background(), vol, []uint64{5, 6})
+	if err == nil || indexOf(w.events, "dm load") >= 0 || !reflect.DeepEqual(left, []uint64{5, 6}) {
+		t.Fatalf("err %v, left %v, events:\n%s\nwant the error, both blocks left and no table loaded", err, left, strings.Join(w.events, "\n"))
+	}
+	if indexOf(w.events, "untrack") < 0 {
+		t.Fatalf("the write tracking of the failed copy was not removed:\n%s", strings.Join(w.events, "\n"))
+	}
+	delete(w.dev.Failing, origin.String())
+	if got := promoteOrder(t, w, 5, 6); got != "serving" {
+		t.Fatalf("after a failed copy, the next promotion copied %s", got)
 	}
 }

@@ -41,9 +41,9 @@ type WarmReport struct {
 	// Uncached is how long a promotion had the cache swapped out, the
 	// volume serving from its origin alone.
 	Uncached time.Duration
-	// Serving: a promotion copied while the cache served (it knew which
-	// blocks the cache maps), not with the cache swapped out.
-	Serving bool
+	// CopiedWhileServing: a promotion copied while the cache served (the
+	// engine knew which blocks it maps), not with the cache swapped out.
+	CopiedWhileServing bool
 }
 
 // warming is a fill of a cache between the copy and the load of its table.
@@ -190,21 +190,22 @@ func (a *applier) restoreAhead(ctx context.Context, w *warming, meta lvm.LV) {
 	klog.V(2).InfoS("Wrote the warm-up's mappings", "volumeID", a.volumeID, "blocks", len(md.Mappings), "duration", time.Since(start))
 }
 
-// underWriteTracking starts counting writes and runs read, which reads
+// underWriteTracking starts counting writes and runs copyIn, which reads
 // blocks whose later writes the count must see. No write in flight escapes
 // the count: the kernel's @stats_create suspends the device internally and
 // waits for every I/O in flight to complete before the region counts (so
 // that "newly created statistics will be exact", dm-stats.c). On failure
 // the tracking stops again.
-func (a *applier) underWriteTracking(ctx context.Context, w *warming, read func() error) error {
+func (a *applier) underWriteTracking(ctx context.Context, w *warming, copyIn func() error) error {
 	name := DeviceName(a.volumeID)
 	region, err := a.dm.TrackWrites(ctx, name, w.areaSectors())
 	if err != nil {
 		return err
 	}
 	w.region = region
-	if err := read(); err != nil {
-		return errors.Join(err, a.dm.Untrack(ctx, name, region))
+	if err := copyIn(); err != nil {
+		// A copy stopped by ctx must not leave the region counting.
+		return errors.Join(err, a.dm.Untrack(context.WithoutCancel(ctx), name, region))
 	}
 	return nil
 }
