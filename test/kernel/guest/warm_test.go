@@ -3,6 +3,7 @@ package guest
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -179,14 +180,7 @@ func logWarmAgainstHDD(t *testing.T, p *plugin, id string, bytes uint64) {
 // and a byte-for-byte comparison of the cached device with its origin must
 // find no difference.
 func TestWarmUpUnderWrites(t *testing.T) {
-	e := guestEnv(t)
-	// The test changes the cache with an engine of its own, whose locks the
-	// plugin does not share: the plugin must not promote on the volume meanwhile.
-	p := startPlugin(t, e, "--promote-interval=0")
-	v := p.provision(t, "warmwrites", 128<<20, nil, blockCapability())
-	p.stage(t, v)
-	dev := cache.DevicePath(v.id)
-	sh(t, "dd if=/dev/urandom of=%s bs=1M count=128 oflag=direct status=none", dev)
+	p, v, dev := ownEngineVolume(t, "warmwrites", 128<<20)
 	all := make([]uint64, 128<<20/(64<<10))
 	for i := range all {
 		all[i] = uint64(i)
@@ -194,9 +188,43 @@ func TestWarmUpUnderWrites(t *testing.T) {
 	if err := hotset.InStateDir(stateDir()).Save(v.id, hotset.FromBlocks(all, 128)); err != nil {
 		t.Fatal(err)
 	}
-	// 8192 random writes: the simulated HDD's seeks make them outlast the
-	// warm-up on any machine, and the verify pass reads each back.
-	writer := childCommand(t, "fio", "--name=warmwrites", "--filename="+dev, "--size=128M", "--rw=randwrite", "--bs=4k",
+	writer, out := startVerifyingWriter(t, "warmwrites", dev)
+	res, err := realEngine(cache.NoFaults{}).SetCache(ctx(t), v.id, &cache.Spec{SizeBytes: 128 << 20, Mode: cache.ModeReadCache, Warm: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("warm-up under writes: %d blocks mapped, %d written during the copy and left out, in %v", res.Warmed.Blocks, res.Warmed.Dropped, res.Warmed.Duration)
+	if res.Warmed.Blocks == 0 || res.Warmed.Dropped == 0 {
+		t.Fatalf("the warm-up mapped %d blocks and left out %d written during the copy: both must be > 0 for the test to prove anything\n%s", res.Warmed.Blocks, res.Warmed.Dropped, out)
+	}
+	checkWritesVerified(t, writer, out, v, "the warm-up")
+	if _, err := realEngine(cache.NoFaults{}).SetCache(ctx(t), v.id, nil); err != nil {
+		t.Fatal(err)
+	}
+	removeVolume(t, p, v)
+}
+
+// ownEngineVolume starts a plugin that leaves the cache to an engine of
+// the test's own, whose locks the plugin does not share (so the plugin
+// promotes nothing), and provisions and stages a raw block volume of size
+// bytes, filled with random bytes.
+func ownEngineVolume(t *testing.T, name string, size int64) (*plugin, *volume, string) {
+	t.Helper()
+	p := startPlugin(t, guestEnv(t), "--promote-interval=0")
+	v := p.provision(t, name, size, nil, blockCapability())
+	p.stage(t, v)
+	dev := cache.DevicePath(v.id)
+	sh(t, "dd if=/dev/urandom of=%s bs=1M count=%d oflag=direct status=none", dev, size>>20)
+	return p, v, dev
+}
+
+// startVerifyingWriter starts fio writing 8192 random 4 KiB blocks of the
+// first 128 MiB of dev and verifying each, and returns once its writes are
+// under way. The simulated HDD's seeks make the writes outlast a copy of
+// that much on any machine.
+func startVerifyingWriter(t *testing.T, name, dev string) (*exec.Cmd, *lockedBuffer) {
+	t.Helper()
+	writer := childCommand(t, "fio", "--name="+name, "--filename="+dev, "--size=128M", "--rw=randwrite", "--bs=4k",
 		"--io_size=32M", "--direct=1", "--ioengine=libaio", "--iodepth=8", "--verify=crc32c", "--verify_fatal=1", "--do_verify=1",
 		"--randrepeat=0")
 	out := &lockedBuffer{}
@@ -206,32 +234,33 @@ func TestWarmUpUnderWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := poll("fio's writes to reach "+dev, 100*time.Millisecond, func() (bool, string, error) {
-		return bytesWritten(t, dev) > written+(1<<20), "", nil // under way when the copy starts
+		return bytesWritten(t, dev) > written+(1<<20), "", nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := realEngine(cache.NoFaults{}).SetCache(ctx(t), v.id, &cache.Spec{SizeBytes: 128 << 20, Mode: cache.ModeReadCache, Warm: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("warm-up under writes: %d blocks mapped, %d written during the copy and left out, in %v", res.Warmed.Blocks, res.Warmed.Dropped, res.Warmed.Duration)
-	if res.Warmed.Blocks == 0 || res.Warmed.Dropped == 0 {
-		t.Fatalf("the warm-up mapped %d blocks and left out %d written during the copy: both must be > 0 for the test to prove anything\n%s", res.Warmed.Blocks, res.Warmed.Dropped, out)
-	}
+	return writer, out
+}
+
+// checkWritesVerified waits for the writer, which verifies every block it
+// wrote, and checks that the cached device reads what its origin holds.
+func checkWritesVerified(t *testing.T, writer *exec.Cmd, out *lockedBuffer, v *volume, during string) {
+	t.Helper()
 	if err := waitChild(writer); err != nil {
-		t.Fatalf("fio found a wrong block or an I/O error after the warm-up: %v\n%s", err, out)
+		t.Fatalf("fio found a wrong block or an I/O error after %s: %v\n%s", during, err, out)
 	}
-	got := sh(t, "dd if=%s bs=1M iflag=direct status=none | sha256sum", dev)
+	got := sh(t, "dd if=%s bs=1M iflag=direct status=none | sha256sum", cache.DevicePath(v.id))
 	want := sh(t, "dd if=/dev/%s/%s bs=1M iflag=direct status=none | sha256sum", originVG, v.id)
 	if got != want {
-		t.Fatalf("the cached device reads %s, its origin %s: a block written during the warm-up is stale in the cache", got, want)
+		t.Fatalf("the cached device reads %s, its origin %s: a block written during %s is stale in the cache", got, want, during)
 	}
-	hits, misses := cacheStatus(t, v.id).ReadHits, cacheStatus(t, v.id).ReadMisses
-	t.Logf("device equals its origin; reads so far %d hits, %d misses", hits, misses)
-	if _, err := realEngine(cache.NoFaults{}).SetCache(ctx(t), v.id, nil); err != nil {
-		t.Fatal(err)
-	}
+	st := cacheStatus(t, v.id)
+	t.Logf("device equals its origin; %d blocks cached, reads so far %d hits, %d misses", st.CacheUsed, st.ReadHits, st.ReadMisses)
+}
+
+// removeVolume unstages and deletes a volume.
+func removeVolume(t *testing.T, p *plugin, v *volume) {
+	t.Helper()
 	p.unstage(t, v)
 	if _, err := p.csi.Controller.DeleteVolume(ctx(t), deleteRequest(v)); err != nil {
 		t.Fatal(err)
@@ -245,14 +274,7 @@ func TestWarmUpUnderWrites(t *testing.T) {
 // device reads what its origin holds. The second promotion keeps the
 // first one's blocks, some of them written meanwhile.
 func TestPromotionUnderWrites(t *testing.T) {
-	e := guestEnv(t)
-	// The test promotes with an engine of its own, whose locks the plugin
-	// does not share: the plugin must not promote on the volume meanwhile.
-	p := startPlugin(t, e, "--promote-interval=0")
-	v := p.provision(t, "promotewrites", 128<<20, nil, blockCapability())
-	p.stage(t, v)
-	dev := cache.DevicePath(v.id)
-	sh(t, "dd if=/dev/urandom of=%s bs=1M count=128 oflag=direct status=none", dev)
+	p, v, dev := ownEngineVolume(t, "promotewrites", 128<<20)
 	engine := realEngine(cache.NoFaults{}, cache.WithPromoter())
 	if err := hotset.InStateDir(stateDir()).Delete(v.id); err != nil {
 		t.Fatal(err)
@@ -263,21 +285,7 @@ func TestPromotionUnderWrites(t *testing.T) {
 	if got := livePolicy(t, v.id); got != cache.PolicyFilling {
 		t.Fatalf("the cache runs %q, want %q", got, cache.PolicyFilling)
 	}
-	writer := childCommand(t, "fio", "--name=promotewrites", "--filename="+dev, "--size=128M", "--rw=randwrite", "--bs=4k",
-		"--io_size=32M", "--direct=1", "--ioengine=libaio", "--iodepth=8", "--verify=crc32c", "--verify_fatal=1", "--do_verify=1",
-		"--randrepeat=0")
-	out := &lockedBuffer{}
-	writer.Stdout, writer.Stderr = out, out
-	written := bytesWritten(t, dev)
-	if err := writer.Start(); err != nil {
-		t.Fatal(err)
-	}
-	err := poll("fio's writes to reach "+dev, 100*time.Millisecond, func() (bool, string, error) {
-		return bytesWritten(t, dev) > written+(1<<20), "", nil // under way when the copy starts
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	writer, out := startVerifyingWriter(t, "promotewrites", dev)
 	var dropped uint64
 	perHalf := (64 << 20) / (table(t, v.id).Target.(dm.CacheTarget).BlockSectors * dm.SectorSize)
 	for half := range uint64(2) {
@@ -299,23 +307,11 @@ func TestPromotionUnderWrites(t *testing.T) {
 	if dropped == 0 {
 		t.Fatalf("no block written during the promotions was left out: the test proves nothing\n%s", out)
 	}
-	if err := waitChild(writer); err != nil {
-		t.Fatalf("fio found a wrong block or an I/O error after the promotions: %v\n%s", err, out)
-	}
-	got := sh(t, "dd if=%s bs=1M iflag=direct status=none | sha256sum", dev)
-	want := sh(t, "dd if=/dev/%s/%s bs=1M iflag=direct status=none | sha256sum", originVG, v.id)
-	if got != want {
-		t.Fatalf("the cached device reads %s, its origin %s: a block written during a promotion is stale in the cache", got, want)
-	}
-	st := cacheStatus(t, v.id)
-	t.Logf("device equals its origin; %d blocks cached, reads so far %d hits, %d misses", st.CacheUsed, st.ReadHits, st.ReadMisses)
+	checkWritesVerified(t, writer, out, v, "a promotion")
 	if _, err := engine.SetCache(ctx(t), v.id, nil); err != nil {
 		t.Fatal(err)
 	}
-	p.unstage(t, v)
-	if _, err := p.csi.Controller.DeleteVolume(ctx(t), deleteRequest(v)); err != nil {
-		t.Fatal(err)
-	}
+	removeVolume(t, p, v)
 }
 
 // waitPromoterIdle waits until the plugin has promoted at least once, has
