@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -353,5 +354,27 @@ func TestPromoteWhoseCopyFailsWhileServingLeavesTheCacheServing(t *testing.T) {
 	delete(w.dev.Failing, origin.String())
 	if got := promoteOrder(t, w, 5, 6); got != "serving" {
 		t.Fatalf("after a failed copy, the next promotion copied %s", got)
+	}
+}
+
+// A promotion whose mappings cannot be written (cache_restore fails with the
+// device suspended) loads the cache back with zeroed metadata, cold, and
+// forgets the hot set as well.
+func TestPromotionWhoseMappingsCannotBeWrittenForgetsTheHotSet(t *testing.T) {
+	w := promotingWorld(t)
+	w.stage(t, warmCache(gib))
+	w.used(t)
+	if err := w.hotSets.Save(vol, hotset.FromBlocks([]uint64{3, 4}, blockSecs)); err != nil {
+		t.Fatal(err)
+	}
+	w.meta.FailRestore = errors.New("cache_restore: killed")
+	if _, _, err := w.engine.Promote(context.Background(), vol, []uint64{5, 6}); err != nil {
+		t.Fatal(err)
+	}
+	if c, ok := w.table(t).Target.(dm.CacheTarget); !ok || c.Mode != dm.Writethrough {
+		t.Fatalf("table %q after the promotion, want the cache back", w.table(t))
+	}
+	if _, ok, _ := w.hotSets.Load(vol); ok {
+		t.Fatal("the hot set of a cache that came back cold is still saved")
 	}
 }

@@ -287,8 +287,17 @@ func (a *applier) loadWarm(ctx context.Context, table dm.Table, meta lvm.LV) err
 		return err
 	}
 	a.layouts.loaded(a.volumeID, table, mapped.Mappings)
-	if w.saveMapped && len(mapped.Mappings) > 0 {
+	switch {
+	case !w.saveMapped:
+	case len(mapped.Mappings) > 0:
 		a.saveMappings(mapped)
+	case a.hotSets != nil:
+		// The cache came back cold (its mappings could not be written, or
+		// every block was written meanwhile): a hot set kept would make
+		// later promotions skip blocks it no longer maps.
+		if err := a.hotSets.Delete(a.volumeID); err != nil {
+			klog.ErrorS(err, "Could not delete the hot set of a cache that came back cold", "volumeID", a.volumeID)
+		}
 	}
 	return nil
 }
