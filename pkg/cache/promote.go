@@ -220,11 +220,8 @@ func (a *applier) promote(ctx context.Context, table dm.Table, meta, data lvm.LV
 		return nil, fmt.Errorf("%w: %w", ErrCacheLeftOut, err)
 	}
 	if err != nil {
-		// The saved hot set says the cache holds blocks it no longer maps:
-		// kept, later promotions would skip them.
-		if a.hotSets != nil {
-			err = errors.Join(err, a.hotSets.Delete(a.volumeID))
-		}
+		// loadWarm deleted the hot set, which names blocks the cold cache
+		// no longer maps.
 		return left, fmt.Errorf("%w; the cache came back cold", err)
 	}
 	return left, nil
@@ -281,10 +278,7 @@ func (a *applier) copySwappedOut(ctx context.Context, w *warming, data lvm.LV, b
 // cache's layout was not the one this engine loaded: found only after the
 // copy, when reads may have met a copied block, and so never expected.
 func copiesIntoFree(mapped, copies []dm.Mapping) error {
-	usedCache, mappedOrigin := map[uint64]bool{}, map[uint64]bool{}
-	for _, m := range mapped {
-		usedCache[m.Cache], mappedOrigin[m.Origin] = true, true
-	}
+	usedCache, mappedOrigin := occupied(mapped)
 	for _, c := range copies {
 		if usedCache[c.Cache] || mappedOrigin[c.Origin] {
 			return fmt.Errorf("origin block %d was copied into cache block %d while the cache served, but its metadata maps that cache block or origin block: its layout was not the one loaded", c.Origin, c.Cache)
@@ -297,10 +291,7 @@ func copiesIntoFree(mapped, copies []dm.Mapping) error {
 // hold, as many as the free blocks and batchBytes allow. Left are those
 // the free blocks had room for beyond batchBytes.
 func toFetch(w *warming, mapped []dm.Mapping, blocks []uint64, batchBytes uint64) (picked, left []uint64) {
-	held := make(map[uint64]bool, len(mapped))
-	for _, m := range mapped {
-		held[m.Origin] = true
-	}
+	_, held := occupied(mapped)
 	free := w.cacheBlocks - min(uint64(len(mapped)), w.cacheBlocks)
 	room := min(free, batchBytes/(w.blockSectors*dm.SectorSize))
 	for _, b := range slices.Compact(slices.Sorted(slices.Values(blocks))) {
@@ -324,10 +315,7 @@ func cleanMappings(ms []dm.Mapping) []dm.Mapping {
 // intoFreeBlocks assigns the wanted origin blocks below originBlocks that
 // kept does not map, in origin order, to the cache blocks kept leaves free.
 func intoFreeBlocks(kept []dm.Mapping, wanted []uint64, cacheBlocks, originBlocks uint64) []dm.Mapping {
-	usedCache, mappedOrigin := map[uint64]bool{}, map[uint64]bool{}
-	for _, m := range kept {
-		usedCache[m.Cache], mappedOrigin[m.Origin] = true, true
-	}
+	usedCache, mappedOrigin := occupied(kept)
 	wanted = slices.Compact(slices.Sorted(slices.Values(wanted)))
 	var copies []dm.Mapping
 	next := uint64(0)
@@ -345,4 +333,13 @@ func intoFreeBlocks(kept []dm.Mapping, wanted []uint64, cacheBlocks, originBlock
 		next++
 	}
 	return copies
+}
+
+// occupied are the cache blocks and the origin blocks that mappings use.
+func occupied(ms []dm.Mapping) (cacheBlocks, originBlocks map[uint64]bool) {
+	cacheBlocks, originBlocks = make(map[uint64]bool, len(ms)), make(map[uint64]bool, len(ms))
+	for _, m := range ms {
+		cacheBlocks[m.Cache], originBlocks[m.Origin] = true, true
+	}
+	return cacheBlocks, originBlocks
 }
