@@ -65,7 +65,7 @@ func references(r *Report) refTable {
 	}
 	fill := func(dst map[refKey]*float64, src map[refKey][]float64) {
 		for k, v := range src {
-			m := median(v)
+			m := Median(v)
 			dst[k] = &m
 		}
 	}
@@ -91,7 +91,9 @@ func (t refTable) list(cfg Config) []Reference {
 	return out
 }
 
-func median(v []float64) float64 {
+// Median is the middle value of v (the mean of the two middle ones for an
+// even count); v is left as it was.
+func Median(v []float64) float64 {
 	s := append([]float64(nil), v...)
 	sort.Float64s(s)
 	n := len(s)

@@ -122,7 +122,7 @@ func writeLoadTimes(b *strings.Builder, r *Report) {
 		ssd, hdd := loadSeconds(resultsOf(r, ws.Label, c.SSDReference, TreeTest.ID)), loadSeconds(resultsOf(r, ws.Label, c.HDDReference, TreeTest.ID))
 		ssdMedian, hddRun1 := 0.0, 0.0
 		if len(ssd) > 0 {
-			ssdMedian = median(ssd)
+			ssdMedian = Median(ssd)
 		}
 		if len(hdd) > 0 {
 			hddRun1 = hdd[0]

@@ -97,7 +97,7 @@ func warmthOf(r *Report, ws, target, test string) Warmth {
 	if len(warm) == 0 {
 		return w
 	}
-	ceiling := median(warm)
+	ceiling := Median(warm)
 	w.CeilingMBps = &ceiling
 	for _, i := range idx {
 		res := &r.Results[i]

@@ -90,7 +90,7 @@ func referenceLevels(r *Report) []level {
 			if ref.kind == "HDD" {
 				col = color.RGBA{R: 0x90, G: 0x50, B: 0x10, A: 0xff}
 			}
-			out = append(out, level{name: fmt.Sprintf("raw %s (%s), median of all runs", ref.kind, ref.target), value: median(v), color: col})
+			out = append(out, level{name: fmt.Sprintf("raw %s (%s), median of all runs", ref.kind, ref.target), value: Median(v), color: col})
 		}
 	}
 	return out

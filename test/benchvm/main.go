@@ -28,6 +28,7 @@ type options struct {
 	cacheMiB                         int64
 	workingSets                      []string
 	runs, restageRuns, restartRuns   int
+	eventRepeats                     int
 	treeWorkingSet, rebootWorkingSet string
 	runtime, timeout, testInterval   time.Duration
 	reportOnly                       bool
@@ -47,6 +48,7 @@ func main() {
 	flag.IntVar(&o.runs, "runs", 6, "runs per working set")
 	flag.IntVar(&o.restageRuns, "restage-runs", 1, "runs per working set after every cache is restaged (ssdcache: NodeUnstage, NodeStage); 0: none")
 	flag.IntVar(&o.restartRuns, "restart-runs", 1, "runs per working set after ssdcache-node is restarted with its volume staged; 0: none")
+	flag.IntVar(&o.eventRepeats, "event-repeats", 1, "how many times each working set's restage and plugin restart are done, each followed by its runs: one run 1 of a warm cache reads within the wide spread of one pass under emulation, so a verdict on it wants several")
 	flag.StringVar(&o.treeWorkingSet, "tree-working-set", "12.5%", "size of the application-load part's tree of files, percent of the cache (12.5%: 128 MiB, about 1,800 files, of a 1 GiB cache); empty: no such part")
 	flag.StringVar(&o.rebootWorkingSet, "reboot-working-set", "50%", "working set whose caches are left up while the VM powers off without a clean shutdown and boots again, for one more run after the reboot; empty: no reboot step")
 	flag.DurationVar(&o.runtime, "runtime", 6*time.Second, "time limit per test: a random 4 KiB pass over the simulated HDD would take minutes; a sequential pass over 75% of a 1 GiB cache at HDD speed takes about 5 s")
@@ -81,6 +83,9 @@ func (o options) validate() error {
 	if o.runs < 1 || o.restageRuns < 0 || o.restartRuns < 0 {
 		return fmt.Errorf("runs %d, restage-runs %d, restart-runs %d: allowed: runs 1 or more, the others 0 or more", o.runs, o.restageRuns, o.restartRuns)
 	}
+	if o.eventRepeats < 1 {
+		return fmt.Errorf("event-repeats %d: allowed: 1 or more", o.eventRepeats)
+	}
 	return nil
 }
 
@@ -92,7 +97,7 @@ func run(ctx context.Context, o options) error {
 		Name:         "bench",
 		GuestPackage: "github.com/ssdcache/ssdcache/test/benchvm/guest",
 		GuestArgs: []string{"-working-sets", strings.Join(o.workingSets, ","),
-			"-runs", fmt.Sprint(o.runs), "-restage-runs", fmt.Sprint(o.restageRuns), "-restart-runs", fmt.Sprint(o.restartRuns), "-runtime", o.runtime.String(), "-test-interval", o.testInterval.String(), "-tree-working-set", o.treeWorkingSet, "-reboot-working-set", o.rebootWorkingSet},
+			"-runs", fmt.Sprint(o.runs), "-restage-runs", fmt.Sprint(o.restageRuns), "-restart-runs", fmt.Sprint(o.restartRuns), "-event-repeats", fmt.Sprint(o.eventRepeats), "-runtime", o.runtime.String(), "-test-interval", o.testInterval.String(), "-tree-working-set", o.treeWorkingSet, "-reboot-working-set", o.rebootWorkingSet},
 		CacheMiB: o.cacheMiB,
 		// The SSD holds the node's cache pool plus raw SSD, lvmcache and
 		// bcache regions; the HDD the node's origin pool plus three origins.
@@ -111,7 +116,8 @@ func run(ctx context.Context, o options) error {
 }
 
 // invocations are the parts the guest writes, in the report's order: each
-// working set's cold runs, then its restaged, restarted and rebooted runs,
+// working set's cold runs, then its restaged and restarted runs (each pair
+// -event-repeats times), its rebooted runs,
 // the cold writes, the tree.
 func invocations(o options) []part {
 	var ps []part
@@ -121,11 +127,13 @@ func invocations(o options) []part {
 	for _, ws := range o.workingSets {
 		name := parts.WorkingSet(ws)
 		add(name, "")
-		if o.restageRuns > 0 {
-			add(name+parts.RestagedSuffix, ws+restagedLabel)
-		}
-		if o.restartRuns > 0 {
-			add(name+parts.RestartedSuffix, ws+restartedLabel)
+		for repeat := 1; repeat <= o.eventRepeats; repeat++ {
+			if o.restageRuns > 0 {
+				add(parts.Repeat(name+parts.RestagedSuffix, repeat), repeatLabel(ws+restagedLabel, repeat))
+			}
+			if o.restartRuns > 0 {
+				add(parts.Repeat(name+parts.RestartedSuffix, repeat), repeatLabel(ws+restartedLabel, repeat))
+			}
 		}
 		if ws == o.rebootWorkingSet {
 			add(name+parts.RebootedSuffix, ws+rebootedLabel)

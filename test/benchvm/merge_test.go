@@ -1,6 +1,8 @@
 package main
 
 import (
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/ssdcache/ssdcache/pkg/bench"
@@ -21,7 +23,7 @@ func TestMergeRefusesDifferentTargets(t *testing.T) {
 }
 
 func TestOptionsRefuseWhatTheGuestWouldRefuseLate(t *testing.T) {
-	good := options{workingSets: []string{"25%", "50%"}, treeWorkingSet: "50%", rebootWorkingSet: "50%", runs: 6, restageRuns: 1, cacheMiB: 256}
+	good := options{workingSets: []string{"25%", "50%"}, treeWorkingSet: "50%", rebootWorkingSet: "50%", runs: 6, restageRuns: 1, eventRepeats: 1, cacheMiB: 256}
 	if err := good.validate(); err != nil {
 		t.Fatalf("default options refused: %v", err)
 	}
@@ -30,12 +32,23 @@ func TestOptionsRefuseWhatTheGuestWouldRefuseLate(t *testing.T) {
 		"working set":       func(o *options) { o.workingSets = []string{"128Mi"} },
 		"reboot set absent": func(o *options) { o.rebootWorkingSet = "75%" },
 		"negative runs":     func(o *options) { o.restartRuns = -1 },
+		"no step done":      func(o *options) { o.eventRepeats = 0 },
 	} {
 		o := good
 		edit(&o)
 		if err := o.validate(); err == nil {
 			t.Errorf("%s: %+v accepted", name, o)
 		}
+	}
+	repeated := good
+	repeated.eventRepeats, repeated.restartRuns = 3, 1
+	var labels []string
+	for _, p := range invocations(repeated) {
+		labels = append(labels, filepath.Base(p.dir)+"="+p.relabel)
+	}
+	if got, want := strings.Join(labels[:7], " "), "ws-25= ws-25-restage=25% restaged ws-25-restart=25% plugin restarted "+
+		"ws-25-restage-2=25% restaged #2 ws-25-restart-2=25% plugin restarted #2 ws-25-restage-3=25% restaged #3 ws-25-restart-3=25% plugin restarted #3"; got != want {
+		t.Errorf("parts of a working set whose steps are done three times:\n got %s\nwant %s", got, want)
 	}
 	none := good
 	none.treeWorkingSet, none.rebootWorkingSet = "", ""

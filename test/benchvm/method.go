@@ -39,6 +39,9 @@ func method(r *bench.Report, restages map[string][]parts.Restage, dashboardNote 
 	if o.restartRuns > 0 {
 		fmt.Fprintf(&b, "- Then ssdcache-node was restarted (SIGTERM, started again) with its volume staged and published, and every target ran %d more run(s): the working set `<set>%s`.\n", o.restartRuns, restartedLabel)
 	}
+	if o.eventRepeats > 1 && o.restageRuns+o.restartRuns > 0 {
+		fmt.Fprintf(&b, "- Those steps were done %d times in turn, each followed by its runs: the working sets `<set> <step> #2` and on; *Run 1 after restage, plugin restart and reboot* gives each step's median.\n", o.eventRepeats)
+	}
 	if o.rebootWorkingSet != "" {
 		fmt.Fprintf(&b, "- The working set %s ran last, and ssdcache's cache was left up while the VM powered off without a clean shutdown and booted again on the same disks (ssdcache-node's `--state-dir` on the VM's share, as a node's on its root disk); lvmcache was deactivated before, as a clean shutdown does; every target ran once more: the working set `%s%s`.\n", o.rebootWorkingSet, o.rebootWorkingSet, rebootedLabel)
 	}

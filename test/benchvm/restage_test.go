@@ -57,3 +57,50 @@ func TestRestagedRunIsJudgedAgainstItsColdWorkingSet(t *testing.T) {
 		t.Errorf("the section describes other steps than the restage its rows show:\n%s", md)
 	}
 }
+
+// TestRepeatedStepsAreJudgedTogether: a step done three times gives three
+// run 1 rows, each judged against the cold set's ceiling, and one median.
+func TestRepeatedStepsAreJudgedTogether(t *testing.T) {
+	sel, err := bench.SelectTests([]string{"rnd4k-q1t1-read"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	test := sel[0].ID
+	restarted := "50%" + restartedLabel
+	r := &bench.Report{Config: bench.Config{
+		Targets: []bench.Target{{Name: "raw-hdd", Path: "/h"}, {Name: "raw-ssd", Path: "/s"}, {Name: "ssdcache", Path: "/c", DMDevice: "c"}},
+		Runs:    2, Tests: sel, SSDReference: "raw-ssd", HDDReference: "raw-hdd", ConvergeFraction: 0.9, PlotTest: test,
+		WorkingSets: []bench.WorkingSet{{Label: "50%", Bytes: 64 << 20}, {Label: restarted, Bytes: 64 << 20},
+			{Label: repeatLabel(restarted, 2), Bytes: 64 << 20}, {Label: repeatLabel(restarted, 3), Bytes: 64 << 20}},
+	}}
+	add := func(ws string, run int, mbps, hit float64) {
+		for target, m := range map[string]float64{"raw-hdd": 1, "raw-ssd": 25} {
+			r.Results = append(r.Results, bench.Result{WorkingSet: ws, Target: target, Run: run, Test: test, Measurement: bench.Measurement{MBps: m}})
+		}
+		r.Results = append(r.Results, bench.Result{WorkingSet: ws, Target: "ssdcache", Run: run, Test: test,
+			Measurement: bench.Measurement{MBps: mbps}, HitRatio: &hit})
+	}
+	add("50%", 1, 1, 0)
+	add("50%", 2, 20, 1)
+	add(restarted, 1, 15, 1)
+	add(repeatLabel(restarted, 2), 1, 21, 1)
+	add(repeatLabel(restarted, 3), 1, 19, 0.99)
+	bench.Analyze(r)
+	judgeAgainstColdSets(r)
+	if cold, step, n, ok := disruption(repeatLabel(restarted, 3)); cold != "50%" || step != restartedLabel || n != 3 || !ok {
+		t.Errorf("disruption(%q) = %q, %q, %d, %v", repeatLabel(restarted, 3), cold, step, n, ok)
+	}
+	md := restagedSection(r, nil)
+	for _, want := range []string{
+		"| 50% plugin restarted #3 | ssdcache | rnd4k-q1t1-read | 0.99 | 19.0 | 0.95 | 20.0-20.0 | 0.76 | 19.00 |",
+		// 0.75, 1.05 and 0.95 of the ceiling of 20 MB/s.
+		"| 50% | plugin restarted | ssdcache | rnd4k-q1t1-read | 3 | 0.95 | 0.75-1.05 | 0.99 |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("section lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Count(md, "Plugin restarted (") != 1 {
+		t.Errorf("the restart is not described once:\n%s", md)
+	}
+}

@@ -32,6 +32,9 @@ type options struct {
 	workingSets string
 	restageRuns int
 	restartRuns int
+	// eventRepeats is how many times each working set's restage and
+	// plugin restart are done and measured.
+	eventRepeats int
 	// treeWorkingSet is the application-load part's tree size ("": none).
 	treeWorkingSet string
 	// rebootWorkingSet is measured last, its caches left up for the VM's
@@ -48,6 +51,7 @@ func main() {
 	flag.IntVar(&o.restageRuns, "restage-runs", 1, "runs after every cache is restaged (ssdcache: NodeUnstage and NodeStage), per working set; 0: no restage step")
 	flag.StringVar(&o.treeWorkingSet, "tree-working-set", "50%", "size of the application-load part's tree of files (percent of the cache); empty: no such part")
 	flag.IntVar(&o.restartRuns, "restart-runs", 1, "runs after ssdcache-node is restarted with every volume staged, per working set; 0: no restart step")
+	flag.IntVar(&o.eventRepeats, "event-repeats", 1, "how many times each working set's restage and plugin restart are done, each followed by its runs")
 	flag.StringVar(&o.rebootWorkingSet, "reboot-working-set", "50%", "working set measured last, its caches left up for the VM's next boot (-after-reboot); empty: no reboot step")
 	flag.DurationVar(&o.testInterval, "test-interval", 0, "pause after each test of a cached target (ssdcache-bench -test-interval)")
 	flag.Parse()
@@ -140,8 +144,9 @@ func benchLayout(ctx context.Context, o options, p *guest.Plugin, hddPV, ssdPV s
 // pass builds every cache cold, runs ssdcache-bench once over all targets
 // (runs runs; extra names the rest), then, with disrupt, restages every
 // cache and runs again into part-restage, restarts ssdcache-node and runs
-// again into part-restart (each only if its runs are not 0), and tears
-// the caches down again.
+// again into part-restart (each only if its runs are not 0, the pair
+// eventRepeats times: parts.Repeat names the later ones), and tears the
+// caches down again.
 func pass(ctx context.Context, o options, l layout, part string, runs int, extra []string, disrupt bool) error {
 	err := passUp(ctx, o, l, part, runs, extra, disrupt)
 	return errors.Join(err, destroyCaches(ctx, l, part))
@@ -153,16 +158,22 @@ func passUp(ctx context.Context, o options, l layout, part string, runs int, ext
 	if err == nil {
 		err = o.RunBench(ctx, benchArgs(o, targetArgs(targets), part, runs, extra))
 	}
-	for _, d := range []struct {
-		suffix string
-		runs   int
-		do     func(context.Context, options, layout, string) error
-	}{{parts.RestagedSuffix, o.restageRuns, restage}, {parts.RestartedSuffix, o.restartRuns, restartPlugin}} {
-		if err != nil || !disrupt || d.runs == 0 {
-			continue
-		}
-		if err = d.do(ctx, o, l, part+d.suffix); err == nil {
-			err = o.RunBench(ctx, benchArgs(o, targetArgs(targets), part+d.suffix, d.runs, extra))
+	if !disrupt {
+		return err
+	}
+	for repeat := 1; repeat <= o.eventRepeats; repeat++ {
+		for _, d := range []struct {
+			suffix string
+			runs   int
+			do     func(context.Context, options, layout, string) error
+		}{{parts.RestagedSuffix, o.restageRuns, restage}, {parts.RestartedSuffix, o.restartRuns, restartPlugin}} {
+			if err != nil || d.runs == 0 {
+				continue
+			}
+			name := parts.Repeat(part+d.suffix, repeat)
+			if err = d.do(ctx, o, l, name); err == nil {
+				err = o.RunBench(ctx, benchArgs(o, targetArgs(targets), name, d.runs, extra))
+			}
 		}
 	}
 	return err

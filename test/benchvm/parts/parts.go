@@ -27,6 +27,15 @@ const (
 	RebootedSuffix  = "-reboot"
 )
 
+// Repeat names the nth time a step was done and measured: the first under
+// part's own name, the later ones as "<part>-<n>".
+func Repeat(part string, n int) string {
+	if n <= 1 {
+		return part
+	}
+	return fmt.Sprintf("%s-%d", part, n)
+}
+
 // WorkingSet names the part of a working set of cold caches: "50%" is "ws-50".
 func WorkingSet(ws string) string { return "ws-" + strings.TrimSuffix(ws, "%") }
 
