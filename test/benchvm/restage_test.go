@@ -19,13 +19,7 @@ func TestRestagedRunIsJudgedAgainstItsColdWorkingSet(t *testing.T) {
 		Runs:    3, Tests: sel, SSDReference: "raw-ssd", HDDReference: "raw-hdd", ConvergeFraction: 0.9, PlotTest: test,
 		WorkingSets: []bench.WorkingSet{{Label: "50%", Bytes: 64 << 20}, {Label: "50%" + restagedLabel, Bytes: 64 << 20}},
 	}}
-	add := func(ws string, run int, mbps, hit float64) {
-		for target, m := range map[string]float64{"raw-hdd": 10, "raw-ssd": 100} {
-			r.Results = append(r.Results, bench.Result{WorkingSet: ws, Target: target, Run: run, Test: test, Measurement: bench.Measurement{MBps: m}})
-		}
-		r.Results = append(r.Results, bench.Result{WorkingSet: ws, Target: "ssdcache", Run: run, Test: test,
-			Measurement: bench.Measurement{MBps: mbps}, HitRatio: &hit})
-	}
+	add := func(ws string, run int, mbps, hit float64) { addRun(r, ws, test, run, 10, 100, mbps, hit) }
 	add("50%", 1, 10, 0)
 	add("50%", 2, 50, 0.96)
 	add("50%", 3, 52, 0.99)
@@ -73,13 +67,7 @@ func TestRepeatedStepsAreJudgedTogether(t *testing.T) {
 		WorkingSets: []bench.WorkingSet{{Label: "50%", Bytes: 64 << 20}, {Label: restarted, Bytes: 64 << 20},
 			{Label: repeatLabel(restarted, 2), Bytes: 64 << 20}, {Label: repeatLabel(restarted, 3), Bytes: 64 << 20}},
 	}}
-	add := func(ws string, run int, mbps, hit float64) {
-		for target, m := range map[string]float64{"raw-hdd": 1, "raw-ssd": 25} {
-			r.Results = append(r.Results, bench.Result{WorkingSet: ws, Target: target, Run: run, Test: test, Measurement: bench.Measurement{MBps: m}})
-		}
-		r.Results = append(r.Results, bench.Result{WorkingSet: ws, Target: "ssdcache", Run: run, Test: test,
-			Measurement: bench.Measurement{MBps: mbps}, HitRatio: &hit})
-	}
+	add := func(ws string, run int, mbps, hit float64) { addRun(r, ws, test, run, 1, 25, mbps, hit) }
 	add("50%", 1, 1, 0)
 	add("50%", 2, 20, 1)
 	add(restarted, 1, 15, 1)
@@ -103,4 +91,14 @@ func TestRepeatedStepsAreJudgedTogether(t *testing.T) {
 	if strings.Count(md, "Plugin restarted (") != 1 {
 		t.Errorf("the restart is not described once:\n%s", md)
 	}
+}
+
+// addRun adds a run of test to r: the raw HDD and SSD at hdd and ssd MB/s,
+// ssdcache at mbps with its hit ratio.
+func addRun(r *bench.Report, ws, test string, run int, hdd, ssd, mbps, hit float64) {
+	for target, m := range map[string]float64{"raw-hdd": hdd, "raw-ssd": ssd} {
+		r.Results = append(r.Results, bench.Result{WorkingSet: ws, Target: target, Run: run, Test: test, Measurement: bench.Measurement{MBps: m}})
+	}
+	r.Results = append(r.Results, bench.Result{WorkingSet: ws, Target: "ssdcache", Run: run, Test: test,
+		Measurement: bench.Measurement{MBps: mbps}, HitRatio: &hit})
 }
