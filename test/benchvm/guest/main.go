@@ -161,12 +161,13 @@ func passUp(ctx context.Context, o options, l layout, part string, runs int, ext
 	if !disrupt {
 		return err
 	}
+	steps := []struct {
+		suffix string
+		runs   int
+		do     func(context.Context, options, layout, string) error
+	}{{parts.RestagedSuffix, o.restageRuns, restage}, {parts.RestartedSuffix, o.restartRuns, restartPlugin}}
 	for repeat := 1; repeat <= o.eventRepeats; repeat++ {
-		for _, d := range []struct {
-			suffix string
-			runs   int
-			do     func(context.Context, options, layout, string) error
-		}{{parts.RestagedSuffix, o.restageRuns, restage}, {parts.RestartedSuffix, o.restartRuns, restartPlugin}} {
+		for _, d := range steps {
 			if err != nil || d.runs == 0 {
 				continue
 			}
