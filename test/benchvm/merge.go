@@ -68,7 +68,14 @@ func merge(invocations []part) (*bench.Report, map[string][]parts.Restage, error
 		merged.Config.ReadOnly = merged.Config.ReadOnly && r.Config.ReadOnly
 		merged.Results = append(merged.Results, r.Results...)
 		merged.Prefilled = append(merged.Prefilled, r.Prefilled...)
-		merged.FinishedAt = r.FinishedAt
+		// Parts come in report order, not in the order they ran (the 50 %
+		// set runs last, for the reboot): the run spans all of them.
+		if r.StartedAt.Before(merged.StartedAt) {
+			merged.StartedAt = r.StartedAt
+		}
+		if r.FinishedAt.After(merged.FinishedAt) {
+			merged.FinishedAt = r.FinishedAt
+		}
 	}
 	if merged == nil {
 		return nil, nil, errors.New("no reports to merge")

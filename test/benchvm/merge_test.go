@@ -1,9 +1,12 @@
 package main
 
 import (
+	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ssdcache/ssdcache/pkg/bench"
 )
@@ -54,5 +57,31 @@ func TestOptionsRefuseWhatTheGuestWouldRefuseLate(t *testing.T) {
 	none.treeWorkingSet, none.rebootWorkingSet = "", ""
 	if err := none.validate(); err != nil {
 		t.Errorf("no tree and no reboot step refused: %v", err)
+	}
+}
+
+// The report's header gives the run's span, whatever order its parts ran in.
+func TestMergedReportSpansEveryPart(t *testing.T) {
+	at := func(min int) time.Time { return time.Date(2026, 12, 4, 19, min, 0, 0, time.UTC) }
+	var invocations []part
+	for _, span := range [][2]int{{0, 10}, {40, 50}, {20, 30}} { // 25 %, then 50 % run last, then 75 %
+		dir := t.TempDir()
+		r := bench.Report{StartedAt: at(span[0]), FinishedAt: at(span[1]), Config: bench.Config{
+			Targets: []bench.Target{{Name: "raw-hdd", Path: "/h"}}, Tests: []bench.Test{{ID: "seq1m-q1t1-read"}}}}
+		data, err := json.Marshal(&r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, bench.ReportJSON), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		invocations = append(invocations, part{dir: dir})
+	}
+	merged, _, err := merge(invocations)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !merged.StartedAt.Equal(at(0)) || !merged.FinishedAt.Equal(at(50)) {
+		t.Errorf("merged report spans %v to %v, want %v to %v", merged.StartedAt, merged.FinishedAt, at(0), at(50))
 	}
 }
