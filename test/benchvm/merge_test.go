@@ -1,8 +1,6 @@
 package main
 
 import (
-	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -68,11 +66,7 @@ func TestMergedReportSpansEveryPart(t *testing.T) {
 		dir := t.TempDir()
 		r := bench.Report{StartedAt: at(span[0]), FinishedAt: at(span[1]), Config: bench.Config{
 			Targets: []bench.Target{{Name: "raw-hdd", Path: "/h"}}, Tests: []bench.Test{{ID: "seq1m-q1t1-read"}}}}
-		data, err := json.Marshal(&r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, bench.ReportJSON), data, 0o644); err != nil {
+		if err := bench.WriteFiles(dir, &r); err != nil {
 			t.Fatal(err)
 		}
 		invocations = append(invocations, part{dir: dir})
