@@ -96,8 +96,9 @@ func restagedSection(r *bench.Report, restages map[string][]parts.Restage) strin
 		}
 		// FractionOfCeiling is over the cold set's warm ceiling, as
 		// judgeAgainstColdSets set it.
-		fmt.Fprintf(&rows, "| %s | %s | %s | %s | %.1f | %s | %s | %s | %s |\n", res.WorkingSet, res.Target, res.Test,
-			num(res.HitRatio), res.MBps, num(res.FractionOfCeiling), warmSpread(r, cold, res.Target, res.Test), num(res.FractionOfSSD), num(ofColdRun1))
+		fmt.Fprintf(&rows, "| %s | %s | %s | %s | %.1f | %s | %s | %s | %s | %s |\n", res.WorkingSet, res.Target, res.Test,
+			num(res.HitRatio), res.MBps, num(res.FractionOfCeiling), warmSpread(r, cold, res.Target, res.Test), num(res.FractionOfSSD), num(ofColdRun1),
+			referencePace(r, res.WorkingSet, cold, res.Test))
 		sets = append(sets, res.WorkingSet)
 	}
 	if len(sets) == 0 {
@@ -120,8 +121,9 @@ func restagedSection(r *bench.Report, restages map[string][]parts.Restage) strin
 		}
 	}
 	b.WriteString("Warm ceiling: the cold runs' median MB/s at a read hit ratio of 0.95 or more (`-` where none was that warm, or no dm-cache counters); " +
-		"warm runs' MB/s: the lowest and highest of those runs, the spread of one pass over a fully warm cache under emulation, which a run 1 after a plugin restart (cache untouched) can only fall in.\n\n")
-	b.WriteString("| working set | target | test | hit ratio | MB/s | of warm ceiling | warm runs' MB/s | of raw SSD | x cold run 1 |\n|---|---|---|---|---|---|---|---|---|\n")
+		"warm runs' MB/s: the lowest and highest of those runs, the spread of one pass over a fully warm cache under emulation, which a run 1 after a plugin restart (cache untouched) can only fall in. " +
+		"References' pace: the raw SSD's and the raw HDD's MB/s in the same test after the step over their median in the cold runs; well below 1, the whole machine ran slow while the step was measured, whatever the cache did.\n\n")
+	b.WriteString("| working set | target | test | hit ratio | MB/s | of warm ceiling | warm runs' MB/s | of raw SSD | x cold run 1 | references' pace (SSD / HDD) |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	b.WriteString(rows.String())
 	writeRepeatMedians(&b, r)
 	writeRestageTimes(&b, r, restages)
@@ -164,6 +166,32 @@ func writeRepeatMedians(b *strings.Builder, r *bench.Report) {
 		fmt.Fprintf(b, "| %s | %s | %s | %s | %d | %.2f | %.2f-%.2f | %s |\n", k.cold, strings.TrimSpace(k.step), k.target, k.test, len(fractions),
 			bench.Median(fractions), slices.Min(fractions), slices.Max(fractions), num(lowestHit))
 	}
+}
+
+// referencePace is the raw SSD's and raw HDD's MB/s in a test after a
+// step over their medians in its cold working set: under emulation the
+// whole machine sometimes runs slow for a while (after qemu starts, for
+// one), and a cache's run 1 measured then says nothing about the cache.
+func referencePace(r *bench.Report, step, cold, test string) string {
+	pace := func(mbps func(bench.Reference) *float64) string {
+		var after, before *float64
+		for _, ref := range r.References {
+			if ref.Test != test {
+				continue
+			}
+			switch ref.WorkingSet {
+			case step:
+				after = mbps(ref)
+			case cold:
+				before = mbps(ref)
+			}
+		}
+		if after == nil {
+			return "-"
+		}
+		return num(bench.Fraction(*after, before))
+	}
+	return pace(func(ref bench.Reference) *float64 { return ref.SSDMBps }) + " / " + pace(func(ref bench.Reference) *float64 { return ref.HDDMBps })
 }
 
 // warmSpread is the lowest and highest MB/s of the cold set's fully warm
