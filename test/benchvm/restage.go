@@ -173,25 +173,25 @@ func writeRepeatMedians(b *strings.Builder, r *bench.Report) {
 // whole machine sometimes runs slow for a while (after qemu starts, for
 // one), and a cache's run 1 measured then says nothing about the cache.
 func referencePace(r *bench.Report, step, cold, test string) string {
-	pace := func(mbps func(bench.Reference) *float64) string {
-		var after, before *float64
-		for _, ref := range r.References {
-			if ref.Test != test {
-				continue
-			}
-			switch ref.WorkingSet {
-			case step:
-				after = mbps(ref)
-			case cold:
-				before = mbps(ref)
-			}
-		}
+	after, before := reference(r, step, test), reference(r, cold, test)
+	pace := func(after, before *float64) string {
 		if after == nil {
 			return "-"
 		}
 		return num(bench.Fraction(*after, before))
 	}
-	return pace(func(ref bench.Reference) *float64 { return ref.SSDMBps }) + " / " + pace(func(ref bench.Reference) *float64 { return ref.HDDMBps })
+	return pace(after.SSDMBps, before.SSDMBps) + " / " + pace(after.HDDMBps, before.HDDMBps)
+}
+
+// reference is a working set's reference figures for a test, empty
+// without any.
+func reference(r *bench.Report, workingSet, test string) bench.Reference {
+	for _, ref := range r.References {
+		if ref.WorkingSet == workingSet && ref.Test == test {
+			return ref
+		}
+	}
+	return bench.Reference{}
 }
 
 // warmSpread is the lowest and highest MB/s of the cold set's fully warm
@@ -234,10 +234,8 @@ func writeRestageTimes(b *strings.Builder, r *bench.Report, restages map[string]
 }
 
 func hddRate(r *bench.Report, workingSet string) float64 {
-	for _, ref := range r.References {
-		if ref.WorkingSet == workingSet && ref.Test == warmReadTest && ref.HDDMBps != nil {
-			return *ref.HDDMBps
-		}
+	if ref := reference(r, workingSet, warmReadTest); ref.HDDMBps != nil {
+		return *ref.HDDMBps
 	}
 	return 0
 }
