@@ -129,11 +129,28 @@ func (s *NodeServer) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpub
 		return nil, busy(id)
 	}
 	defer s.locks.Release(id)
-	if err := s.mounter.Unmount(target); err != nil {
-		return nil, status.Errorf(codes.Internal, "unmount %s: %v", target, err)
-	}
-	if err := s.mounter.Remove(target); err != nil {
-		return nil, status.Errorf(codes.Internal, "remove %s: %v", target, err)
+	if err := s.unpublishLocked(ctx, id, target); err != nil {
+		return nil, err
 	}
 	return &csi.NodeUnpublishVolumeResponse{}, nil
+}
+
+// unpublishLocked unmounts and removes the target path, holding the
+// volume's lock. A device left suspended is resumed first: a bind mount's
+// unmount writes nothing while the staging mount holds the filesystem, but
+// as its last mount (the staging mount gone by hand, or lost) it shuts the
+// filesystem down and writes, and would hang as NodeUnstage's did.
+func (s *NodeServer) unpublishLocked(ctx context.Context, id, target string) error {
+	if cache.ValidateVolumeID(id) == nil { // an invalid ID names no device
+		if err := s.resumeLeftSuspended(ctx, id); err != nil {
+			return err
+		}
+	}
+	if err := s.mounter.Unmount(target); err != nil {
+		return status.Errorf(codes.Internal, "unmount %s: %v", target, err)
+	}
+	if err := s.mounter.Remove(target); err != nil {
+		return status.Errorf(codes.Internal, "remove %s: %v", target, err)
+	}
+	return nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
 	"github.com/ssdcache/ssdcache/pkg/cache"
+	"github.com/ssdcache/ssdcache/pkg/dm"
 	"github.com/ssdcache/ssdcache/pkg/mounter"
 )
 
@@ -181,13 +182,45 @@ func (s *NodeServer) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstage
 		return nil, busy(id)
 	}
 	defer s.locks.Release(id)
-	if err := s.mounter.Unmount(path); err != nil {
-		return nil, status.Errorf(codes.Internal, "unmount %s: %v", path, err)
-	}
-	if err := s.engine.Unstage(ctx, id); err != nil {
-		return nil, toStatus(fmt.Errorf("unstage volume %s: %w", id, err))
+	if err := s.unstageLocked(ctx, id, path); err != nil {
+		return nil, err
 	}
 	return &csi.NodeUnstageVolumeResponse{}, nil
+}
+
+// unstageLocked unmounts the staging path and takes the volume's device
+// down, holding its lock. A device left suspended is resumed first: the
+// unmount writes through it.
+func (s *NodeServer) unstageLocked(ctx context.Context, id, path string) error {
+	if err := s.resumeLeftSuspended(ctx, id); err != nil {
+		return err
+	}
+	if err := s.mounter.Unmount(path); err != nil {
+		return status.Errorf(codes.Internal, "unmount %s: %v", path, err)
+	}
+	if err := s.engine.Unstage(ctx, id); err != nil {
+		return toStatus(fmt.Errorf("unstage volume %s: %w", id, err))
+	}
+	return nil
+}
+
+// resumeLeftSuspended rolls back a reload the plugin was killed in between
+// suspend and resume (SIGKILL during a promotion's table swap, the OOM
+// killer): a table it loaded is dropped and the live one resumed. A caller
+// about to unmount a filesystem on the device (or flush or remove it) must
+// call it first: the unmount's journal and superblock writes would queue on
+// the suspended device and hold the call in D state with the volume's lock,
+// which the monitor's own resume needs, and the volume would stay stuck
+// until someone ran dmsetup resume by hand (issue 37). The caller holds the
+// lock, so no change of this process is in flight and a suspended device
+// was left so, the same rule the engine's Stage, SetCache and Unstage
+// follow. A volume with no device has nothing to resume.
+func (s *NodeServer) resumeLeftSuspended(ctx context.Context, id string) error {
+	err := s.engine.RecoverInterruptedReload(ctx, id)
+	if err == nil || errors.Is(err, dm.ErrNotFound) {
+		return nil
+	}
+	return toStatus(fmt.Errorf("resume the device of volume %s left suspended by an interrupted change: %w", id, err))
 }
 
 func (s *NodeServer) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi.NodeGetInfoResponse, error) {
