@@ -23,6 +23,7 @@ import (
 	"github.com/ssdcache/ssdcache/pkg/hotset"
 	"github.com/ssdcache/ssdcache/pkg/lvm"
 	"github.com/ssdcache/ssdcache/pkg/mounter"
+	"github.com/ssdcache/ssdcache/pkg/readtrack"
 	"github.com/ssdcache/ssdcache/pkg/version"
 )
 
@@ -45,6 +46,9 @@ type node struct {
 	volumeEvents *agent.VolumeEvents
 	// metrics learn each staged volume's PVC from its volume context.
 	metrics *agent.Metrics
+	// missedReads records the blocks caches miss, for the promoter; its
+	// BPF programs go with the process.
+	missedReads *readtrack.Kernel
 }
 
 // newNode assembles the plugin; rec (nil without the API) receives the
@@ -65,7 +69,7 @@ func newNode(o options, m *agent.Metrics, rec events.EventRecorder) (*node, erro
 	// LVM reads only the pool devices; selectors add theirs once resolved.
 	l := lvm.NewCommand(run, o.lvmConfig)
 	l.UseDevices(slices.Concat(origin.Paths, cachePool.Paths))
-	n := &node{dev: dev, locks: cache.NewVolumeLocks(), csiMetrics: newCSIMetrics(o.driverName), metrics: m,
+	n := &node{dev: dev, locks: cache.NewVolumeLocks(), missedReads: readtrack.NewKernel(), csiMetrics: newCSIMetrics(o.driverName), metrics: m,
 		pools: agent.NewPoolWatch(l, o.originVG, nil, m, agent.PoolWatchOptions{Interval: o.poolScanInterval, StaleAfter: o.poolStaleAfter,
 			Classes: map[string]string{o.cacheClass: o.cacheVG}})}
 	if cachePool.Configured() {
@@ -82,6 +86,7 @@ func newNode(o options, m *agent.Metrics, rec events.EventRecorder) (*node, erro
 	engineOpts := []cache.Option{cache.WithBlockSectors(o.cacheBlockSize.sectors)}
 	if o.promoteInterval > 0 {
 		engineOpts = append(engineOpts, cache.WithPromoter())
+		layers.Reads = n.missedReads
 	}
 	n.engine = cache.NewEngine(layers, cache.Pools{OriginVG: o.originVG, DefaultClass: o.cacheClass}, faultPoints(o.faultPoint), engineOpts...)
 	n.setup = agent.NewPoolSetup(

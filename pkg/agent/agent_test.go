@@ -29,6 +29,7 @@ import (
 	"github.com/ssdcache/ssdcache/pkg/hotset"
 	"github.com/ssdcache/ssdcache/pkg/lvm"
 	"github.com/ssdcache/ssdcache/pkg/lvm/lvmfake"
+	"github.com/ssdcache/ssdcache/pkg/readtrack/readtrackfake"
 )
 
 const (
@@ -43,6 +44,7 @@ type fakeNode struct {
 	lvm     *lvmfake.LVM
 	meta    *dmfake.Metadata
 	hotSets *hotset.Memory
+	reads   *readtrackfake.Tracker
 	engine  *cache.Engine
 	locks   *cache.VolumeLocks
 	samples *Samples
@@ -52,13 +54,25 @@ type fakeNode struct {
 	monitor *Monitor
 }
 
+// layers are the node's fakes as an engine's OS layers.
+func (n *fakeNode) layers() cache.Layers {
+	return cache.Layers{DM: n.dm, LVM: n.lvm, Dev: n.dev, Metadata: n.meta, HotSets: n.hotSets, Reads: n.reads}
+}
+
+// withPromoter gives the node an engine whose caches that warm up are
+// filled by a promoter (cache.WithPromoter).
+func (n *fakeNode) withPromoter() {
+	n.engine = cache.NewEngine(n.layers(), cache.Pools{OriginVG: "hdd", CacheVGs: map[string]string{"nvme": "nvme"}, DefaultClass: "nvme"}, nil, testBlockSize, cache.WithPromoter())
+	n.monitor = NewMonitor(n.engine, n.dev, n.locks, n.samples, n.metrics, MonitorOptions{Clock: n.clock})
+}
+
 // testBlockSize: the engine of the tests makes 64 KiB cache blocks, in which
 // the tests count their reads and promotions.
 var testBlockSize = cache.WithBlockSectors(128)
 
 func newNode(t *testing.T, layers ...func(*cache.Layers)) *fakeNode {
 	t.Helper()
-	n := &fakeNode{dm: dmfake.New(), dev: blockdevfake.New(), lvm: lvmfake.New(), meta: dmfake.NewMetadata(), hotSets: &hotset.Memory{},
+	n := &fakeNode{dm: dmfake.New(), dev: blockdevfake.New(), lvm: lvmfake.New(), meta: dmfake.NewMetadata(), hotSets: &hotset.Memory{}, reads: readtrackfake.New(),
 		locks: cache.NewVolumeLocks(), samples: NewSamples(),
 		reg: prometheus.NewRegistry(), clock: clocktesting.NewFakeClock(time.Unix(1_800_000_000, 0))}
 	n.lvm.AddVG("hdd", 100*gib, lvm.PoolTagPrefix+"origin")
@@ -66,7 +80,7 @@ func newNode(t *testing.T, layers ...func(*cache.Layers)) *fakeNode {
 	if _, err := n.lvm.CreateLV(context.Background(), "hdd", vol, 10*gib, lvm.Tags(vol, lvm.RoleOrigin)); err != nil {
 		t.Fatal(err)
 	}
-	l := cache.Layers{DM: n.dm, LVM: n.lvm, Dev: n.dev, Metadata: n.meta, HotSets: n.hotSets}
+	l := n.layers()
 	for _, change := range layers {
 		change(&l)
 	}

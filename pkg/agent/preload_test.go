@@ -28,7 +28,7 @@ type volumeFiles struct {
 	length    uint64 // of model.bin, 2 blocks if 0
 }
 
-func (f *volumeFiles) Map(_ context.Context, _ dm.DevNum, paths []string, _ uint64) (fileblocks.Found, error) {
+func (f *volumeFiles) Map(_ context.Context, _ dm.DevNum, paths []string, visit fileblocks.Visitor) (fileblocks.Found, error) {
 	f.calls++
 	if f.unmounted {
 		return fileblocks.Found{}, fileblocks.ErrNotMounted
@@ -40,7 +40,9 @@ func (f *volumeFiles) Map(_ context.Context, _ dm.DevNum, paths []string, _ uint
 			continue
 		}
 		found.Files++
-		found.Extents = append(found.Extents, fileblocks.Extent{Offset: 10 << 16, Length: cmp.Or(f.length, 2<<16)})
+		x := fileblocks.Extent{Offset: 10 << 16, Length: cmp.Or(f.length, 2<<16)}
+		found.Bytes += x.Length
+		found.Truncated = !visit(x)
 	}
 	return found, nil
 }
@@ -56,6 +58,7 @@ func attachedForPreload(t *testing.T, files *volumeFiles, paths ...string) (*fak
 	r, c, rec := n.reconciler(t, admitted(ssdv1.ModeReadCache, gib))
 	reconcileOnce(t, r)
 	n.meta.Put("/dev/nvme/"+vol+".cache-meta", dm.CacheMetadata{BlockSectors: 128, CacheBlocks: gib / (128 * 512), Policy: "smq"})
+	n.dm.StatusOverride[cache.DeviceName(vol)] = status(0, 0, 0, "rw -") // 16384 blocks: the walk stops at the cache's size
 	b := get(t, c)
 	b.Spec.PreloadPaths, b.Generation = paths, 2
 	if err := c.Update(context.Background(), b); err != nil {

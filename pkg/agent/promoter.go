@@ -133,43 +133,41 @@ func (p *Promoter) Tick(ctx context.Context) {
 	}
 }
 
-// collect adds a volume's new reads to its batch and promotes the batch
-// when some of them missed and the cache has room.
+// collect adds a volume's new misses to its batch and promotes the batch
+// when it is worth it and the cache has room.
 func (p *Promoter) collect(ctx context.Context, id string, st cache.State) {
 	if r, known := p.reads[id]; known {
 		if !r.reloaded && st.Status.ReadMisses == r.misses {
-			// No read went to the origin since the last look: what was read
-			// hit, and dm-stats keeps counting until a look takes it. A warm
-			// volume costs a status read per tick, not a region of up to
-			// MaxTrackedAreas lines printed, parsed and checked against its hot set.
-			p.add(ctx, id, nil, nil, *st.Status)
+			// No read went to the origin since the last look: a warm
+			// volume costs a status read per tick, not a look at its misses.
+			p.add(ctx, id, nil, *st.Status)
 			return
 		}
 		r.reloaded = false
 	}
-	blocks, tracked, err := p.engine.ReadBlocks(ctx, id, st.Table)
+	missed, tracked, err := p.engine.ReadBlocks(ctx, id, st.Table)
 	if err != nil || !tracked {
 		if err != nil {
-			klog.V(2).InfoS("Reading the blocks read", "volumeID", id, "err", err)
+			klog.V(2).InfoS("Reading the blocks missed", "volumeID", id, "err", err)
 		}
 		delete(p.reads, id)
 		if err == nil {
-			p.handOver(ctx, id, *st.Status, "its reads are not counted")
+			p.handOver(ctx, id, *st.Status, "its misses are not recorded")
 		}
 		return
 	}
-	p.add(ctx, id, blocks, p.engine.NotHeld(id, st.Table, blocks), *st.Status)
+	p.add(ctx, id, missed, *st.Status)
 }
 
-// add counts a tick's reads (blocks, of which notHeld are not known to be
-// in the cache) into the volume's batch, and promotes the batch when it is
-// worth it and the volume's reads paused or its pacing allows. Reads of
-// blocks the cache holds leave the HDD to the promotion; any other read
-// makes the volume busy, however few: an application reading small files
-// keeps the HDD seeking at a few MB/s (udev's probe after each table
-// reload reads a few blocks at the device's end and delays the next batch
-// by one look).
-func (p *Promoter) add(ctx context.Context, id string, blocks, notHeld []uint64, st dm.CacheStatus) {
+// add counts a tick's misses (origin blocks the cache does not hold) into
+// the volume's batch, and promotes the batch when it is worth it and the
+// volume's reads paused or its pacing allows. Any miss makes the volume
+// busy, however few: an application reading small files keeps the HDD
+// seeking at a few MB/s (udev's probe after each table reload reads a few
+// blocks at the device's end and delays the next batch by one look). The
+// batch holds at most as many blocks as the cache has free: the
+// promoter's memory follows the cache's size, not the volume's.
+func (p *Promoter) add(ctx context.Context, id string, missed []uint64, st dm.CacheStatus) {
 	r, known := p.reads[id]
 	if !known {
 		// Reads before the first look may have missed: Promote skips what is mapped.
@@ -182,17 +180,21 @@ func (p *Promoter) add(ctx context.Context, id string, blocks, notHeld []uint64,
 	}
 	r.misses = st.ReadMisses
 	if r.afterBatch {
-		r.missed += uint64(len(blocks))
+		r.missed += uint64(len(missed))
 		r.afterBatch = false
 	}
-	now, busy := p.clock.Now(), len(notHeld) > 0
+	now, busy := p.clock.Now(), len(missed) > 0
 	switch {
 	case !busy:
 		r.busySince = time.Time{}
 	case r.busySince.IsZero():
 		r.busySince = now
 	}
-	for _, b := range notHeld {
+	free := st.CacheTotal - min(st.CacheUsed, st.CacheTotal)
+	for _, b := range missed {
+		if uint64(len(r.blocks)) >= free {
+			break // the rest is for a later batch, if room is left
+		}
 		r.blocks[b] = struct{}{}
 	}
 	switch {

@@ -18,7 +18,7 @@ func TestPromoterPromotesReadsThatMissedAndNotThoseThatHit(t *testing.T) {
 
 	n.dm.StatusOverride[name] = status(0, 0, 0, "rw -")
 	p.Tick(context.Background())
-	n.dm.Read(name, 25*128) // misses in tracking area 2 (blocks 20-29 of the 10 GiB origin)
+	n.miss(name, 20, 10) // blocks 20-29 of the 10 GiB origin
 	n.dm.StatusOverride[name] = status(0, 100, 0, "rw -")
 	p.Tick(context.Background())
 	if len(n.dev.Copied) != 0 {
@@ -29,7 +29,7 @@ func TestPromoterPromotesReadsThatMissedAndNotThoseThatHit(t *testing.T) {
 	if len(n.dev.Copied) != 0 {
 		t.Fatalf("promoted a batch of 10 blocks, fewer than %d, however many misses: %v", MinPromoteBlocks, n.dev.Copied)
 	}
-	n.dm.Read(name, 35*128) // blocks 30-39 miss: the HDD is busy
+	n.miss(name, 30, 10) // blocks 30-39 miss: the HDD is busy
 	n.dm.StatusOverride[name] = status(0, 210, 0, "rw -")
 	p.Tick(context.Background())
 	if len(n.dev.Copied) != 0 {
@@ -44,20 +44,20 @@ func TestPromoterPromotesReadsThatMissedAndNotThoseThatHit(t *testing.T) {
 		t.Fatalf("batch-promoted blocks metric %v, want 20", got)
 	}
 
-	copies, looks := len(n.dev.Copied), n.dm.ReadAreaLooks
-	n.dm.Read(name, 25*128) // now a hit: the miss counter stays
+	copies, looks := len(n.dev.Copied), n.reads.Takes
+	// Reads of blocks 20-29 now hit: the miss counter stays.
 	p.Tick(context.Background())
 	p.Tick(context.Background())
 	if len(n.dev.Copied) != copies {
 		t.Fatalf("reads that hit caused a promotion: %v", n.dev.Copied[copies:])
 	}
-	if n.dm.ReadAreaLooks != looks+1 {
+	if n.reads.Takes != looks+1 {
 		// One look after the batch (its reads were counted by the table
 		// it replaced); then none while every read hits.
-		t.Fatalf("%d looks at the read areas over two ticks in which every read hit, want 1", n.dm.ReadAreaLooks-looks)
+		t.Fatalf("%d looks at the read areas over two ticks in which every read hit, want 1", n.reads.Takes-looks)
 	}
 
-	n.dm.Read(name, 300*128) // misses on a full cache are smq's to handle
+	n.miss(name, 300, 10) // misses on a full cache are smq's to handle
 	n.dm.StatusOverride[name] = "0 20971520 cache 8 10/4096 128 16384/16384 0 900 0 0 0 0 0 1 writethrough 2 migration_threshold 2048 smq 0 rw -"
 	p.Tick(context.Background())
 	if len(n.dev.Copied) != copies {
@@ -69,7 +69,7 @@ func TestPromoterLeavesCachesWithoutWarmupAlone(t *testing.T) {
 	n := newNode(t)
 	n.stage(t, &cache.Spec{SizeBytes: gib, Mode: cache.ModeReadCache})
 	name := cache.DeviceName(vol)
-	n.dm.Read(name, 0)
+	n.miss(name, 0, 1)
 	n.dm.StatusOverride[name] = status(0, 5, 0, "rw -")
 	p := NewPromoter(n.engine, n.locks, n.metrics, n.clock, 0, nil)
 	p.Tick(context.Background())
@@ -118,7 +118,7 @@ func TestPromoterCountsReadsMadeDuringAPromotion(t *testing.T) {
 	n.dm.StatusOverride[name] = status(0, 0, 0, "rw -")
 	p.Tick(context.Background())
 	for area := uint64(0); area < 2; area++ {
-		n.dm.Read(name, area*10*128)
+		n.miss(name, area*10, 10)
 	}
 	n.dm.StatusOverride[name] = status(0, 500, 0, "rw -")
 	p.Tick(context.Background())
@@ -127,7 +127,7 @@ func TestPromoterCountsReadsMadeDuringAPromotion(t *testing.T) {
 		t.Fatalf("copies %v, want one promotion", n.dev.Copied)
 	}
 	for area := uint64(10); area < 23; area++ { // 130 blocks read meanwhile
-		n.dm.Read(name, area*10*128)
+		n.miss(name, area*10, 10)
 	}
 	n.dm.StatusOverride[name] = status(0, 0, 0, "rw -") // the reloaded cache counts from zero
 	p.Tick(context.Background())
@@ -135,7 +135,7 @@ func TestPromoterCountsReadsMadeDuringAPromotion(t *testing.T) {
 	if promotions(n) != 2 {
 		t.Fatalf("copies %v: the reads made during the first promotion were not promoted", n.dev.Copied)
 	}
-	n.dm.Read(name, 50*10*128) // after a promotion of 130 blocks, but with no miss since: kept collecting
+	n.miss(name, 500, 10) // after a promotion of 130 blocks, but with no miss since: kept collecting
 	p.Tick(context.Background())
 	p.Tick(context.Background())
 	if promotions(n) != 2 {
@@ -154,7 +154,7 @@ func TestPromoterWaitsForReadsToPauseAndPromotesTheRestAtTheNext(t *testing.T) {
 	n.dm.StatusOverride[name] = status(0, 0, 0, "rw -")
 	p.Tick(context.Background())
 	for tick := range 6 { // the batch begins at tick 0
-		n.dm.Read(name, uint64(tick)*10*128) // 10 blocks a look
+		n.miss(name, uint64(tick)*10, 10) // 10 blocks a look
 		n.dm.StatusOverride[name] = status(0, uint64(100*(tick+1)), 0, "rw -")
 		n.clock.Step(promoteBusyWait / 5)
 		p.Tick(context.Background())
@@ -168,7 +168,7 @@ func TestPromoterWaitsForReadsToPauseAndPromotesTheRestAtTheNext(t *testing.T) {
 
 	// 2,200 new blocks, more than one promotion holds (2,048 of 64 KiB).
 	for area := uint64(100); area < 320; area++ {
-		n.dm.Read(name, area*10*128)
+		n.miss(name, area*10, 10)
 	}
 	n.dm.StatusOverride[name] = status(0, 2000, 0, "rw -")
 	p.Tick(context.Background())
@@ -184,9 +184,18 @@ func TestPromoterWaitsForReadsToPauseAndPromotesTheRestAtTheNext(t *testing.T) {
 func warmPromoterNode(t *testing.T) (*fakeNode, string, *Promoter) {
 	t.Helper()
 	n := newNode(t)
+	n.withPromoter()
 	n.stage(t, &cache.Spec{SizeBytes: gib, Mode: cache.ModeReadCache, Warm: true})
 	n.meta.Put("/dev/nvme/"+vol+".cache-meta", dm.CacheMetadata{BlockSectors: 128, CacheBlocks: gib / (128 * 512), Policy: "smq"})
 	return n, cache.DeviceName(vol), NewPromoter(n.engine, n.locks, n.metrics, n.clock, 0, nil)
+}
+
+// miss stands for reads of count blocks from first on that the cache of
+// device name missed.
+func (n *fakeNode) miss(name string, first, count uint64) {
+	for b := first; b < first+count; b++ {
+		n.reads.Miss(name, b*128)
+	}
 }
 
 // promotions counts the batches copied into caches.
@@ -212,8 +221,7 @@ func TestPromotionThatCannotLoadTheCacheBackIsADrop(t *testing.T) {
 	failLoadsOnceSwappedOut(n, name)
 	n.dm.StatusOverride[name] = status(0, 0, 0, "rw -")
 	p.Tick(context.Background())
-	n.dm.Read(name, 25*128)
-	n.dm.Read(name, 35*128) // two tracking areas: a batch worth promoting
+	n.miss(name, 20, 20) // a batch worth promoting
 	n.dm.StatusOverride[name] = status(0, 500, 0, "rw -")
 	p.Tick(context.Background())
 	p.Tick(context.Background())
@@ -243,12 +251,11 @@ func TestPromoterHandsFullOrUnwatchedCachesOverToSmq(t *testing.T) {
 		{name: "full", used: "16384/16384", handOver: true},
 		{name: "room for less than a batch", used: "16369/16384", handOver: true},
 		{name: "room for a batch", used: "16368/16384"},
-		{name: "reads not counted", used: "100/16384", untrack: true, handOver: true},
+		{name: "misses not recorded", used: "100/16384", untrack: true, handOver: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := newNode(t)
-			n.engine = cache.NewEngine(cache.Layers{DM: n.dm, LVM: n.lvm, Dev: n.dev, Metadata: n.meta, HotSets: n.hotSets},
-				cache.Pools{OriginVG: "hdd", CacheVGs: map[string]string{"nvme": "nvme"}, DefaultClass: "nvme"}, nil, testBlockSize, cache.WithPromoter())
+			n.withPromoter()
 			n.stage(t, &cache.Spec{SizeBytes: gib, Mode: cache.ModeReadCache, Warm: true})
 			name := cache.DeviceName(vol)
 			before := liveCacheTarget(t, n, name)
@@ -256,7 +263,9 @@ func TestPromoterHandsFullOrUnwatchedCachesOverToSmq(t *testing.T) {
 				t.Fatalf("a cache that warms up starts on policy %q, want %q", before.Policy, cache.PolicyFilling)
 			}
 			if tc.untrack {
-				if err := n.dm.UntrackReads(context.Background(), name); err != nil {
+				// As after a restart, on a node where the misses cannot be recorded.
+				n.reads.TrackErr = errors.New("permission denied")
+				if err := n.reads.Untrack(context.Background(), name); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -308,15 +317,15 @@ func TestPromoterLooksAfterAReloadWhateverTheMissCounter(t *testing.T) {
 	n, name, p := warmPromoterNode(t)
 	n.dm.StatusOverride[name] = status(0, 0, 0, "rw -")
 	p.Tick(context.Background())
-	looks := n.dm.ReadAreaLooks
+	looks := n.reads.Takes
 	p.Tick(context.Background())
-	if n.dm.ReadAreaLooks != looks {
+	if n.reads.Takes != looks {
 		t.Fatalf("looked at the reads of a volume without a miss")
 	}
 	p.reads[vol].reloaded = true // as promote sets it after a swap
 	p.Tick(context.Background())
 	p.Tick(context.Background())
-	if got := n.dm.ReadAreaLooks - looks; got != 1 {
+	if got := n.reads.Takes - looks; got != 1 {
 		t.Fatalf("%d looks over two ticks after a reload, want 1", got)
 	}
 }

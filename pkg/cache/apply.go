@@ -121,7 +121,7 @@ func (a *applier) zeroMetadata(meta lvm.LV) error {
 // cache that warms up, when there is one and the cache metadata tools are
 // there.
 func (a *applier) loadPolicy() string {
-	if a.promoted && a.metadata != nil && a.want.cache.Warm {
+	if a.promoted && a.metadata != nil && a.reads != nil && a.want.cache.Warm {
 		return PolicyFilling
 	}
 	return PolicyReplacing
@@ -130,7 +130,7 @@ func (a *applier) loadPolicy() string {
 // startPromoting has a new cache's reads counted for Promote when it warms
 // up, and stops counting otherwise. Without the count the cache still works.
 func (a *applier) startPromoting(ctx context.Context, table dm.Table) {
-	if a.metadata == nil {
+	if a.metadata == nil || a.reads == nil {
 		return
 	}
 	if err := a.trackReads(ctx, a.volumeID, table, a.want.cache.Warm); err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/ssdcache/ssdcache/pkg/fileblocks"
 	"github.com/ssdcache/ssdcache/pkg/hotset"
 	"github.com/ssdcache/ssdcache/pkg/lvm"
+	"github.com/ssdcache/ssdcache/pkg/readtrack"
 )
 
 // zeroMetadataBytes covers dm-cache's superblock with room to spare: a zero
@@ -62,6 +63,9 @@ type Layers struct {
 	// Files maps named paths of a volume's filesystem to its blocks for
 	// Preload; nil turns preloading off.
 	Files fileblocks.Mapper
+	// Reads records the blocks each cache missed, for Promote; nil (or
+	// no Metadata) leaves promotion to dm-cache's smq.
+	Reads readtrack.Interface
 }
 
 // Engine attaches, detaches, resizes and pauses caches of staged volumes.
@@ -74,6 +78,7 @@ type Engine struct {
 	metadata dm.MetadataTools
 	hotSets  hotset.Store
 	files    fileblocks.Mapper
+	reads    readtrack.Interface
 	faults   FaultPoints
 	// minBlockSectors is the block size of new caches, before doubling for
 	// large ones (dm.BlockSectorsFor).
@@ -112,7 +117,7 @@ func NewEngine(l Layers, pools Pools, faults FaultPoints, opts ...Option) *Engin
 		faults = NoFaults{}
 	}
 	pools.CacheVGs = maps.Clone(pools.CacheVGs) // AddCachePool changes the engine's own
-	e := &Engine{dm: l.DM, lvm: l.LVM, dev: l.Dev, files: l.Files, pools: pools, faults: faults, minBlockSectors: dm.DefaultBlockSectors, layouts: newLayouts()}
+	e := &Engine{dm: l.DM, lvm: l.LVM, dev: l.Dev, files: l.Files, reads: l.Reads, pools: pools, faults: faults, minBlockSectors: dm.DefaultBlockSectors, layouts: newLayouts()}
 	if l.Metadata != nil && l.HotSets != nil {
 		e.metadata, e.hotSets = l.Metadata, l.HotSets
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/ssdcache/ssdcache/pkg/hotset"
 	"github.com/ssdcache/ssdcache/pkg/lvm"
 	"github.com/ssdcache/ssdcache/pkg/lvm/lvmfake"
+	"github.com/ssdcache/ssdcache/pkg/readtrack/readtrackfake"
 )
 
 // world is a node made of fakes that share one ordered event log.
@@ -25,6 +26,7 @@ type world struct {
 	dev     *blockdevfake.Devices
 	meta    *dmfake.Metadata
 	hotSets *hotset.Memory
+	reads   *readtrackfake.Tracker
 	events  []string
 	engine  *Engine
 	faults  FaultPoints
@@ -39,7 +41,7 @@ var testPools = Pools{OriginVG: "ssdcache-hdd", CacheVGs: map[string]string{"nvm
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	w := &world{dm: dmfake.New(), lvm: lvmfake.New(), dev: blockdevfake.New(), meta: dmfake.NewMetadata(), hotSets: &hotset.Memory{}}
+	w := &world{dm: dmfake.New(), lvm: lvmfake.New(), dev: blockdevfake.New(), meta: dmfake.NewMetadata(), hotSets: &hotset.Memory{}, reads: readtrackfake.New()}
 	rec := func(e string) { w.events = append(w.events, e) }
 	w.dm.Record, w.lvm.Record, w.dev.Record = rec, rec, rec
 	w.lvm.AddVG("ssdcache-hdd", 100*gib, lvm.PoolTagPrefix+"origin")
@@ -50,12 +52,17 @@ func newWorld(t *testing.T) *world {
 	}
 	_ = origin
 	w.events = nil
-	w.engine = NewEngine(Layers{DM: w.dm, LVM: w.lvm, Dev: w.dev, Metadata: w.meta, HotSets: w.hotSets}, testPools, faultsFunc(func(ctx context.Context, p string) {
+	w.engine = NewEngine(w.layers(), testPools, faultsFunc(func(ctx context.Context, p string) {
 		if w.faults != nil {
 			w.faults.Reached(ctx, p)
 		}
 	}), WithBlockSectors(blockSecs))
 	return w
+}
+
+// layers are the world's fakes as an engine's OS layers.
+func (w *world) layers() Layers {
+	return Layers{DM: w.dm, LVM: w.lvm, Dev: w.dev, Metadata: w.meta, HotSets: w.hotSets, Reads: w.reads}
 }
 
 type faultsFunc func(context.Context, string)
@@ -546,7 +553,7 @@ func TestInspectLooksAgainWhenTheTableChangesUnderIt(t *testing.T) {
 	w := newWorld(t)
 	w.stage(t, readCache(gib))
 	racy := &swappedOnce{DM: w.dm}
-	e := NewEngine(Layers{DM: racy, LVM: w.lvm, Dev: w.dev, Metadata: w.meta, HotSets: w.hotSets}, testPools, nil, WithBlockSectors(blockSecs))
+	e := NewEngine(Layers{DM: racy, LVM: w.lvm, Dev: w.dev, Metadata: w.meta, HotSets: w.hotSets, Reads: w.reads}, testPools, nil, WithBlockSectors(blockSecs))
 	st, err := e.Inspect(context.Background(), vol)
 	if err != nil || !racy.swapped || !st.Cached || st.Status == nil {
 		t.Fatalf("Inspect = %+v, %v (status swapped: %v); want the cache's state from a second look", st, err, racy.swapped)

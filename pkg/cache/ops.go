@@ -234,6 +234,12 @@ func (e *Engine) Unstage(ctx context.Context, volumeID string) error {
 		if err := e.dm.Remove(ctx, DeviceName(volumeID)); err != nil && !errors.Is(err, dm.ErrNotFound) {
 			return fmt.Errorf("remove device of volume %s: %w", volumeID, err)
 		}
+		if e.reads != nil {
+			// Its device number may go to another device.
+			if err := e.reads.Untrack(ctx, DeviceName(volumeID)); err != nil {
+				return err
+			}
+		}
 	}
 	run := &applier{Engine: e, op: "unstage", volumeID: volumeID, lvs: obs.cacheLVs}
 	if _, cached := obs.table.Target.(dm.CacheTarget); cached {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"math"
 	"slices"
 	"time"
 
@@ -72,13 +74,13 @@ func (e *Engine) Preload(ctx context.Context, volumeID string, paths []string) (
 		return PreloadReport{}, err
 	}
 	r := PreloadReport{BlockBytes: live.BlockSectors * dm.SectorSize}
-	found, err := e.files.Map(ctx, dev, paths, st.CacheTotal*r.BlockBytes)
+	set := newBlockSet(r.BlockBytes, st.CacheTotal)
+	found, err := e.files.Map(ctx, dev, paths, set.add)
 	if err != nil {
 		return r, fmt.Errorf("preload on volume %s: %w", volumeID, err)
 	}
-	r.Files, r.FileBytes, r.Missing, r.Truncated = found.Files, found.Bytes(), found.Missing, found.Truncated
-	blocks := blocksOf(found.Extents, r.BlockBytes)
-	err = e.promoteAll(ctx, volumeID, blocks, &r)
+	r.Files, r.FileBytes, r.Missing, r.Truncated = found.Files, found.Bytes, found.Missing, found.Truncated
+	err = e.promoteAll(ctx, volumeID, set.sorted(), &r)
 	r.Duration = time.Since(start)
 	klog.InfoS("Preloaded named paths", "volumeID", volumeID, "files", r.Files, "fileBytes", r.FileBytes, "blocks", r.Blocks,
 		"held", r.Held, "left", r.Left, "missing", len(r.Missing), "duration", r.Duration, "err", err)
@@ -136,7 +138,7 @@ func (e *Engine) promoteAll(ctx context.Context, volumeID string, blocks []uint6
 		return err
 	}
 	// The last promotion saved what the cache maps as the hot set.
-	notHeld := uint64(len(e.NotHeld(volumeID, table, blocks)))
+	notHeld := uint64(len(e.notHeld(volumeID, table, blocks)))
 	r.Held = uint64(len(blocks)) - min(uint64(len(blocks)), r.Blocks+notHeld)
 	if !r.More {
 		r.Left = notHeld // not for want of batches: of room
@@ -144,17 +146,50 @@ func (e *Engine) promoteAll(ctx context.Context, volumeID string, blocks []uint6
 	return nil
 }
 
-// blocksOf are the cache blocks that extents touch, sorted, once each.
-func blocksOf(extents []fileblocks.Extent, blockBytes uint64) []uint64 {
-	var blocks []uint64
-	for _, x := range extents {
-		if x.Length == 0 {
+// notHeld returns, sorted and once each, the blocks (origin blocks of the
+// live cache's block size) that the volume's hot set, saved by the last
+// fill or promotion, does not name.
+func (e *Engine) notHeld(volumeID string, table dm.Table, blocks []uint64) []uint64 {
+	blocks = slices.Compact(slices.Sorted(slices.Values(blocks)))
+	live, cached := table.Target.(dm.CacheTarget)
+	if !cached || len(blocks) == 0 {
+		return blocks
+	}
+	held := e.heldBlocks(volumeID, live.BlockSectors, table.Length, math.MaxUint64)
+	return slices.DeleteFunc(blocks, func(b uint64) bool { return held[b] })
+}
+
+// blockSet collects the cache blocks that extents touch, at most max of
+// them: a preload of files written in millions of scattered small pieces
+// holds one entry per cache block (at most dm.MaxCacheBlocks), not one per
+// extent.
+type blockSet struct {
+	blockBytes, max uint64
+	blocks          map[uint64]struct{}
+}
+
+func newBlockSet(blockBytes, max uint64) *blockSet {
+	return &blockSet{blockBytes: blockBytes, max: max, blocks: map[uint64]struct{}{}}
+}
+
+// add adds the blocks of x; false once a new block would exceed max.
+func (s *blockSet) add(x fileblocks.Extent) bool {
+	if x.Length == 0 {
+		return true
+	}
+	for b := x.Offset / s.blockBytes; b <= (x.Offset+x.Length-1)/s.blockBytes; b++ {
+		if _, ok := s.blocks[b]; ok {
 			continue
 		}
-		for b := x.Offset / blockBytes; b <= (x.Offset+x.Length-1)/blockBytes; b++ {
-			blocks = append(blocks, b)
+		if uint64(len(s.blocks)) >= s.max {
+			return false
 		}
+		s.blocks[b] = struct{}{}
 	}
-	slices.Sort(blocks)
-	return slices.Compact(blocks)
+	return true
+}
+
+// sorted are the blocks in origin order.
+func (s *blockSet) sorted() []uint64 {
+	return slices.Sorted(maps.Keys(s.blocks))
 }

@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"testing"
@@ -17,11 +18,9 @@ import (
 type fileMap struct {
 	device dm.DevNum
 	files  map[string][]fileblocks.Extent
-	limit  uint64 // what the last Map was given
 }
 
-func (f *fileMap) Map(_ context.Context, device dm.DevNum, paths []string, limit uint64) (fileblocks.Found, error) {
-	f.limit = limit
+func (f *fileMap) Map(_ context.Context, device dm.DevNum, paths []string, visit fileblocks.Visitor) (fileblocks.Found, error) {
 	if device != f.device {
 		return fileblocks.Found{}, fileblocks.ErrNotMounted
 	}
@@ -33,7 +32,13 @@ func (f *fileMap) Map(_ context.Context, device dm.DevNum, paths []string, limit
 			continue
 		}
 		found.Files++
-		found.Extents = append(found.Extents, ex...)
+		for _, x := range ex {
+			found.Bytes += x.Length
+			if !visit(x) {
+				found.Truncated = true
+				return found, nil
+			}
+		}
 	}
 	return found, nil
 }
@@ -77,9 +82,28 @@ func TestPreloadPromotesTheBlocksOfTheNamedFiles(t *testing.T) {
 	if !reflect.DeepEqual(r, want) {
 		t.Fatalf("report %+v, want %+v", r, want)
 	}
-	// The fake status gives 1000 cache blocks: the walk stops at the cache's size.
-	if limit := w.engine.files.(*fileMap).limit; limit != 1000*blockBytes {
-		t.Errorf("files mapped up to %d bytes, want the cache's %d", limit, 1000*blockBytes)
+}
+
+// Files written in scattered pieces smaller than a block cost the preload
+// one entry per cache block, up to the cache's size (the fake status gives
+// 1000 blocks): 200,000 extents of 4 KiB over 2,000 blocks stop the walk
+// at 1,000 blocks.
+func TestPreloadHoldsBlocksNotExtentsAndStopsAtTheCacheSize(t *testing.T) {
+	var pieces []fileblocks.Extent
+	for i := range uint64(200_000) {
+		pieces = append(pieces, fileblocks.Extent{Offset: (i%2000)*blockBytes + (i/2000)*4096%blockBytes, Length: 4096})
+	}
+	w := preloadWorld(t, map[string][]fileblocks.Extent{"scattered": pieces})
+	w.stage(t, warmCache(gib))
+	w.used(t)
+	set := newBlockSet(blockBytes, 1000)
+	found, err := w.engine.files.Map(context.Background(), dm.DevNum{Major: 253, Minor: 9}, []string{"scattered"}, set.add)
+	if err != nil || !found.Truncated || len(set.blocks) != 1000 {
+		t.Fatalf("walk: truncated %v, %d blocks (%v); want it stopped at 1000 blocks", found.Truncated, len(set.blocks), err)
+	}
+	r, err := w.engine.Preload(context.Background(), vol, []string{"scattered"})
+	if err != nil || !r.Truncated {
+		t.Fatalf("preload %+v (%v): want it truncated at the cache's size", r, err)
 	}
 }
 
@@ -122,6 +146,9 @@ func TestPreloadGoesOnOverCalls(t *testing.T) {
 	w := preloadWorld(t, map[string][]fileblocks.Extent{"big": {{Offset: 0, Length: total * blockBytes}}})
 	w.stage(t, warmCache(gib))
 	w.used(t)
+	// Room for every block: the walk stops at the cache's size.
+	w.dm.StatusOverride[DeviceName(vol)] = fmt.Sprintf("0 %d cache 8 10/4096 %d 0/%d 0 0 0 0 0 0 0 1 writethrough 2 migration_threshold 2048 cleaner 0 rw -",
+		10*gib/dm.SectorSize, blockSecs, cacheBlocks)
 	r, err := w.engine.Preload(context.Background(), vol, []string{"big"})
 	if err != nil {
 		t.Fatal(err)

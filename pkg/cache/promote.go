@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"time"
 
+	"k8s.io/klog/v2"
+
 	"github.com/ssdcache/ssdcache/pkg/dm"
 	"github.com/ssdcache/ssdcache/pkg/lvm"
+	"github.com/ssdcache/ssdcache/pkg/readtrack"
 )
 
 // smq promotes a block only once it has been read on several of its ticks,
@@ -26,38 +28,48 @@ import (
 // Blocks the cache already maps keep their place; any block written from
 // before the copy until the cache is back is left unmapped.
 
-// TrackReads makes a cached volume's device count reads per cache block
-// (coarser on very large volumes), so that Promote has blocks to promote;
-// tracking stops when off. A volume whose cache is not live is left alone.
+// trackReads has the misses of a volume's live cache recorded when on
+// (readtrack), so that Promote has blocks to promote, and stops recording
+// otherwise. A volume whose cache is not live is left alone.
 func (e *Engine) trackReads(ctx context.Context, volumeID string, table dm.Table, on bool) error {
 	name := DeviceName(volumeID)
 	live, cached := table.Target.(dm.CacheTarget)
 	if !on || !cached {
-		return e.dm.UntrackReads(ctx, name)
+		return e.reads.Untrack(ctx, name)
 	}
-	return e.dm.TrackReads(ctx, name, trackingAreaBlocks(live.BlockSectors, table.Length)*live.BlockSectors)
+	dev, err := e.dm.Info(ctx, name)
+	if err != nil {
+		return err
+	}
+	return e.reads.Track(ctx, name, readtrack.Volume{Device: dev.DevNum, Origin: live.Origin, BlockSectors: live.BlockSectors})
 }
 
-// ReadBlocks returns the cache blocks of a volume's origin read since the
-// previous call, given its live table (from Health), and false when the
-// volume counts no reads: it has no live cache, or one without warm-up.
+// ReadBlocks returns the origin blocks (of the live cache's block size,
+// table from Health) whose reads the volume's cache missed since the
+// previous call, and false when the promoter does not fill the cache: it
+// is not live, runs smq, or its misses cannot be recorded. A cache the
+// promoter fills whose misses are not recorded yet (the plugin restarted)
+// starts being recorded. What a call returns is bounded by
+// readtrack.MaxBlocksPerTake, whatever the volume's size.
 func (e *Engine) ReadBlocks(ctx context.Context, volumeID string, table dm.Table) ([]uint64, bool, error) {
 	live, cached := table.Target.(dm.CacheTarget)
-	if !cached {
+	if !cached || live.Policy != PolicyFilling || e.reads == nil {
 		return nil, false, nil
 	}
-	areas, areaSectors, err := e.dm.TakeReadAreas(ctx, DeviceName(volumeID))
-	if err != nil || areaSectors == 0 {
+	blocks, err := e.reads.Take(ctx, DeviceName(volumeID))
+	if errors.Is(err, readtrack.ErrNotTracked) {
+		if err := e.trackReads(ctx, volumeID, table, true); err != nil {
+			klog.ErrorS(err, "Could not record the cache's misses; its blocks are left to smq", "volumeID", volumeID)
+			return nil, false, nil
+		}
+		return nil, true, nil
+	}
+	if err != nil {
 		return nil, false, err
 	}
-	per, originBlocks := max(areaSectors/live.BlockSectors, 1), (table.Length+live.BlockSectors-1)/live.BlockSectors
-	var blocks []uint64
-	for _, a := range areas {
-		for b := a * per; b < (a+1)*per && b < originBlocks; b++ {
-			blocks = append(blocks, b)
-		}
-	}
-	return blocks, true, nil
+	// dm-cache never caches the origin's last, partial block.
+	whole := table.Length / live.BlockSectors
+	return slices.DeleteFunc(blocks, func(b uint64) bool { return b >= whole }), true, nil
 }
 
 // Promote maps blocks (origin blocks of the live cache's block size) that
@@ -93,22 +105,6 @@ func (e *Engine) Promote(ctx context.Context, volumeID string, blocks []uint64) 
 		return run.warmed, left, fmt.Errorf("promote on volume %s: %w", volumeID, err)
 	}
 	return run.warmed, left, nil
-}
-
-// NotHeld returns, sorted and once each, the blocks (origin blocks of the
-// live cache's block size, table from Health) that the volume's cache is
-// not known to hold: the promoter batches only these, so blocks mapped by
-// the last fill or promotion and read again make no batch of their own.
-// Without a saved hot set every block is returned; Promote skips what the
-// metadata maps anyway.
-func (e *Engine) NotHeld(volumeID string, table dm.Table, blocks []uint64) []uint64 {
-	blocks = slices.Compact(slices.Sorted(slices.Values(blocks)))
-	live, cached := table.Target.(dm.CacheTarget)
-	if !cached || len(blocks) == 0 {
-		return blocks // an idle volume's look reads no hot set file
-	}
-	held := e.heldBlocks(volumeID, live.BlockSectors, table.Length, math.MaxUint64)
-	return slices.DeleteFunc(blocks, func(b uint64) bool { return held[b] })
 }
 
 // heldBlocks are the origin blocks the volume's hot set, saved at its last

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/ssdcache/ssdcache/pkg/dm"
 	"github.com/ssdcache/ssdcache/pkg/hotset"
+	"github.com/ssdcache/ssdcache/pkg/readtrack"
 )
 
 func TestPromoteMapsReadBlocksIntoFreeCacheBlocksAndKeepsTheMappedOnes(t *testing.T) {
@@ -83,25 +85,75 @@ func TestPromoteFillsNoMoreThanTheFreeBlocks(t *testing.T) {
 	}
 }
 
-func TestReadsAreCountedOnlyForWarmCaches(t *testing.T) {
+func TestReadBlocksAreTheMissesOfACacheThePromoterFills(t *testing.T) {
 	w := newWorld(t)
+	w.engine = w.restartedEngine() // with a promoter
 	w.stage(t, warmCache(gib))
-	w.dm.Read(DeviceName(vol), 25*blockSecs) // tracking area 2: blocks 20-29
-	blocks, tracked, err := w.engine.ReadBlocks(context.Background(), vol, w.table(t))
-	if err != nil || !tracked {
-		t.Fatalf("read blocks: tracked %v, %v", tracked, err)
+	name := DeviceName(vol)
+	tracked, ok := w.reads.Tracking(name)
+	if !ok || tracked.BlockSectors != blockSecs || tracked.Origin != w.table(t).Target.(dm.CacheTarget).Origin {
+		t.Fatalf("misses tracked %v (%+v), want the live cache's origin and block size", ok, tracked)
 	}
-	if want := []uint64{20, 21, 22, 23, 24, 25, 26, 27, 28, 29}; !reflect.DeepEqual(blocks, want) {
-		t.Fatalf("read blocks %v, want %v", blocks, want)
+	w.reads.Miss(name, 25*blockSecs+3)
+	w.reads.Miss(name, 7*blockSecs)
+	blocks, isTracked, err := w.engine.ReadBlocks(context.Background(), vol, w.table(t))
+	slices.Sort(blocks)
+	if err != nil || !isTracked || !reflect.DeepEqual(blocks, []uint64{7, 25}) {
+		t.Fatalf("read blocks %v (tracked %v, %v), want exactly the blocks missed, [7 25]", blocks, isTracked, err)
 	}
 	if blocks, _, _ := w.engine.ReadBlocks(context.Background(), vol, w.table(t)); len(blocks) != 0 {
-		t.Fatalf("the reads were reported twice: %v", blocks)
+		t.Fatalf("the misses were reported twice: %v", blocks)
 	}
 	if _, err := w.engine.SetCache(context.Background(), vol, readCache(2*gib)); err != nil {
 		t.Fatal(err)
 	}
-	if _, tracked, _ := w.engine.ReadBlocks(context.Background(), vol, w.table(t)); tracked {
-		t.Fatal("a cache without warm-up counts reads")
+	if _, isTracked, _ := w.engine.ReadBlocks(context.Background(), vol, w.table(t)); isTracked {
+		t.Fatal("a cache without warm-up, on smq, reports misses")
+	}
+	if _, ok := w.reads.Tracking(name); ok {
+		t.Fatal("a cache without warm-up still has its misses tracked")
+	}
+}
+
+// One small read in each 1/16,384 of a 1 TiB volume is 16,384 blocks to
+// promote, not every block of the 64 MiB around each read (4.2 million
+// blocks with dm-stats areas).
+func TestScatteredReadsOfAHugeVolumeGiveOnlyTheBlocksRead(t *testing.T) {
+	w := newWorld(t)
+	w.engine = w.restartedEngine()
+	const tib = uint64(1 << 40)
+	table := dm.Table{Length: tib / dm.SectorSize, Target: dm.CacheTarget{BlockSectors: blockSecs, Policy: PolicyFilling, Origin: dm.DevNum{Major: 8}}}
+	w.reads.Track(context.Background(), DeviceName(vol), readtrack.Volume{Origin: dm.DevNum{Major: 8}, BlockSectors: blockSecs})
+	const reads = 16384
+	for i := range uint64(reads) {
+		w.reads.Miss(DeviceName(vol), i*(table.Length/reads)+8)
+	}
+	blocks, _, err := w.engine.ReadBlocks(context.Background(), vol, table)
+	if err != nil || len(blocks) != reads {
+		t.Fatalf("%d blocks (%v) for %d scattered reads, want one each", len(blocks), err, reads)
+	}
+}
+
+// After a restart of the plugin nothing records a filling cache's misses
+// until the promoter's first look starts it; the origin's last, partial
+// block, which dm-cache never caches, is never returned.
+func TestReadBlocksStartsTrackingAfterARestartAndSkipsThePartialLastBlock(t *testing.T) {
+	w := newWorld(t)
+	w.engine = w.restartedEngine()
+	w.stage(t, warmCache(gib))
+	name := DeviceName(vol)
+	table := w.table(t)
+	w.reads.Untrack(context.Background(), name) // the restart
+	restarted := w.restartedEngine()
+	if blocks, tracked, err := restarted.ReadBlocks(context.Background(), vol, table); err != nil || !tracked || len(blocks) != 0 {
+		t.Fatalf("first look after a restart: %v, tracked %v, %v; want tracking started, no blocks", blocks, tracked, err)
+	}
+	table.Length -= blockSecs / 2 // as if the origin ended halfway through its last block
+	last := table.Length / blockSecs
+	w.reads.Miss(name, last*blockSecs)
+	w.reads.Miss(name, (last-1)*blockSecs)
+	if blocks, _, _ := restarted.ReadBlocks(context.Background(), vol, table); !reflect.DeepEqual(blocks, []uint64{last - 1}) {
+		t.Fatalf("blocks %v, want only the last whole block %d", blocks, last-1)
 	}
 }
 
@@ -151,7 +203,7 @@ func TestNotHeldLeavesOutTheHotSet(t *testing.T) {
 	if err := w.hotSets.Save(vol, hotset.FromBlocks([]uint64{3, 4, 9}, blockSecs)); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := w.engine.NotHeld(vol, w.table(t), []uint64{9, 5, 3, 5, 12}), []uint64{5, 12}; !reflect.DeepEqual(got, want) {
+	if got, want := w.engine.notHeld(vol, w.table(t), []uint64{9, 5, 3, 5, 12}), []uint64{5, 12}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("not held %v, want %v", got, want)
 	}
 }
@@ -177,7 +229,7 @@ func TestPromotedCachesFillOnTheCleanerUntilHandedOverToSmq(t *testing.T) {
 			if tc.promoter {
 				opts = append(opts, WithPromoter())
 			}
-			w.engine = NewEngine(Layers{DM: w.dm, LVM: w.lvm, Dev: w.dev, Metadata: w.meta, HotSets: w.hotSets}, testPools, nil, opts...)
+			w.engine = NewEngine(w.layers(), testPools, nil, opts...)
 			w.stage(t, tc.spec)
 			filling := w.table(t).Target.(dm.CacheTarget)
 			if filling.Policy != tc.want {
@@ -242,7 +294,7 @@ func promotingWorld(t *testing.T) *world {
 // restartedEngine is a new engine over the same world, as after a restart
 // of the node plugin.
 func (w *world) restartedEngine() *Engine {
-	return NewEngine(Layers{DM: w.dm, LVM: w.lvm, Dev: w.dev, Metadata: w.meta, HotSets: w.hotSets}, testPools, nil, WithBlockSectors(blockSecs), WithPromoter())
+	return NewEngine(w.layers(), testPools, nil, WithBlockSectors(blockSecs), WithPromoter())
 }
 
 // promoteOrder says where a promotion copied its blocks: "serving" before

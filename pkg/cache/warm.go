@@ -52,7 +52,7 @@ type warming struct {
 	blockSectors uint64
 	areaBlocks   uint64 // cache blocks per tracking area
 	cacheBlocks  uint64
-	originBlocks uint64       // the origin's length in cache blocks
+	originBlocks uint64       // the origin's whole cache blocks: dm-cache never caches a partial last one
 	kept         []dm.Mapping // mapped before; their cache blocks hold them
 	copies       []dm.Mapping // to copy from the origin
 	start        time.Time
@@ -63,7 +63,7 @@ type warming struct {
 }
 
 func newWarming(blockSectors, cacheBlocks, lengthSectors uint64) *warming {
-	return &warming{blockSectors: blockSectors, cacheBlocks: cacheBlocks, originBlocks: (lengthSectors + blockSectors - 1) / blockSectors,
+	return &warming{blockSectors: blockSectors, cacheBlocks: cacheBlocks, originBlocks: lengthSectors / blockSectors,
 		areaBlocks: trackingAreaBlocks(blockSectors, lengthSectors), start: time.Now()}
 }
 

@@ -67,15 +67,6 @@ type Interface interface {
 	WrittenAreas(ctx context.Context, name string, region uint64) ([]uint64, error)
 	// Untrack deletes region.
 	Untrack(ctx context.Context, name string, region uint64) error
-	// TrackReads makes name count reads per area of areaSectors until
-	// UntrackReads or the device's removal, keeping tracking that already
-	// does so (and so what it counted).
-	TrackReads(ctx context.Context, name string, areaSectors uint64) error
-	// TakeReadAreas returns the areas read since the previous call and
-	// their size; a zero size when name tracks no reads.
-	TakeReadAreas(ctx context.Context, name string) (areas []uint64, areaSectors uint64, err error)
-	// UntrackReads stops any read tracking of name.
-	UntrackReads(ctx context.Context, name string) error
 }
 
 // DevicePath is where a device-mapper device's node lives.

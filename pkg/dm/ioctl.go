@@ -98,21 +98,19 @@ type kernelIoctls struct{ ctl Control }
 // call runs command nr on device name ("" for none) with flags, growing the
 // buffer while the kernel says its answer did not fit.
 func (k kernelIoctls) call(nr uintptr, name string, flags uint32) (dmReply, error) {
-	return k.callWith(nr, name, flags, nil, 0, 0)
+	return k.callWith(nr, name, flags, nil, 0)
 }
 
 // callWith is call with payload (a struct the command reads, or targets
-// target specs) at data_start, and a first buffer large enough for an
-// answer of answerBytes: each buffer too small has the kernel write the
-// whole answer again.
-func (k kernelIoctls) callWith(nr uintptr, name string, flags uint32, payload []byte, targets uint32, answerBytes int) (dmReply, error) {
+// target specs) at data_start.
+func (k kernelIoctls) callWith(nr uintptr, name string, flags uint32, payload []byte, targets uint32) (dmReply, error) {
 	if len(name) >= nameLen {
 		return nil, fmt.Errorf("device-mapper name %q: longer than %d bytes", name, nameLen-1)
 	}
 	if ioctlHeaderSize+len(payload) > maxBufferSize {
 		return nil, fmt.Errorf("device-mapper ioctl %d on %q: %d bytes of payload exceed %d", nr, name, len(payload), maxBufferSize-ioctlHeaderSize)
 	}
-	first := max(firstBufferSize, align8(ioctlHeaderSize+len(payload)), min(align8(ioctlHeaderSize+answerBytes), maxBufferSize))
+	first := max(firstBufferSize, align8(ioctlHeaderSize+len(payload)))
 	for size := first; ; size = min(size*2, maxBufferSize) {
 		buf := make([]byte, size)
 		ne := binary.NativeEndian
@@ -169,7 +167,7 @@ func (k kernelIoctls) load(ctx context.Context, name string, t Table) error {
 	copy(spec[24:40], typ)
 	copy(spec[targetSpecHeaderSize:], params)
 	return interruptible(ctx, func() error {
-		_, err := k.callWith(cmdTableLoad, name, 0, spec, 1, 0)
+		_, err := k.callWith(cmdTableLoad, name, 0, spec, 1)
 		return err
 	})
 }
@@ -220,13 +218,11 @@ func onSignalledThread(ctx context.Context, call func() error) error {
 // name 0 msg` does (a struct dm_target_msg: the sector, then the text), and
 // returns the kernel's answer, "" when it gave none. The kernel writes the
 // answer where the message was, as libdevmapper lays it out; an answer that
-// did not fit is asked again with a larger buffer, and dm-stats clears a
-// region's counters (@stats_print_clear) only once its answer fit.
-// answerBytes is the caller's estimate of the answer's size (0: small).
-func (k kernelIoctls) message(name, msg string, answerBytes int) (string, error) {
+// did not fit is asked again with a larger buffer.
+func (k kernelIoctls) message(name, msg string) (string, error) {
 	payload := make([]byte, 8+len(msg)+1) // sector 0, the text, its NUL
 	copy(payload[8:], msg)
-	reply, err := k.callWith(cmdTargetMsg, name, 0, payload, 0, answerBytes)
+	reply, err := k.callWith(cmdTargetMsg, name, 0, payload, 0)
 	if err != nil {
 		return "", err
 	}

@@ -36,11 +36,9 @@ type fakeKernel struct {
 	// largest is the largest buffer an ioctl came with.
 	largest int
 	// answers are the answers to messages, by device and message text;
-	// messages records every message as "<device> <sector> <text>" and
-	// cleared the @stats_print_clear messages whose answer fit.
+	// messages records every message as "<device> <sector> <text>".
 	answers  map[string]map[string]string
 	messages []string
-	cleared  int
 	// interrupted is how many suspends and loads are to fail with EINTR, as
 	// when a signal reaches the thread waiting in the kernel.
 	interrupted int
@@ -214,9 +212,6 @@ func (k *fakeKernel) message(buf []byte, name string, start, size int, flags uin
 		ne.PutUint32(buf[offFlags:], flags|flagBufferFull)
 		return nil
 	}
-	if strings.HasPrefix(text, "@stats_print_clear") {
-		k.cleared++
-	}
 	copy(buf[start:], answer+"\x00")
 	ne.PutUint32(buf[offFlags:], flags|flagDataOut)
 	ne.PutUint32(buf[offDataSize:], uint32(start+len(answer)+1))
@@ -334,77 +329,52 @@ func TestKernelReadsGrowTheBuffer(t *testing.T) {
 	}
 }
 
-// readsAnswer is "@stats_print" of 600 areas of 128 sectors, every third
-// read, with counters of digits digits: an answer of 24 KiB (1 digit) or
+// writesAnswer is "@stats_print" of 600 areas of 128 sectors, every third
+// written, with counters of digits digits: an answer of 24 KiB (1 digit) or
 // 57 KiB (19).
-func readsAnswer(digits int) (string, []uint64) {
+func writesAnswer(digits int) (string, []uint64) {
 	var print strings.Builder
 	var want []uint64
 	ms := strings.Repeat("9", digits)
 	for i := uint64(0); i < 600; i++ {
-		reads := uint64(0)
+		writes := uint64(0)
 		if i%3 == 0 {
-			reads, want = 2, append(want, i)
+			writes, want = 2, append(want, i)
 		}
-		fmt.Fprintf(&print, "%d+128 %d 0 %d %s 0 0 0 0 0 %s %s 0 0\n", i*128, reads, reads*8, ms, ms, ms)
+		fmt.Fprintf(&print, "%d+128 0 0 0 %s %d 0 %d 0 0 %s %s 0 0\n", i*128, ms, writes, writes*8, ms, ms)
 	}
 	return print.String(), want
 }
 
-func TestKernelMessagesReadAndClearDmStats(t *testing.T) {
-	for _, c := range []struct {
-		name   string
-		digits int
-		prints int
-	}{
-		// The buffer is sized for the region's areas: one ioctl.
-		{"small counters", 1, 1},
-		// Larger than that estimate: asked again with a larger buffer.
-		{"large counters", 19, 2},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			k := kernelDevices()
-			print, want := readsAnswer(c.digits)
-			k.answers = map[string]map[string]string{"ssdcache-pvc-1": {
-				"@stats_list ssdcache-reads": "0: 0+76800 128 ssdcache-reads -\n",
-				"@stats_print_clear 0":       print,
-				"@stats_delete 0":            "",
-			}}
-			d := NewDmsetup(nil).ReadingFrom(k)
-			areas, areaSectors, err := d.TakeReadAreas(context.Background(), "ssdcache-pvc-1")
-			if err != nil {
-				t.Fatal(err)
+func TestKernelMessagesReadWrittenAreas(t *testing.T) {
+	for _, digits := range []int{1, 19} { // answers of 24 and 57 KiB: larger than the first buffer
+		k := kernelDevices()
+		print, want := writesAnswer(digits)
+		k.answers = map[string]map[string]string{"ssdcache-pvc-1": {"@stats_print 3": print}}
+		d := NewDmsetup(nil).ReadingFrom(k)
+		areas, err := d.WrittenAreas(context.Background(), "ssdcache-pvc-1", 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(areas, want) {
+			t.Fatalf("written areas %v, want %v", areas, want)
+		}
+		for _, m := range k.messages {
+			if m != "ssdcache-pvc-1 0 @stats_print 3" {
+				t.Fatalf("message %q, want only @stats_print 3 to sector 0", m)
 			}
-			if areaSectors != 128 || !reflect.DeepEqual(areas, want) {
-				t.Fatalf("read areas %v of %d sectors, want %v of 128", areas, areaSectors, want)
-			}
-			if k.cleared != 1 {
-				t.Errorf("counters cleared %d times, want once, by the answer that fit", k.cleared)
-			}
-			if err := d.UntrackReads(context.Background(), "ssdcache-pvc-1"); err != nil {
-				t.Fatalf("a message without an answer: %v", err)
-			}
-			wantMessages := []string{"ssdcache-pvc-1 0 @stats_list ssdcache-reads"}
-			for range c.prints {
-				wantMessages = append(wantMessages, "ssdcache-pvc-1 0 @stats_print_clear 0")
-			}
-			wantMessages = append(wantMessages, "ssdcache-pvc-1 0 @stats_list ssdcache-reads", "ssdcache-pvc-1 0 @stats_delete 0")
-			if !reflect.DeepEqual(k.messages, wantMessages) {
-				t.Errorf("messages %q, want %q", k.messages, wantMessages)
-			}
-		})
+		}
 	}
 }
 
-// The buffer grows from the answer's estimate up to maxBufferSize exactly,
-// whatever the estimate, and no further; a payload that no buffer holds is
+// The buffer grows up to maxBufferSize exactly, and no further; a payload that no buffer holds is
 // refused before any ioctl.
 func TestKernelMessageBufferLimits(t *testing.T) {
 	k := kernelDevices()
 	huge := strings.Repeat("0+128 1 0 8 0 0 0 0 0 0 0 0 0 0\n", maxBufferSize/32+1)
-	k.answers = map[string]map[string]string{"ssdcache-pvc-1": {"@stats_print_clear 0": huge}}
+	k.answers = map[string]map[string]string{"ssdcache-pvc-1": {"@stats_print 0": huge}}
 	d := NewDmsetup(nil).ReadingFrom(k)
-	_, err := d.messageSized(context.Background(), "ssdcache-pvc-1", "@stats_print_clear 0", 600*statsLineBytes)
+	_, err := d.message(context.Background(), "ssdcache-pvc-1", "@stats_print 0")
 	if err == nil || !strings.Contains(err.Error(), "exceeds") || k.largest != maxBufferSize {
 		t.Fatalf("answer of %d bytes: %v, largest buffer %d; want an error after a buffer of %d", len(huge), err, k.largest, maxBufferSize)
 	}

@@ -7,37 +7,24 @@ import (
 	"strings"
 )
 
-// Program IDs of the dm-stats regions ssdcache creates: one an interrupted
-// warm-up left behind is found by its program and deleted, and the read
-// tracking of a cache is found again after a restart.
-const (
-	writesProgram = "ssdcache-writes"
-	readsProgram  = "ssdcache-reads"
-)
+// writesProgram is the program ID of the dm-stats regions ssdcache
+// creates: one an interrupted warm-up left behind is found by it and
+// deleted.
+const writesProgram = "ssdcache-writes"
 
 // MaxTrackedAreas bounds the areas of one dm-stats region: the kernel keeps
 // about a hundred bytes per area for every possible CPU, so callers coarsen
 // the areas of a large device rather than pin hundreds of megabytes.
 const MaxTrackedAreas = 16384
 
-// statsLineBytes is room for one area's line of "@stats_print" whose
-// counters are mostly small: the size of a region's answer is estimated
-// from it, so that one ioctl usually holds the answer.
-const statsLineBytes = 64
-
 // message sends msg to sector 0 of device name: through the control device
 // when d has one (ReadingFrom), else with dmsetup.
 func (d *Dmsetup) message(ctx context.Context, name, msg string) (string, error) {
-	return d.messageSized(ctx, name, msg, 0)
-}
-
-// messageSized is message for an answer of about answerBytes.
-func (d *Dmsetup) messageSized(ctx context.Context, name, msg string, answerBytes int) (string, error) {
 	if d.kernel != nil {
 		if err := ctx.Err(); err != nil {
 			return "", err
 		}
-		out, err := d.kernel.message(name, msg, answerBytes)
+		out, err := d.kernel.message(name, msg)
 		if err != nil {
 			return "", fmt.Errorf("message %q to %s: %w", msg, name, err)
 		}
@@ -46,17 +33,8 @@ func (d *Dmsetup) messageSized(ctx context.Context, name, msg string, answerByte
 	return d.dmsetup(ctx, "message", name, "0", msg)
 }
 
-// statsRegion is one dm-stats region: its length and the size of its
-// areas, in sectors.
-type statsRegion struct{ lengthSectors, areaSectors uint64 }
-
-// areas is how many areas, so lines of "@stats_print", the region has.
-func (r statsRegion) areas() uint64 {
-	if r.areaSectors == 0 {
-		return 0
-	}
-	return (r.lengthSectors + r.areaSectors - 1) / r.areaSectors
-}
+// statsRegion is one dm-stats region: the size of its areas, in sectors.
+type statsRegion struct{ areaSectors uint64 }
 
 // regions lists name's dm-stats regions of program by ID.
 func (d *Dmsetup) regions(ctx context.Context, name, program string) (map[uint64]statsRegion, error) {
@@ -120,38 +98,6 @@ func (d *Dmsetup) Untrack(ctx context.Context, name string, region uint64) error
 	return err
 }
 
-func (d *Dmsetup) TrackReads(ctx context.Context, name string, areaSectors uint64) error {
-	kept, err := d.deleteRegions(ctx, name, readsProgram, func(_, area uint64) bool { return area == areaSectors })
-	if err != nil || kept {
-		return err
-	}
-	_, err = d.createRegion(ctx, name, readsProgram, areaSectors)
-	return err
-}
-
-func (d *Dmsetup) TakeReadAreas(ctx context.Context, name string) ([]uint64, uint64, error) {
-	regions, err := d.regions(ctx, name, readsProgram)
-	if err != nil || len(regions) == 0 {
-		return nil, 0, err
-	}
-	for id, r := range regions {
-		// Printing and clearing in one message loses no read in between.
-		hint := int(min(r.areas(), MaxTrackedAreas)) * statsLineBytes
-		out, err := d.messageSized(ctx, name, fmt.Sprintf("@stats_print_clear %d", id), hint)
-		if err != nil {
-			return nil, 0, err
-		}
-		areas, err := ParseReadAreas(out)
-		return areas, r.areaSectors, err
-	}
-	return nil, 0, nil
-}
-
-func (d *Dmsetup) UntrackReads(ctx context.Context, name string) error {
-	_, err := d.deleteRegions(ctx, name, readsProgram, nil)
-	return err
-}
-
 // parseStatsList returns the regions of "@stats_list" lines,
 // "<region_id>: <start>+<length> <step> <program_id> <aux_data>", by ID.
 func parseStatsList(out string) map[uint64]statsRegion {
@@ -167,10 +113,7 @@ func parseStatsList(out string) map[uint64]statsRegion {
 			continue
 		}
 		if step, err := strconv.ParseUint(f[1], 10, 64); err == nil {
-			// A length that does not parse only costs the answer's size hint.
-			_, length, _ := strings.Cut(f[0], "+")
-			sectors, _ := strconv.ParseUint(length, 10, 64)
-			regions[n] = statsRegion{lengthSectors: sectors, areaSectors: step}
+			regions[n] = statsRegion{areaSectors: step}
 		}
 	}
 	return regions
@@ -180,17 +123,12 @@ func parseStatsList(out string) map[uint64]statsRegion {
 // at sector 0 that completed a write, from "@stats_print".
 func ParseWrittenAreas(out string) ([]uint64, error) { return parseAreas(out, 5, 7) }
 
-// ParseReadAreas returns the indexes of the areas of a region starting at
-// sector 0 that completed a read, from "@stats_print".
-func ParseReadAreas(out string) ([]uint64, error) { return parseAreas(out, 1, 3) }
-
 // parseAreas reads "@stats_print" output, one line per area:
 // "<start>+<length>" and then the counters of /proc/diskstats (reads
 // completed, merged, sectors read, ms reading, writes completed, merged,
 // sectors written, ...), and returns the areas where the counter at field
-// ios or sectors is not zero. The promoter parses a region of up to
-// MaxTrackedAreas lines twice a second per volume while it fills, so lines
-// are scanned in place: no string is allocated per line or field.
+// ios or sectors is not zero. A region has up to MaxTrackedAreas lines, so
+// lines are scanned in place: no string is allocated per line or field.
 func parseAreas(out string, ios, sectors int) ([]uint64, error) {
 	var areas []uint64
 	var areaLen uint64

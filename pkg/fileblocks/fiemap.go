@@ -51,7 +51,8 @@ var (
 	_ [fiemapExtentLen]byte = [unsafe.Sizeof(fiemapExtent{})]byte{}
 )
 
-// extents adds the device ranges of f's data, up to the walk's limit.
+// extents gives the device ranges of f's data to the walk's visitor, until
+// it stops the walk.
 func (w *walk) extents(f *os.File) error {
 	req := &fiemapRequest{}
 	for start := uint64(0); ; {
@@ -83,15 +84,9 @@ func (w *walk) extents(f *os.File) error {
 	}
 }
 
-// add keeps e, cut at the limit; true once the limit is reached.
+// add gives e to the visitor; true once it stopped the walk.
 func (w *walk) add(e Extent) bool {
-	if w.limit > 0 && w.bytes+e.Length > w.limit {
-		e.Length = w.limit - w.bytes
-		w.found.Truncated = true
-	}
-	if e.Length > 0 {
-		w.found.Extents = append(w.found.Extents, e)
-		w.bytes += e.Length
-	}
+	w.found.Bytes += e.Length
+	w.found.Truncated = !w.visitor(e)
 	return w.found.Truncated
 }

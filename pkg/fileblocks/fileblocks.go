@@ -36,31 +36,27 @@ type Extent struct{ Offset, Length uint64 }
 type Found struct {
 	// Files were mapped (regular files, those under named directories included).
 	Files int
-	// Extents are the device ranges their data occupies, in the order found;
-	// ranges the filesystem has not placed yet (delayed allocation), inline
-	// or unwritten (read as zeros) are left out.
-	Extents []Extent
+	// Bytes is the length of every extent given to the visitor.
+	Bytes uint64
 	// Missing are the named paths that do not exist.
 	Missing []string
-	// Truncated: the walk stopped at the byte limit.
+	// Truncated: the visitor stopped the walk.
 	Truncated bool
 }
 
-// Bytes is the length of every extent.
-func (f Found) Bytes() uint64 {
-	var n uint64
-	for _, e := range f.Extents {
-		n += e.Length
-	}
-	return n
-}
+// Visitor receives each device range the files' data occupies, in the
+// order found; ranges the filesystem has not placed yet (delayed
+// allocation), inline or unwritten (read as zeros) are left out. It
+// returns false to stop the walk: the caller keeps what it needs, so that
+// a walk over millions of small extents holds none of them.
+type Visitor func(Extent) bool
 
 // Mapper maps paths inside a device's filesystem to device ranges.
 type Mapper interface {
-	// Map finds the extents of paths (relative to the root of the filesystem
-	// mounted from device; a directory stands for every file beneath it)
-	// until they add up to limit bytes.
-	Map(ctx context.Context, device dm.DevNum, paths []string, limit uint64) (Found, error)
+	// Map walks paths (relative to the root of the filesystem mounted
+	// from device; a directory stands for every file beneath it) and
+	// gives visit the extents of their data.
+	Map(ctx context.Context, device dm.DevNum, paths []string, visit Visitor) (Found, error)
 }
 
 // Host is the Mapper of the node, reading /proc/self/mountinfo.
@@ -84,7 +80,7 @@ func CheckPath(p string) error {
 	return nil
 }
 
-func (h *Host) Map(ctx context.Context, device dm.DevNum, paths []string, limit uint64) (Found, error) {
+func (h *Host) Map(ctx context.Context, device dm.DevNum, paths []string, visit Visitor) (Found, error) {
 	for _, p := range paths {
 		if err := CheckPath(p); err != nil {
 			return Found{}, err
@@ -99,7 +95,7 @@ func (h *Host) Map(ctx context.Context, device dm.DevNum, paths []string, limit 
 		return Found{}, fmt.Errorf("open %s: %w", root, err)
 	}
 	defer unix.Close(rootFD)
-	w := walk{ctx: ctx, device: device, limit: limit}
+	w := walk{ctx: ctx, device: device, visitor: visit}
 	for _, p := range paths {
 		if err := w.named(rootFD, p); err != nil {
 			return w.found, err
@@ -141,8 +137,7 @@ var ErrTooLarge = errors.New("too many files to walk")
 type walk struct {
 	ctx     context.Context
 	device  dm.DevNum
-	limit   uint64
-	bytes   uint64
+	visitor Visitor
 	entries int
 	found   Found
 }

@@ -32,7 +32,7 @@ func fakeMount(t *testing.T) (*Host, string, dm.DevNum) {
 	h := &Host{MountInfo: info}
 	probe := filepath.Join(root, "probe")
 	write(t, probe, 4096)
-	if _, err := h.Map(context.Background(), dev, []string{"probe"}, 0); err != nil {
+	if _, err := h.Map(context.Background(), dev, []string{"probe"}, all); err != nil {
 		t.Skipf("the filesystem of %s does not map extents here: %v", root, err)
 	}
 	os.Remove(probe)
@@ -66,12 +66,12 @@ func TestMapFindsTheDataOfFilesAndDirectoriesInsideTheFilesystemOnly(t *testing.
 			t.Fatal(err)
 		}
 	}
-	found, err := h.Map(context.Background(), dev, []string{"model.bin", "index", "abs", "up", "missing/file"}, 0)
+	found, err := h.Map(context.Background(), dev, []string{"model.bin", "index", "abs", "up", "missing/file"}, all)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if found.Files != 3 || found.Bytes() != 1<<20+256<<10+128<<10 {
-		t.Errorf("found %d files, %d bytes; want model.bin and index's two files, %d bytes", found.Files, found.Bytes(), 1<<20+256<<10+128<<10)
+	if found.Files != 3 || found.Bytes != 1<<20+256<<10+128<<10 {
+		t.Errorf("found %d files, %d bytes; want model.bin and index's two files, %d bytes", found.Files, found.Bytes, 1<<20+256<<10+128<<10)
 	}
 	if want := []string{"abs", "up", "missing/file"}; !slices.Equal(found.Missing, want) {
 		t.Errorf("missing %q, want %q: links resolve inside the volume's root, where their targets do not exist", found.Missing, want)
@@ -85,19 +85,23 @@ func TestMapStopsAtTheLimit(t *testing.T) {
 	h, root, dev := fakeMount(t)
 	write(t, filepath.Join(root, "a"), 1<<20)
 	write(t, filepath.Join(root, "b"), 1<<20)
-	found, err := h.Map(context.Background(), dev, []string{"a", "b"}, 1536<<10)
+	var seen uint64
+	found, err := h.Map(context.Background(), dev, []string{"a", "b"}, func(e Extent) bool {
+		seen += e.Length
+		return seen < 1536<<10
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if found.Bytes() != 1536<<10 || !found.Truncated {
-		t.Errorf("mapped %d bytes, truncated %v; want the limit, 1536 KiB, and truncated", found.Bytes(), found.Truncated)
+	if found.Bytes != seen || seen < 1536<<10 || seen > 2<<20 || !found.Truncated {
+		t.Errorf("mapped %d bytes (visited %d), truncated %v; want the walk stopped once the visitor saw 1536 KiB", found.Bytes, seen, found.Truncated)
 	}
 }
 
 func TestMapRefusesPathsThatLeaveTheVolume(t *testing.T) {
 	h, _, dev := fakeMount(t)
 	for _, p := range []string{"", "/etc/passwd", "data/../../etc", ".."} {
-		if _, err := h.Map(context.Background(), dev, []string{"ok", p}, 0); !errors.Is(err, ErrInvalidPath) {
+		if _, err := h.Map(context.Background(), dev, []string{"ok", p}, all); !errors.Is(err, ErrInvalidPath) {
 			t.Errorf("path %q: err %v, want ErrInvalidPath", p, err)
 		}
 	}
@@ -106,7 +110,7 @@ func TestMapRefusesPathsThatLeaveTheVolume(t *testing.T) {
 func TestMapNeedsTheFilesystemMountedWhole(t *testing.T) {
 	h, _, dev := fakeMount(t)
 	other := dm.DevNum{Major: dev.Major, Minor: dev.Minor + 1000}
-	if _, err := h.Map(context.Background(), other, []string{"a"}, 0); !errors.Is(err, ErrNotMounted) {
+	if _, err := h.Map(context.Background(), other, []string{"a"}, all); !errors.Is(err, ErrNotMounted) {
 		t.Errorf("unmounted device: err %v, want ErrNotMounted", err)
 	}
 }
@@ -122,12 +126,12 @@ func TestMapNeverOpensDeviceNodesOrFIFOs(t *testing.T) {
 	if err := unix.Mkfifo(filepath.Join(root, "dir/fifo"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	found, err := h.Map(context.Background(), dev, []string{"dir/tty", "dir/fifo", "dir"}, 0)
+	found, err := h.Map(context.Background(), dev, []string{"dir/tty", "dir/fifo", "dir"}, all)
 	if err != nil {
 		t.Fatalf("map: %v; want the device node and the FIFO skipped, not opened", err)
 	}
-	if found.Files != 1 || found.Bytes() != 64<<10 {
-		t.Errorf("found %d files, %d bytes; want dir/data alone", found.Files, found.Bytes())
+	if found.Files != 1 || found.Bytes != 64<<10 {
+		t.Errorf("found %d files, %d bytes; want dir/data alone", found.Files, found.Bytes)
 	}
 }
 
@@ -138,7 +142,10 @@ func TestMapStopsAtADeepTree(t *testing.T) {
 		deep = filepath.Join(deep, "d")
 	}
 	write(t, filepath.Join(deep, "f"), 4096)
-	if _, err := h.Map(context.Background(), dev, []string{"top"}, 0); !errors.Is(err, ErrTooLarge) {
+	if _, err := h.Map(context.Background(), dev, []string{"top"}, all); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("a tree %d levels deep: err %v, want ErrTooLarge", maxDepth+2, err)
 	}
 }
+
+// all visits every extent.
+func all(Extent) bool { return true }

@@ -38,8 +38,6 @@ type DM struct {
 	StatusOverride map[string]string
 	// StatesCalls counts States calls (one per monitor tick, whatever the devices).
 	StatesCalls int
-	// ReadAreaLooks counts TakeReadAreas calls.
-	ReadAreaLooks int
 	// CacheUsed, when set, gives the used blocks a cache table's status
 	// reports (the metadata it was loaded with, as dmfake.Metadata keeps
 	// it); without it the status reports none.
@@ -261,9 +259,8 @@ func (f *DM) HasInactive(name string) bool {
 	return ok && d.inactive != nil
 }
 
-// region is a fake dm-stats region counting writes or reads.
+// region is a fake dm-stats region counting writes.
 type region struct {
-	reads       bool
 	areaSectors uint64
 	touched     map[uint64]bool
 }
@@ -281,11 +278,7 @@ func (f *DM) TrackWrites(_ context.Context, name string, areaSectors uint64) (ui
 	if d.regions == nil {
 		d.regions = map[uint64]*region{}
 	}
-	for id, r := range d.regions {
-		if !r.reads {
-			delete(d.regions, id)
-		}
-	}
+	clear(d.regions)
 	d.regions[f.nextRegion] = &region{areaSectors: areaSectors, touched: map[uint64]bool{}}
 	f.nextRegion++
 	return f.nextRegion - 1, nil
@@ -299,7 +292,7 @@ func (f *DM) WrittenAreas(_ context.Context, name string, id uint64) ([]uint64, 
 		return nil, err
 	}
 	r, ok := d.regions[id]
-	if !ok || r.reads {
+	if !ok {
 		return nil, fmt.Errorf("%s has no dm-stats write region %d", name, id)
 	}
 	return sortedAreas(r.touched), nil
@@ -328,100 +321,6 @@ func (f *DM) Untrack(_ context.Context, name string, id uint64) error {
 	return nil
 }
 
-func (f *DM) TrackReads(_ context.Context, name string, areaSectors uint64) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err := f.record("track-reads", name, nil); err != nil {
-		return err
-	}
-	d, err := f.get(name)
-	if err != nil {
-		return err
-	}
-	if r := d.readRegion(); r != nil && r.areaSectors == areaSectors {
-		return nil
-	}
-	d.dropReadRegions()
-	if d.regions == nil {
-		d.regions = map[uint64]*region{}
-	}
-	d.regions[f.nextRegion] = &region{reads: true, areaSectors: areaSectors, touched: map[uint64]bool{}}
-	f.nextRegion++
-	return nil
-}
-
-func (f *DM) TakeReadAreas(_ context.Context, name string) ([]uint64, uint64, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.ReadAreaLooks++
-	d, err := f.get(name)
-	if err != nil {
-		return nil, 0, err
-	}
-	r := d.readRegion()
-	if r == nil {
-		return nil, 0, nil
-	}
-	areas := sortedAreas(r.touched)
-	r.touched = map[uint64]bool{}
-	return areas, r.areaSectors, nil
-}
-
-func (f *DM) UntrackReads(_ context.Context, name string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err := f.record("untrack-reads", name, nil); err != nil {
-		return err
-	}
-	d, err := f.get(name)
-	if err != nil {
-		return err
-	}
-	d.dropReadRegions()
-	return nil
-}
-
-func (d *device) readRegion() *region {
-	for _, r := range d.regions {
-		if r.reads {
-			return r
-		}
-	}
-	return nil
-}
-
-func (d *device) dropReadRegions() {
-	for id, r := range d.regions {
-		if r.reads {
-			delete(d.regions, id)
-		}
-	}
-}
-
-// TracksReads says whether name counts reads, and per how many sectors.
-func (f *DM) TracksReads(name string) (uint64, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if d, ok := f.devices[name]; ok {
-		if r := d.readRegion(); r != nil {
-			return r.areaSectors, true
-		}
-	}
-	return 0, false
-}
-
-// Read stands for an application's read of one sector through name: the
-// read-tracking region counts it.
-func (f *DM) Read(name string, sector uint64) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if d, ok := f.devices[name]; ok {
-		if r := d.readRegion(); r != nil {
-			r.touched[sector/r.areaSectors] = true
-		}
-	}
-}
-
 // Write stands for an application's write of one sector through name: the
 // tracking regions count it.
 func (f *DM) Write(name string, sector uint64) {
@@ -429,9 +328,7 @@ func (f *DM) Write(name string, sector uint64) {
 	defer f.mu.Unlock()
 	if d, ok := f.devices[name]; ok {
 		for _, r := range d.regions {
-			if !r.reads {
-				r.touched[sector/r.areaSectors] = true
-			}
+			r.touched[sector/r.areaSectors] = true
 		}
 	}
 }

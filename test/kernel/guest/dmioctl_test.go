@@ -16,9 +16,9 @@ import (
 // statuses with ioctls on /dev/mapper/control (pkg/dm/ioctl.go); on the real
 // kernel they must read exactly what dmsetup reads. A linear device, a
 // dm-cache over loop devices, a two-target device, one suspended, one
-// with an inactive table loaded and one with no table at all. The promoter's dm-stats messages go
+// with an inactive table loaded and one with no table at all. The warm-up's dm-stats messages go
 // through the control device too: the region it creates is the one dmsetup
-// lists, and the reads it takes are the ones made.
+// lists, and the writes it finds are the ones made.
 func TestKernelReadsMatchDmsetup(t *testing.T) {
 	e := guestEnv(t)
 	dir := filepath.Join(e.work, "dmioctl")
@@ -82,28 +82,27 @@ func TestKernelReadsMatchDmsetup(t *testing.T) {
 	checkStatsMessages(t, kernel)
 }
 
-// checkStatsMessages tracks the reads of ioctl-cache in areas of 64 KiB
-// through the control device, reads 1 MiB at 16 MiB and takes the areas read.
+// checkStatsMessages tracks the writes of ioctl-cache in areas of 64 KiB
+// through the control device, as a warm-up does, writes 1 MiB at 16 MiB
+// and reads the areas written.
 func checkStatsMessages(t *testing.T, kernel *dm.Dmsetup) {
 	t.Helper()
-	if err := kernel.TrackReads(ctx(t), "ioctl-cache", 128); err != nil {
+	region, err := kernel.TrackWrites(ctx(t), "ioctl-cache", 128)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if list := sh(t, "dmsetup message ioctl-cache 0 @stats_list"); !strings.Contains(list, " 128 ssdcache-reads") {
-		t.Fatalf("dmsetup lists %q after TrackReads through the control device, want a region of 128-sector areas", list)
+	if list := sh(t, "dmsetup message ioctl-cache 0 @stats_list"); !strings.Contains(list, " 128 ssdcache-writes") {
+		t.Fatalf("dmsetup lists %q after TrackWrites through the control device, want a region of 128-sector areas", list)
 	}
-	sh(t, "dd if=%s of=/dev/null bs=1M skip=16 count=1 iflag=direct status=none", dm.DevicePath("ioctl-cache"))
-	areas, area, err := kernel.TakeReadAreas(ctx(t), "ioctl-cache")
-	if err != nil || area != 128 || len(areas) != 16 || areas[0] != 256 || areas[15] != 271 {
-		t.Fatalf("areas read through the control device: %v of %d sectors (%v), want 256 to 271 of 128", areas, area, err)
+	sh(t, "dd if=/dev/zero of=%s bs=1M seek=16 count=1 oflag=direct status=none", dm.DevicePath("ioctl-cache"))
+	areas, err := kernel.WrittenAreas(ctx(t), "ioctl-cache", region)
+	if err != nil || len(areas) != 16 || areas[0] != 256 || areas[15] != 271 {
+		t.Fatalf("areas written through the control device: %v (%v), want 256 to 271", areas, err)
 	}
-	if again, _, err := kernel.TakeReadAreas(ctx(t), "ioctl-cache"); err != nil || len(again) != 0 {
-		t.Errorf("areas read after taking them: %v (%v), want none: @stats_print_clear clears", again, err)
-	}
-	if err := kernel.UntrackReads(ctx(t), "ioctl-cache"); err != nil {
+	if err := kernel.Untrack(ctx(t), "ioctl-cache", region); err != nil {
 		t.Fatal(err)
 	}
 	if list := sh(t, "dmsetup message ioctl-cache 0 @stats_list"); strings.TrimSpace(list) != "" {
-		t.Errorf("dmsetup lists %q after UntrackReads through the control device, want nothing", list)
+		t.Errorf("dmsetup lists %q after Untrack through the control device, want nothing", list)
 	}
 }
