@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"time"
 
@@ -8,6 +9,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -50,7 +52,18 @@ type Config struct {
 	Expander VolumeExpander
 	// DriverName is the CSI driver whose PVs the resizer grows.
 	DriverName string
+	// Workers is how many bindings the agent applies at once
+	// (DefaultWorkers when zero): an attach that fills a large cache from
+	// its hot set reads the HDD for minutes, and must not hold the other
+	// bindings of the node (their attach, resize, detach and finalizer).
+	// Work on one volume is serialised by its lock whatever the count.
+	Workers int
 }
+
+// DefaultWorkers bounds the warm-ups a node runs at once: each reads its
+// own HDD-backed volume, and four keep a node with a few HDDs busy without
+// queueing every other binding behind them.
+const DefaultWorkers = 4
 
 // Setup adds the monitor, the binding reconciler, the volume resizer and the capacity reporter to mgr.
 func Setup(mgr ctrl.Manager, cfg Config) error {
@@ -76,6 +89,7 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 		Named("cachebinding-agent").
 		For(&ssdv1.CacheBinding{}, builder.WithPredicates(onNode(cfg.NodeName), relevantChange())).
 		WatchesRawSource(source.Channel(volumes.ch, handler.TypedEnqueueRequestsFromMapFunc(r.bindingsOfVolume))).
+		WithOptions(controller.Options{MaxConcurrentReconciles: cmp.Or(cfg.Workers, DefaultWorkers)}).
 		Complete(r)
 	if err != nil {
 		return err

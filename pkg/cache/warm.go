@@ -151,7 +151,9 @@ func (a *applier) warm(ctx context.Context) error {
 	if len(w.copies) == 0 {
 		return nil // nothing saved, or a limit below one block
 	}
-	if err := a.copyHotBlocks(ctx, w, meta, data); err != nil {
+	copyCtx, cancel := context.WithTimeout(ctx, warmDeadline(uint64(len(w.copies))*bs*dm.SectorSize))
+	defer cancel()
+	if err := a.copyHotBlocks(copyCtx, w, meta, data); err != nil {
 		klog.ErrorS(err, "Could not fill the cache from the hot set; it starts cold", "volumeID", a.volumeID)
 		// The mappings written beside the copy, whole or cut short, name
 		// blocks the cache does not hold.
@@ -159,6 +161,19 @@ func (a *applier) warm(ctx context.Context) error {
 	}
 	a.warming = w
 	return nil
+}
+
+// A warm-up copies at least minWarmBytesPerSecond, a slow HDD's pace while
+// the application reads beside it; one that does not (a hung disk) gives
+// up after warmDeadline, and the cache starts cold instead of holding the
+// volume's lock, and its binding's worker, for ever.
+const (
+	minWarmBytesPerSecond = 10 << 20
+	warmMargin            = 5 * time.Minute
+)
+
+func warmDeadline(bytes uint64) time.Duration {
+	return warmMargin + time.Duration(bytes/minWarmBytesPerSecond)*time.Second
 }
 
 // copyHotBlocks copies the hot set under write tracking. Meanwhile it

@@ -7,7 +7,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/ssdcache/ssdcache/pkg/blockdev"
+	"github.com/ssdcache/ssdcache/pkg/blockdev/blockdevfake"
 	"github.com/ssdcache/ssdcache/pkg/dm"
 	"github.com/ssdcache/ssdcache/pkg/hotset"
 )
@@ -264,5 +267,49 @@ func TestHotSetIsReadOnlyFromIdleMetadata(t *testing.T) {
 	}
 	if _, ok, _ := w.hotSets.Load(vol); !ok {
 		t.Fatal("no hot set kept at detach")
+	}
+}
+
+// deadlineCopies records the deadline of each copy's context.
+type deadlineCopies struct {
+	*blockdevfake.Devices
+	deadlines []time.Duration
+}
+
+func (d *deadlineCopies) CopyExtents(ctx context.Context, src dm.DevNum, dst string, want dm.DevNum, extents []blockdev.Extent) error {
+	if dl, ok := ctx.Deadline(); ok {
+		d.deadlines = append(d.deadlines, time.Until(dl))
+	} else {
+		d.deadlines = append(d.deadlines, -1)
+	}
+	return d.Devices.CopyExtents(ctx, src, dst, want, extents)
+}
+
+// A warm-up on a hung HDD gives up, and its cache starts cold, instead of
+// holding the volume's lock and its binding's worker for ever: its copy
+// runs under a deadline that grows with the bytes it copies.
+func TestWarmUpCopiesUnderADeadline(t *testing.T) {
+	w := newWorld(t)
+	w.stage(t, warmCache(gib))
+	w.used(t, 7, 3, 4, 5)
+	if err := w.engine.Unstage(context.Background(), vol); err != nil {
+		t.Fatal(err)
+	}
+	copies := &deadlineCopies{Devices: w.dev}
+	l := w.layers()
+	l.Dev = copies
+	w.engine = NewEngine(l, testPools, nil, WithBlockSectors(blockSecs))
+	if _, err := w.engine.Stage(context.Background(), StageSpec{VolumeID: vol, Origin: w.origin(t)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.engine.SetCache(context.Background(), vol, warmCache(gib)); err != nil {
+		t.Fatal(err)
+	}
+	want := warmDeadline(4 * blockSecs * dm.SectorSize)
+	if len(copies.deadlines) != 1 || copies.deadlines[0] <= 0 || copies.deadlines[0] > want {
+		t.Fatalf("copy deadlines %v, want one of at most %v", copies.deadlines, want)
+	}
+	if big := warmDeadline(100 << 30); big < 100*time.Second*10 {
+		t.Fatalf("a 100 GiB warm-up may take %v, less than at 100 MB/s", big)
 	}
 }
