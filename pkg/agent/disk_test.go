@@ -69,8 +69,15 @@ func TestDiskCountersForTheVolumeItsOriginAndItsCache(t *testing.T) {
 	n.dev.Stats[ct.Origin] = blockdev.IOStats{ReadIOs: 80, ReadBytes: 1 << 20, ReadTicks: 2000, IOTicks: 1<<32 - 1000, TimeInQueue: 4000}
 	n.dev.Stats[ct.Data] = blockdev.IOStats{ReadIOs: 20, WriteIOs: 5, WriteBytes: 1 << 16, IOTicks: 10}
 	n.monitor.Tick(context.Background())
-	if got := diskSeriesOf(t, n, DeviceOrigin); got != 0 {
-		t.Fatalf("%d origin series after the first sample, which only sets the baseline", got)
+	// The first sample only sets the baseline: the counters exist at 0 (so
+	// that increase() counts the first delta), the requests in flight not yet.
+	if got, want := diskSeriesOf(t, n, DeviceOrigin), len(n.metrics.disk.counters()); got != want {
+		t.Fatalf("%d origin series after the first sample, want its %d counters at 0", got, want)
+	}
+	for _, c := range n.metrics.disk.counters() {
+		if got := n.disk(c, DeviceOrigin); got != 0 {
+			t.Fatalf("an origin counter is %v after the first sample, which only sets the baseline", got)
+		}
 	}
 	n.dev.Stats[volNum] = blockdev.IOStats{ReadIOs: 1100, ReadBytes: 5 << 20, ReadTicks: 3500, InFlight: 2}
 	// 10 s: 9.9 s busy (99 %), 350 ms per read, queue of 35.

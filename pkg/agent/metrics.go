@@ -44,6 +44,9 @@ type Metrics struct {
 	// write lands on a volume's old labels after they were replaced.
 	mu     sync.Mutex
 	owners map[string]VolumeOwner
+	// tracked are the staged volumes whose counters trackVolume created, so
+	// that they go at unstage (forgetUnstaged) even if no I/O sample was read.
+	tracked map[string]bool
 }
 
 // NewMetrics creates the series and registers them with reg.
@@ -85,6 +88,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		poolFree: pool("free_bytes", "Unallocated bytes of a pool's volume group at the last LVM scan."),
 		disk:     newDiskSeries(),
 		owners:   map[string]VolumeOwner{},
+		tracked:  map[string]bool{},
 	}
 	for _, c := range append([]prometheus.Collector{m.readHits, m.readMisses, m.writeHits, m.writeMisses, m.promotions,
 		m.demotions, m.usedBlocks, m.totalBlocks, m.blockBytes, m.dirtyBlocks, m.healthy, m.drops, m.batchPromoted, m.preloaded, m.readBytes, m.writtenBytes,
@@ -139,18 +143,80 @@ func (m *Metrics) SetOwner(volumeID string, o VolumeOwner) {
 	m.disk.ioNow.DeletePartialMatch(before)
 }
 
-// moveCounter carries a counter's value from the series labelled before to
-// the one labelled after.
+// moveCounter carries a counter's value from the series labelled before, if
+// there is one, to the one labelled after; a series at 0 moves too, so the
+// new one also starts at 0 (see trackVolume).
 func moveCounter(v *prometheus.CounterVec, before, after prometheus.Labels) {
-	c, err := v.GetMetricWith(before)
-	if err != nil {
+	value, ok := counterValue(v, before)
+	if !ok {
 		return
 	}
-	var d dto.Metric
-	if c.Write(&d) == nil && d.GetCounter().GetValue() > 0 {
-		v.With(after).Add(d.GetCounter().GetValue())
-	}
+	v.With(after).Add(value)
 	v.Delete(before)
+}
+
+// counterValue is the value of v's series labelled exactly l; ok is false
+// when v has no such series. Unlike GetMetricWith it creates none.
+func counterValue(v *prometheus.CounterVec, l prometheus.Labels) (value float64, ok bool) {
+	ch := make(chan prometheus.Metric)
+	go func() { v.Collect(ch); close(ch) }()
+	for c := range ch {
+		var d dto.Metric
+		if ok || c.Write(&d) != nil || len(d.GetLabel()) != len(l) {
+			continue // drain the channel
+		}
+		same := true
+		for _, p := range d.GetLabel() {
+			if want, has := l[p.GetName()]; !has || want != p.GetValue() {
+				same = false
+			}
+		}
+		if same {
+			value, ok = d.GetCounter().GetValue(), true
+		}
+	}
+	return value, ok
+}
+
+// zero creates each of cs's series labelled l at 0, leaving any that exists
+// as it is. A counter must exist at 0 before its first increment: a series
+// that Prometheus first scrapes at 1 has no increase() (no earlier sample to
+// rise from), so an alert on increase(ssdcache_cache_drops_total[10m]) would
+// miss a volume's first drop. The caller holds m.mu.
+func zero(l prometheus.Labels, cs ...*prometheus.CounterVec) {
+	for _, c := range cs {
+		c.With(l).Add(0)
+	}
+}
+
+// cacheCounters are the per-volume counters of a live cache, which go with
+// it (forget).
+func (m *Metrics) cacheCounters() []*prometheus.CounterVec {
+	return []*prometheus.CounterVec{m.readHits, m.readMisses, m.writeHits, m.writeMisses, m.promotions, m.demotions,
+		m.batchPromoted, m.preloaded}
+}
+
+// trackVolume creates the counters of a staged volume at 0: drops_total,
+// which a cache failure adds to, and the volume's byte counters (written
+// from the second I/O sample on). The monitor calls it for every staged
+// volume on every tick; an existing series is left as it is.
+func (m *Metrics) trackVolume(volumeID string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	zero(m.labels(volumeID), m.drops, m.readBytes, m.writtenBytes)
+	m.tracked[volumeID] = true
+}
+
+// trackedVolumes are the volumes trackVolume was called for since their
+// last forgetUnstaged.
+func (m *Metrics) trackedVolumes() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]string, 0, len(m.tracked))
+	for id := range m.tracked {
+		out = append(out, id)
+	}
+	return out
 }
 
 // Owner is the PVC volumeID's series are labelled with; ok is false while
@@ -210,11 +276,22 @@ func (m *Metrics) SetNodePoolReady(role string, up bool) {
 	m.nodePoolReady.WithLabelValues(role).Set(v)
 }
 
+// trackDisk creates the counters of a device under a staged volume at 0,
+// at the sample that only sets its baseline (observeDisk adds from the next).
+func (m *Metrics) trackDisk(volumeID, device string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	zero(withDevice(m.labels(volumeID), device), m.disk.counters()...)
+}
+
 // observe adds the counter deltas between prev and cur and sets the gauges.
 func (m *Metrics) observe(volumeID string, prev *dm.CacheStatus, cur dm.CacheStatus) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	l := m.labels(volumeID)
+	// The cache's counters exist at 0 from its first sample, which only sets
+	// the baseline of the deltas.
+	zero(l, m.cacheCounters()...)
 	if cur.Failed {
 		m.healthy.With(l).Set(0)
 		return
@@ -247,7 +324,7 @@ func (m *Metrics) forget(volumeID string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	l := m.labels(volumeID)
-	for _, v := range []*prometheus.CounterVec{m.readHits, m.readMisses, m.writeHits, m.writeMisses, m.promotions, m.demotions, m.batchPromoted, m.preloaded} {
+	for _, v := range m.cacheCounters() {
 		v.Delete(l)
 	}
 	for _, v := range m.volumeGauges() {
@@ -274,4 +351,5 @@ func (m *Metrics) forgetUnstaged(volumeID string) {
 	}
 	m.disk.ioNow.DeletePartialMatch(prometheus.Labels{LabelVolume: volumeID})
 	delete(m.owners, volumeID)
+	delete(m.tracked, volumeID)
 }

@@ -113,6 +113,7 @@ func (m *Monitor) Tick(ctx context.Context) {
 	cached, staged := map[string]bool{}, map[string]bool{}
 	for _, v := range vols {
 		staged[v.ID] = true
+		m.metrics.trackVolume(v.ID)
 		m.watchSuspended(ctx, v, now)
 		st, known := states[v.ID]
 		if sample {
@@ -135,6 +136,11 @@ func (m *Monitor) Tick(ctx context.Context) {
 	for id := range m.prevIO {
 		if !staged[id] {
 			delete(m.prevIO, id)
+			m.metrics.forgetUnstaged(id)
+		}
+	}
+	for _, id := range m.metrics.trackedVolumes() {
+		if !staged[id] {
 			m.metrics.forgetUnstaged(id)
 		}
 	}
@@ -182,6 +188,8 @@ func (m *Monitor) sampleIO(v cache.StagedVolume, st cache.State, known bool) {
 		}
 		if p, ok := prev[role]; ok && p.num == num {
 			m.metrics.observeDisk(v.ID, role, p.stats, cur)
+		} else {
+			m.metrics.trackDisk(v.ID, role)
 		}
 		prev[role] = devReading{num: num, stats: cur}
 	}
