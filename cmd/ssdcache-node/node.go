@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"time"
 
@@ -83,7 +84,7 @@ func newNode(o options, m *agent.Metrics, rec events.EventRecorder) (*node, erro
 		layers.HotSets = hotset.InStateDir(o.stateDir)
 		layers.Files = fileblocks.NewHost()
 	}
-	engineOpts := []cache.Option{cache.WithBlockSectors(o.cacheBlockSize.sectors)}
+	engineOpts := []cache.Option{cache.WithBlockSectors(o.cacheBlockSize.sectors), cache.WithPossibleCPUs(possibleCPUs())}
 	if o.promoteInterval > 0 {
 		engineOpts = append(engineOpts, cache.WithPromoter())
 		layers.Reads = n.missedReads
@@ -99,6 +100,18 @@ func newNode(o options, m *agent.Metrics, rec events.EventRecorder) (*node, erro
 	}, csi.Deps{Engine: n.engine, LVM: l, Mounter: mounter.NewHost(e), Locks: n.locks, Metrics: n.csiMetrics,
 		Ready: n.setup.Ready, Staged: n.onStaged(o.agent)})
 	return n, err
+}
+
+// possibleCPUs is the kernel's num_possible_cpus, for which it keeps
+// per-CPU dm-stats counters; the CPUs this process may use when it cannot
+// be read.
+func possibleCPUs() int {
+	if list, err := os.ReadFile("/sys/devices/system/cpu/possible"); err == nil {
+		if n, err := dm.ParseCPUList(string(list)); err == nil {
+			return n
+		}
+	}
+	return runtime.NumCPU()
 }
 
 // nodeCallLockWait is how long NodeStage, NodePublish and their undoing

@@ -85,6 +85,9 @@ type Engine struct {
 	minBlockSectors uint64
 	// promoted says an agent promotes the blocks read (WithPromoter).
 	promoted bool
+	// trackedAreas bounds the areas of the dm-stats region counting writes
+	// during a copy, and so its kernel memory (WithPossibleCPUs).
+	trackedAreas uint64
 	// layouts are the blocks each live cache maps, as far as this
 	// process loaded them.
 	layouts *layouts
@@ -111,13 +114,21 @@ func WithPromoter() Option {
 	return func(e *Engine) { e.promoted = true }
 }
 
+// WithPossibleCPUs sizes the dm-stats regions that count writes during a
+// copy for a node with cpus possible CPUs (dm.TrackedAreasFor), whose
+// kernel keeps per-CPU counters for every area. Without it regions have up
+// to dm.MaxTrackedAreas areas.
+func WithPossibleCPUs(cpus int) Option {
+	return func(e *Engine) { e.trackedAreas = dm.TrackedAreasFor(cpus) }
+}
+
 // NewEngine returns an engine over the given OS layers.
 func NewEngine(l Layers, pools Pools, faults FaultPoints, opts ...Option) *Engine {
 	if faults == nil {
 		faults = NoFaults{}
 	}
 	pools.CacheVGs = maps.Clone(pools.CacheVGs) // AddCachePool changes the engine's own
-	e := &Engine{dm: l.DM, lvm: l.LVM, dev: l.Dev, files: l.Files, reads: l.Reads, pools: pools, faults: faults, minBlockSectors: dm.DefaultBlockSectors, layouts: newLayouts()}
+	e := &Engine{dm: l.DM, lvm: l.LVM, dev: l.Dev, files: l.Files, reads: l.Reads, pools: pools, faults: faults, minBlockSectors: dm.DefaultBlockSectors, trackedAreas: dm.MaxTrackedAreas, layouts: newLayouts()}
 	if l.Metadata != nil && l.HotSets != nil {
 		e.metadata, e.hotSets = l.Metadata, l.HotSets
 	}

@@ -178,7 +178,7 @@ const swappedOutTimeout = 5 * time.Minute
 // from before the copy. It returns the blocks left for a later promotion.
 func (a *applier) promote(ctx context.Context, table dm.Table, meta, data lvm.LV, used uint64, blocks []uint64) ([]uint64, error) {
 	live := table.Target.(dm.CacheTarget)
-	w := newWarming(live.BlockSectors, data.Size/(live.BlockSectors*dm.SectorSize), table.Length)
+	w := newWarming(live.BlockSectors, data.Size/(live.BlockSectors*dm.SectorSize), table.Length, a.trackedAreas)
 	w.saveMapped = true
 	mapped, serving := a.layouts.mapped(a.volumeID, live, used)
 	var left []uint64

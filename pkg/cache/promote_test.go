@@ -175,7 +175,7 @@ func TestPromoteLeavesTheCacheAloneWhenItHoldsEveryBlockRead(t *testing.T) {
 }
 
 func TestToFetchIsBoundedByFreeBlocksAndTheBatch(t *testing.T) {
-	w := newWarming(blockSecs, 4, 100*blockSecs)
+	w := newWarming(blockSecs, 4, 100*blockSecs, dm.MaxTrackedAreas)
 	mapped := []dm.Mapping{{Cache: 0, Origin: 7}}
 	picked, left := toFetch(w, mapped, []uint64{9, 2, 7, 5, 100, 2}, maxBatchBytes)
 	if want := []uint64{2, 5, 9}; !reflect.DeepEqual(picked, want) || len(left) != 0 {
@@ -186,7 +186,7 @@ func TestToFetchIsBoundedByFreeBlocksAndTheBatch(t *testing.T) {
 	for b := range 3 * perBatch {
 		many = append(many, b)
 	}
-	w = newWarming(blockSecs, perBatch+10, 1<<40)
+	w = newWarming(blockSecs, perBatch+10, 1<<40, dm.MaxTrackedAreas)
 	picked, left = toFetch(w, nil, many, maxSwappedOutBatchBytes)
 	if got := uint64(len(picked)) * blockSecs * dm.SectorSize; got != maxSwappedOutBatchBytes {
 		t.Fatalf("one promotion copies %d bytes, want at most %d", got, maxSwappedOutBatchBytes)

@@ -62,16 +62,16 @@ type warming struct {
 	restoredAhead bool
 }
 
-func newWarming(blockSectors, cacheBlocks, lengthSectors uint64) *warming {
+func newWarming(blockSectors, cacheBlocks, lengthSectors, maxAreas uint64) *warming {
 	return &warming{blockSectors: blockSectors, cacheBlocks: cacheBlocks, originBlocks: lengthSectors / blockSectors,
-		areaBlocks: trackingAreaBlocks(blockSectors, lengthSectors), start: time.Now()}
+		areaBlocks: trackingAreaBlocks(blockSectors, lengthSectors, maxAreas), start: time.Now()}
 }
 
 // trackingAreaBlocks is how many cache blocks one dm-stats area covers: one,
-// unless the device has more blocks than dm.MaxTrackedAreas.
-func trackingAreaBlocks(blockSectors, lengthSectors uint64) uint64 {
+// unless the device has more blocks than maxAreas (dm.TrackedAreasFor).
+func trackingAreaBlocks(blockSectors, lengthSectors, maxAreas uint64) uint64 {
 	blocks := (lengthSectors + blockSectors - 1) / blockSectors
-	return max(1, (blocks+dm.MaxTrackedAreas-1)/dm.MaxTrackedAreas)
+	return max(1, (blocks+maxAreas-1)/max(maxAreas, 1))
 }
 
 func (w *warming) areaSectors() uint64 { return w.areaBlocks * w.blockSectors }
@@ -140,7 +140,7 @@ func (a *applier) warm(ctx context.Context) error {
 		return nil // load-cache reports it
 	}
 	bs := a.want.blockSectors()
-	w := newWarming(bs, data.Size/(bs*dm.SectorSize), a.want.length)
+	w := newWarming(bs, data.Size/(bs*dm.SectorSize), a.want.length, a.trackedAreas)
 	limit := w.cacheBlocks
 	if l := a.want.cache.WarmLimitBytes; l > 0 {
 		limit = min(limit, l/(bs*dm.SectorSize))

@@ -313,3 +313,15 @@ func TestWarmUpCopiesUnderADeadline(t *testing.T) {
 		t.Fatalf("a 100 GiB warm-up may take %v, less than at 100 MB/s", big)
 	}
 }
+
+// The dm-stats region that counts writes during a copy keeps per-CPU
+// counters for every area: on a 256-CPU node a 16 TiB origin is counted in
+// at most 627 areas (16 MiB of kernel memory), not 16,384 (438 MB).
+func TestWriteTrackingAreasAreBoundedByTheCPUCount(t *testing.T) {
+	e := NewEngine(newWorld(t).layers(), testPools, nil, WithPossibleCPUs(256))
+	origin := uint64(16<<40) / dm.SectorSize
+	w := newWarming(blockSecs, cacheBlocks, origin, e.trackedAreas)
+	if areas := (origin/blockSecs + w.areaBlocks - 1) / w.areaBlocks; areas > 627 || e.trackedAreas != dm.TrackedAreasFor(256) {
+		t.Fatalf("%d areas of %d blocks on a 256-CPU node, want at most 627", areas, w.areaBlocks)
+	}
+}

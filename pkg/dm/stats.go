@@ -14,8 +14,51 @@ const writesProgram = "ssdcache-writes"
 
 // MaxTrackedAreas bounds the areas of one dm-stats region: the kernel keeps
 // about a hundred bytes per area for every possible CPU, so callers coarsen
-// the areas of a large device rather than pin hundreds of megabytes.
+// the areas of a large device rather than pin hundreds of megabytes
+// (TrackedAreasFor bounds them by the CPU count too).
 const MaxTrackedAreas = 16384
+
+// Kernel memory of a dm-stats region (drivers/md/dm-stats.c): about
+// statsAreaBytes for each area plus statsAreaBytesPerCPU for each area and
+// possible CPU, as the issue that bounded it measured.
+const (
+	statsAreaBytes       = 120
+	statsAreaBytesPerCPU = 104
+	// StatsRegionBudget is the most kernel memory one region may take.
+	StatsRegionBudget = 16 << 20
+)
+
+// TrackedAreasFor is how many areas a region may have on a node with
+// possibleCPUs (num_possible_cpus): at most MaxTrackedAreas, and few enough
+// that the region takes at most StatsRegionBudget of kernel memory
+// (16,384 areas on up to 8 CPUs, 2,475 on 64, 627 on 256; never fewer than
+// one). Fewer areas only make writes counted more coarsely: a warm-up then
+// drops more copied blocks around a write, never maps a written one.
+func TrackedAreasFor(possibleCPUs int) uint64 {
+	perArea := uint64(statsAreaBytes + statsAreaBytesPerCPU*max(possibleCPUs, 1))
+	return max(1, min(MaxTrackedAreas, StatsRegionBudget/perArea))
+}
+
+// ParseCPUList counts the CPUs of a kernel CPU list such as
+// /sys/devices/system/cpu/possible's "0-63" or "0,2-3".
+func ParseCPUList(s string) (int, error) {
+	n := 0
+	for _, part := range strings.Split(strings.TrimSpace(s), ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil {
+			return 0, fmt.Errorf("CPU list %q: %q is not a CPU number", s, lo)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil || b < a {
+				return 0, fmt.Errorf("CPU list %q: %q is not a range of CPUs", s, part)
+			}
+		}
+		n += b - a + 1
+	}
+	return n, nil
+}
 
 // message sends msg to sector 0 of device name: through the control device
 // when d has one (ReadingFrom), else with dmsetup.

@@ -32,3 +32,31 @@ func TestParseWrittenAreas(t *testing.T) {
 		t.Fatalf("a malformed area gave %v, want an error naming it", err)
 	}
 }
+
+func TestTrackedAreasBoundTheKernelMemory(t *testing.T) {
+	for _, c := range []struct {
+		cpus int
+		want uint64
+	}{{1, MaxTrackedAreas}, {2, MaxTrackedAreas}, {64, 2475}, {256, 627}, {100000, 1}} {
+		got := TrackedAreasFor(c.cpus)
+		if got != c.want {
+			t.Errorf("%d CPUs: %d areas, want %d", c.cpus, got, c.want)
+		}
+		if bytes := got * uint64(statsAreaBytes+statsAreaBytesPerCPU*c.cpus); got > 1 && bytes > StatsRegionBudget {
+			t.Errorf("%d CPUs: %d areas take %d bytes, over %d", c.cpus, got, bytes, StatsRegionBudget)
+		}
+	}
+}
+
+func TestParseCPUList(t *testing.T) {
+	for in, want := range map[string]int{"0-63\n": 64, "0": 1, "0,2-3": 3, "0-255": 256} {
+		if got, err := ParseCPUList(in); err != nil || got != want {
+			t.Errorf("ParseCPUList(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "a-b", "3-1"} {
+		if _, err := ParseCPUList(bad); err == nil || !strings.Contains(err.Error(), "CPU list") {
+			t.Errorf("ParseCPUList(%q): %v, want an error naming the list", bad, err)
+		}
+	}
+}
