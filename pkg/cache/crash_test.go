@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ssdcache/ssdcache/pkg/dm"
+	"github.com/ssdcache/ssdcache/pkg/hotset"
 )
 
 // crash is panicked with to model kill -9 at a fault point.
@@ -73,6 +74,37 @@ func TestSafetyRule5_CrashAtEveryStepConverges(t *testing.T) {
 		{"unstage", func(w *world) { w.stage(t, readCache(gib)) }, func(w *world) error {
 			return w.engine.Unstage(ctx, vol)
 		}, expectGone},
+		// The agent's visit after a restart attaches the binding's cache
+		// again (recovering an interrupted reload), then the promoter goes on.
+		{"warm attach", func(w *world) {
+			w.stage(t, nil)
+			if err := w.hotSets.Save(vol, hotset.FromBlocks([]uint64{1, 2, 40}, blockSecs)); err != nil {
+				t.Fatal(err)
+			}
+		}, func(w *world) error {
+			return w.engine.Attach(ctx, vol, *warmCache(gib))
+		}, expectCleanMappings(dm.Writethrough)},
+		{"promote", func(w *world) {
+			w.withPromoter()
+			w.stage(t, warmCache(gib))
+			w.used(t, 7)
+		}, func(w *world) error {
+			if err := w.engine.Attach(ctx, vol, *warmCache(gib)); err != nil {
+				return err
+			}
+			_, _, err := w.engine.Promote(ctx, vol, []uint64{3, 4, 5, 90})
+			return err
+		}, expectCleanMappings(dm.Writethrough)},
+		{"hand-over", func(w *world) {
+			w.withPromoter()
+			w.stage(t, warmCache(gib))
+			w.used(t, 7, 8)
+		}, func(w *world) error {
+			if err := w.engine.Attach(ctx, vol, *warmCache(gib)); err != nil {
+				return err
+			}
+			return w.engine.HandOver(ctx, vol)
+		}, expectCleanMappings(dm.Writethrough)},
 	}
 	for _, o := range ops {
 		t.Run(o.name, func(t *testing.T) {
@@ -83,6 +115,9 @@ func TestSafetyRule5_CrashAtEveryStepConverges(t *testing.T) {
 				w.faults = fp
 				crashed, point := runUntilCrash(func() { _ = o.op(w) })
 				w.faults = nil
+				if crashed {
+					w.restart() // what the engine knew in memory died with it
+				}
 				if err := o.op(w); err != nil {
 					t.Fatalf("crash at %q, then retry: %v", point, err)
 				}
@@ -107,6 +142,26 @@ func expectCache(mode dm.CacheMode, lvs int) func(*testing.T, *world) {
 			t.Fatalf("table %q, want a %s cache", w.table(t), mode)
 		}
 		expectClean(t, w, lvs)
+	}
+}
+
+// expectCleanMappings: a cache of mode whose metadata maps only clean
+// blocks that were copied from the origin (by the fill or promotion that
+// mapped them), or nothing at all: never a block nobody copied, never a
+// dirty one, which writethrough would trust over the origin.
+func expectCleanMappings(mode dm.CacheMode) func(*testing.T, *world) {
+	return func(t *testing.T, w *world) {
+		t.Helper()
+		expectCache(mode, 2)(t, w)
+		md, _ := w.meta.Get(metaPath)
+		for _, m := range md.Mappings {
+			if m.Dirty {
+				t.Fatalf("mapping %+v is dirty after a crash and a retry", m)
+			}
+			if !slices.Contains([]uint64{1, 2, 40, 3, 4, 5, 90, 7, 8}, m.Origin) {
+				t.Fatalf("mapping %+v names a block no fill or promotion copied", m)
+			}
+		}
 	}
 }
 

@@ -29,7 +29,9 @@ type world struct {
 	reads   *readtrackfake.Tracker
 	events  []string
 	engine  *Engine
-	faults  FaultPoints
+	// engineOpts are what restart makes engines with.
+	engineOpts []Option
+	faults     FaultPoints
 }
 
 const (
@@ -52,12 +54,27 @@ func newWorld(t *testing.T) *world {
 	}
 	_ = origin
 	w.events = nil
+	w.engineOpts = []Option{WithBlockSectors(blockSecs)}
+	w.restart()
+	return w
+}
+
+// restart gives the world a new engine, as after a restart of the node
+// plugin: the kernel's tables, the LVs and the files stay, what the
+// engine knew in memory is gone.
+func (w *world) restart() {
 	w.engine = NewEngine(w.layers(), testPools, faultsFunc(func(ctx context.Context, p string) {
 		if w.faults != nil {
 			w.faults.Reached(ctx, p)
 		}
-	}), WithBlockSectors(blockSecs))
-	return w
+	}), w.engineOpts...)
+}
+
+// withPromoter makes the world's engines those of a node whose promoter
+// fills caches that warm up.
+func (w *world) withPromoter() {
+	w.engineOpts = append(w.engineOpts, WithPromoter())
+	w.restart()
 }
 
 // layers are the world's fakes as an engine's OS layers.

@@ -204,6 +204,7 @@ func (a *applier) promote(ctx context.Context, table dm.Table, meta, data lvm.LV
 		return nil, errors.Join(err, a.dm.Untrack(ctx, DeviceName(a.volumeID), w.region))
 	}
 	defer func() { a.warmed.Uncached, a.warmed.CopiedWhileServing = time.Since(swapped), serving }()
+	a.faults.Reached(ctx, a.op+"/swapped-out")
 	err := a.keepMapped(ctx, w, meta)
 	if err == nil && !serving {
 		left, err = a.copySwappedOut(ctx, w, data, blocks)
@@ -250,9 +251,12 @@ func (a *applier) keepMapped(ctx context.Context, w *warming, meta lvm.LV) error
 		return err
 	}
 	w.kept = cleanMappings(md.Mappings)
-	// Without copies the metadata LV holds what loadWarm would write,
-	// unless a dirty mapping was left out or a block is written meanwhile.
-	w.restoredAhead = len(w.kept) == len(md.Mappings) && len(w.copies) == 0
+	// loadWarm writes the metadata again even when nothing was copied: the
+	// dump shows the mappings, not whether the kernel's commit at suspend,
+	// whose failure it ignores, left the superblock marked clean; without
+	// that mark the next load would take every mapping for dirty, and
+	// writethrough would then trust the SSD over the origin.
+	w.restoredAhead = false
 	return copiesIntoFree(md.Mappings, w.copies)
 }
 
@@ -265,6 +269,7 @@ func (a *applier) copySwappedOut(ctx context.Context, w *warming, data lvm.LV, b
 		return left, nil
 	}
 	w.restoredAhead = false
+	a.faults.Reached(ctx, a.op+"/copy-swapped-out")
 	return left, a.copyBlocks(ctx, w, data)
 }
 

@@ -430,3 +430,24 @@ func TestPromotionWhoseMappingsCannotBeWrittenForgetsTheHotSet(t *testing.T) {
 		t.Fatal("the hot set of a cache that came back cold is still saved")
 	}
 }
+
+// A promotion that swapped the cache out and found nothing to copy writes
+// its metadata again all the same: the dump shows clean mappings, but not
+// whether the kernel's commit at suspend (whose failure it ignores) marked
+// the superblock clean; loaded over a superblock not so marked, every
+// mapping would count as dirty, and writethrough would trust the SSD.
+func TestPromotionWithNothingToCopyRewritesTheMetadata(t *testing.T) {
+	w := newWorld(t)
+	w.withPromoter()
+	w.stage(t, warmCache(gib))
+	w.used(t, 7)
+	w.restart() // the blocks the cache maps are not known: the copy would run swapped out
+	w.meta.Calls = nil
+	res, _, err := w.engine.Promote(context.Background(), vol, []uint64{7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := restores(w.meta.Calls); res.Blocks != 0 || len(got) != 1 || got[0] != "restore "+metaPath+" 1 mappings" {
+		t.Fatalf("promoted %d, metadata writes %v; want none promoted and the one mapping written again", res.Blocks, got)
+	}
+}

@@ -218,6 +218,7 @@ func (a *applier) underWriteTracking(ctx context.Context, w *warming, copyIn fun
 		return err
 	}
 	w.region = region
+	a.faults.Reached(ctx, a.op+"/copy")
 	if err := copyIn(); err != nil {
 		// A copy stopped by ctx must not leave the region counting.
 		return errors.Join(err, a.dm.Untrack(context.WithoutCancel(ctx), name, region))
@@ -229,7 +230,6 @@ func (a *applier) underWriteTracking(ctx context.Context, w *warming, copyIn fun
 // Reading the origin directly leaves the volume's read counters, its
 // tracked reads and smq's statistics to the application.
 func (a *applier) copyBlocks(ctx context.Context, w *warming, data lvm.LV) error {
-	a.faults.Reached(ctx, a.op+"/copy-hot-set")
 	start, extents := time.Now(), extentsOf(w.copies, w.blockSectors)
 	if err := a.dev.CopyExtents(ctx, a.want.origin, data.Path, data.DevNum, extents); err != nil {
 		return err
