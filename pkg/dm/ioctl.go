@@ -190,28 +190,64 @@ func interruptible(ctx context.Context, call func() error) error {
 	}
 }
 
+const (
+	// signalEvery repeats the signal, in case one came just before the call
+	// entered the kernel, where the Go runtime took it and nothing waited.
+	signalEvery = 10 * time.Millisecond
+	// signalWindow bounds the signalling: a signal that reaches the thread
+	// in the kernel stays pending there and interrupts the first
+	// interruptible wait, so once the call has surely entered the kernel
+	// more signals change nothing. A call still running after it waits
+	// where no signal reaches (an uninterruptible wait, a dead disk), for
+	// as long as it takes, and being signalled all that time would only
+	// wake the thread a hundred times a second.
+	signalWindow = time.Second
+)
+
 func onSignalledThread(ctx context.Context, call func() error) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	pid, tid := unix.Getpid(), unix.Gettid()
-	done := make(chan struct{})
-	defer close(done) // before the thread is unlocked
+	stop := signalWhenDone(ctx, unix.Getpid(), unix.Gettid())
+	defer stop() // before the thread is unlocked
+	return call()
+}
+
+// signalWhenDone sends SIGURG to thread tid of pid once ctx ends, for
+// signalWindow at most. stop ends the signalling and waits for its
+// goroutine: once the thread is unlocked it runs other goroutines, whose
+// system calls a late signal would interrupt (another volume's suspend).
+func signalWhenDone(ctx context.Context, pid, tid int) (stop func()) {
+	done, exited := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(exited)
+		select {
+		case <-done:
+		case <-ctx.Done():
+			signalUntil(done, pid, tid)
+		}
+	}()
+	return func() {
+		close(done)
+		<-exited
+	}
+}
+
+// signalUntil signals the thread every signalEvery until done closes or
+// signalWindow has passed.
+func signalUntil(done <-chan struct{}, pid, tid int) {
+	every, window := time.NewTicker(signalEvery), time.NewTimer(signalWindow)
+	defer every.Stop()
+	defer window.Stop()
+	for {
+		_ = unix.Tgkill(pid, tid, unix.SIGURG)
 		select {
 		case <-done:
 			return
-		case <-ctx.Done():
+		case <-window.C:
+			return
+		case <-every.C:
 		}
-		for { // again, in case the signal came just before the call blocked
-			_ = unix.Tgkill(pid, tid, unix.SIGURG)
-			select {
-			case <-done:
-				return
-			case <-time.After(10 * time.Millisecond):
-			}
-		}
-	}()
-	return call()
+	}
 }
 
 // message sends a message to sector 0 of device name, as `dmsetup message

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -498,5 +499,52 @@ func TestKernelSuspendEndsWithItsContext(t *testing.T) {
 	})
 	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 10*time.Second {
 		t.Errorf("a call waiting in the kernel: %v after %v, want the deadline's error soon after 50ms", err, time.Since(start))
+	}
+}
+
+// hungControl is a control device whose ioctls wait, deaf to signals, until
+// release closes: a suspend stuck in an uninterruptible wait in the kernel
+// (a freeze of a filesystem on a dead disk).
+type hungControl struct{ entered, release chan struct{} }
+
+func (h hungControl) Ioctl(uintptr, []byte) error {
+	close(h.entered) // one call: the test makes one
+	<-h.release
+	return nil
+}
+
+// TestKernelHungSuspendIsNotSignalledForever: once its context ends, a
+// suspend that signals do not interrupt is signalled for signalWindow, not
+// for as long as it hangs; the goroutine that signals it is gone well
+// before the suspend returns, and nothing is left once it does.
+func TestKernelHungSuspendIsNotSignalledForever(t *testing.T) {
+	h := hungControl{entered: make(chan struct{}), release: make(chan struct{})}
+	d := NewDmsetup(nil).ReadingFrom(h)
+	before := runtime.NumGoroutine()
+	ctx, cancel := context.WithCancel(context.Background())
+	returned := make(chan error, 1)
+	go func() { returned <- d.Suspend(ctx, "ssdcache-pvc-1") }()
+	<-h.entered
+	cancel()
+	// The goroutine of the suspend waits in the "kernel"; no other may stay.
+	waitForGoroutines(t, before+1, signalWindow+5*time.Second, "a hung suspend whose context ended")
+	close(h.release)
+	if err := <-returned; err != nil {
+		t.Errorf("the suspend, released: %v, want its success (the kernel suspended the device)", err)
+	}
+	waitForGoroutines(t, before, 5*time.Second, "after the suspend returned")
+}
+
+// waitForGoroutines fails t unless the process's goroutines fall to want
+// within limit.
+func waitForGoroutines(t *testing.T, want int, limit time.Duration, when string) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for runtime.NumGoroutine() > want {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<16)
+			t.Fatalf("%s: %d goroutines after %v, want %d:\n%s", when, runtime.NumGoroutine(), limit, want, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
