@@ -21,17 +21,7 @@ import (
 // lists, and the writes it finds are the ones made.
 func TestKernelReadsMatchDmsetup(t *testing.T) {
 	e := guestEnv(t)
-	dir := filepath.Join(e.work, "dmioctl")
-	loops := map[string]string{}
-	for _, f := range []struct {
-		name string
-		mib  int
-	}{{"meta", 8}, {"data", 32}, {"origin", 64}} {
-		file := filepath.Join(dir, f.name)
-		sh(t, "mkdir -p %s && truncate -s %dM %s", dir, f.mib, file)
-		loops[f.name] = sh(t, "losetup --show -f %s", file)
-		t.Cleanup(func() { _, _ = trySh("losetup -d %s", loops[f.name]) })
-	}
+	loops := loopDevices(t, filepath.Join(e.work, "dmioctl"), map[string]int{"meta": 8, "data": 32, "origin": 64})
 	devices := map[string]string{
 		"ioctl-linear": fmt.Sprintf("0 65536 linear %s 0", loops["origin"]),
 		"ioctl-cache":  fmt.Sprintf("0 131072 cache %s %s %s 128 1 writethrough smq 0", loops["meta"], loops["data"], loops["origin"]),
@@ -105,4 +95,18 @@ func checkStatsMessages(t *testing.T, kernel *dm.Dmsetup) {
 	if list := sh(t, "dmsetup message ioctl-cache 0 @stats_list"); strings.TrimSpace(list) != "" {
 		t.Errorf("dmsetup lists %q after Untrack through the control device, want nothing", list)
 	}
+}
+
+// loopDevices makes a sparse file of each size (MiB) in dir and a loop
+// device over it, removed with the test, and returns the devices by name.
+func loopDevices(t *testing.T, dir string, mib map[string]int) map[string]string {
+	t.Helper()
+	loops := map[string]string{}
+	for name, size := range mib {
+		file := filepath.Join(dir, name)
+		sh(t, "mkdir -p %s && truncate -s %dM %s", dir, size, file)
+		loops[name] = sh(t, "losetup --show -f %s", file)
+		t.Cleanup(func() { _, _ = trySh("losetup -d %s", loops[name]) })
+	}
+	return loops
 }

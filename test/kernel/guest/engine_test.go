@@ -19,6 +19,7 @@ import (
 	"github.com/ssdcache/ssdcache/pkg/fileblocks"
 	"github.com/ssdcache/ssdcache/pkg/hotset"
 	"github.com/ssdcache/ssdcache/pkg/lvm"
+	"github.com/ssdcache/ssdcache/pkg/readtrack"
 )
 
 // realEngine is the cache library the node agent uses, on the VM's real
@@ -30,7 +31,8 @@ func realEngine(faults cache.FaultPoints, opts ...cache.Option) *cache.Engine {
 	// LVM reads the pool devices only, as the plugin's does (--devices).
 	lvmCmd := lvm.NewCommand(run, "", os.Getenv("SSDCACHE_HDD"), os.Getenv("SSDCACHE_SSD"))
 	return cache.NewEngine(cache.Layers{DM: dm.NewDmsetup(run).ReadingFrom(dm.NewControlDevice()), LVM: lvmCmd, Dev: blockdev.NewHost(run),
-		Metadata: dm.NewCacheTools(run, state), HotSets: hotset.InStateDir(state), Files: fileblocks.NewHost()}, pools, faults, opts...)
+		Metadata: dm.NewCacheTools(run, state), HotSets: hotset.InStateDir(state), Files: fileblocks.NewHost(),
+		Reads: readtrack.NewKernel()}, pools, faults, opts...)
 }
 
 // stateDir is the plugin's --state-dir in the kernel suite, shared by the

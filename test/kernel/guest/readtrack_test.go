@@ -2,7 +2,6 @@ package guest
 
 import (
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -18,17 +17,7 @@ import (
 // of the origin itself (a warm-up's or a promotion's copy).
 func TestMissedReadsAreTheBlocksTheCacheSentToTheOrigin(t *testing.T) {
 	guestEnv(t)
-	dir := t.TempDir()
-	loops := map[string]string{}
-	for _, f := range []struct {
-		name string
-		mib  int
-	}{{"meta", 8}, {"data", 16}, {"origin", 256}} {
-		file := filepath.Join(dir, f.name)
-		sh(t, "truncate -s %dM %s", f.mib, file)
-		loops[f.name] = sh(t, "losetup --show -f %s", file)
-		t.Cleanup(func() { _, _ = trySh("losetup -d %s", loops[f.name]) })
-	}
+	loops := loopDevices(t, t.TempDir(), map[string]int{"meta": 8, "data": 16, "origin": 256})
 	const name, blockSectors = "readtrack-cache", 512
 	sh(t, "dd if=/dev/zero of=%s bs=1M count=1 status=none", loops["meta"])
 	// The cleaner promotes nothing: every read of the origin misses.
