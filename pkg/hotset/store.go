@@ -24,7 +24,9 @@ const suffix = ".hotset"
 
 // Dir stores each set as a file in a directory on the node's root disk, so
 // that it survives a reboot. Volume IDs are validated by the caller
-// (cache.ValidateVolumeID): they hold no '/'.
+// (cache.ValidateVolumeID): they hold no '/'. Saves and Deletes of one
+// volume must not overlap (the engine holds the volume's lock): each
+// removes the temporary files earlier Saves of the volume left.
 type Dir struct {
 	Path string
 }
@@ -58,7 +60,9 @@ func (d Dir) Load(volumeID string) (Set, bool, error) {
 }
 
 // Save writes a temporary file, syncs it and renames it over the old one:
-// a crash leaves the old set or the new one, never half of either.
+// a crash leaves the old set or the new one, never half of either, and
+// maybe the temporary file, which the volume's next Save or its Delete
+// removes.
 func (d Dir) Save(volumeID string, s Set) error {
 	name, err := d.file(volumeID)
 	if err != nil {
@@ -67,7 +71,11 @@ func (d Dir) Save(volumeID string, s Set) error {
 	if err := os.MkdirAll(d.Path, 0o700); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(d.Path, ".tmp-"+volumeID+"-*")
+	// First, so that leftovers filling the disk leave room for the new set.
+	// A leftover that cannot be removed does not keep the set from being
+	// saved; the next Save or the Delete tries again.
+	_ = d.removeTemps(volumeID)
+	tmp, err := os.CreateTemp(d.Path, tempPattern(volumeID))
 	if err != nil {
 		return err
 	}
@@ -82,6 +90,8 @@ func (d Dir) Save(volumeID string, s Set) error {
 	return os.Rename(tmp.Name(), name)
 }
 
+// Delete removes the volume's set and any temporary file a crashed Save of
+// it left: no later Save of a volume that is gone would.
 func (d Dir) Delete(volumeID string) error {
 	name, err := d.file(volumeID)
 	if err != nil {
@@ -90,7 +100,43 @@ func (d Dir) Delete(volumeID string) error {
 	if err := os.Remove(name); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
-	return nil
+	return d.removeTemps(volumeID)
+}
+
+// tempPattern is the os.CreateTemp pattern of the volume's temporary files:
+// its '*' becomes a decimal number.
+func tempPattern(volumeID string) string { return ".tmp-" + volumeID + "-*" }
+
+// isTempOf says whether a file name is one of the volume's temporary files:
+// the pattern's prefix followed by digits only. Volume IDs may hold '-', and
+// the digits alone tell ".tmp-a-1-123" (of volume a-1) from a file of
+// volume a, whose Save may be writing it.
+func isTempOf(name, volumeID string) bool {
+	digits, ok := strings.CutPrefix(name, strings.TrimSuffix(tempPattern(volumeID), "*"))
+	return ok && digits != "" && strings.Trim(digits, "0123456789") == ""
+}
+
+// removeTemps removes the volume's temporary files, which only a Save that
+// died between writing one and renaming it leaves: no Save of the volume
+// runs meanwhile (see Dir).
+func (d Dir) removeTemps(volumeID string) error {
+	entries, err := os.ReadDir(d.Path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		if !e.Type().IsRegular() || !isTempOf(e.Name(), volumeID) {
+			continue
+		}
+		if err := os.Remove(filepath.Join(d.Path, e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Memory keeps sets in memory: for tests of the code that uses a Store.
