@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ssdcache/ssdcache/pkg/agent"
 	"github.com/ssdcache/ssdcache/pkg/cache"
 	"github.com/ssdcache/ssdcache/pkg/dm"
 )
@@ -61,16 +62,7 @@ func TestPowerLossWrite(t *testing.T) {
 		sh(t, "dd if=%s iflag=direct bs=1M count=16 of=/dev/null status=none", dev)
 		time.Sleep(time.Second)
 	}
-	// A promotion swaps the cache out for a second or two; the status to
-	// compare after the cut is the cache's.
-	var before string
-	if err := poll("the cache table, between promotions", 100*time.Millisecond, func() (bool, string, error) {
-		before = sh(t, "dmsetup status --noflush %s", cache.DeviceName(v.id))
-		_, err := dm.ParseCacheStatus(before)
-		return err == nil, before, nil
-	}); err != nil {
-		t.Fatalf("%v\n%s", err, p.diagnose())
-	}
+	before := saveDistinctHits(t, p, v.id)
 	t.Logf("cache before the overwrite: %s", before)
 	logPromotions(t, p)
 	if err := os.WriteFile(powerLossStatus(), []byte(before), 0o644); err != nil {
@@ -195,12 +187,56 @@ func maxVersion(m map[int]int) int {
 	return top
 }
 
+// powerLossSavedHits is the read-hit count the writing boot saves in the
+// cache's metadata before the cut: far more than a cache restaged from
+// zeroed metadata counts before the check (its warm-up copies from the
+// origin without reading the cache; udev's probe reads a few blocks).
+const powerLossSavedHits = 20000
+
+// saveDistinctHits reads cached blocks until the cache counts at least
+// powerLossSavedHits read hits, then suspends and resumes the device:
+// dm-cache writes its counters into the metadata superblock at every
+// commit and loads them back with the metadata, so a cache restaged over
+// this metadata would start from at least that count. The promoter must be
+// idle: one of its promotions writes fresh metadata, counters at zero. It
+// returns the cache's status after the commit.
+func saveDistinctHits(t *testing.T, p *plugin, id string) string {
+	t.Helper()
+	name, dev := cache.DeviceName(id), cache.DevicePath(id)
+	hits := func() uint64 {
+		// A promotion swaps the cache out for a second or two.
+		var st dm.CacheStatus
+		if err := poll("the cache table, between promotions", 100*time.Millisecond, func() (bool, string, error) {
+			line := sh(t, "dmsetup status --noflush %s", name)
+			var err error
+			st, err = dm.ParseCacheStatus(line)
+			return err == nil, line, nil
+		}); err != nil {
+			t.Fatalf("%v\n%s", err, p.diagnose())
+		}
+		return st.ReadHits
+	}
+	// A promotion ending meanwhile restarts the count: read again.
+	for try := 0; try < 64 && hits() < powerLossSavedHits; try++ {
+		sh(t, "dd if=%s iflag=direct bs=4k count=4096 of=/dev/null status=none", dev)
+		if hits() >= powerLossSavedHits {
+			waitNoPromotion(t, p)
+		}
+	}
+	sh(t, "dmsetup suspend %s && dmsetup resume %s", name, name)
+	status := sh(t, "dmsetup status --noflush %s", name)
+	if st, err := dm.ParseCacheStatus(status); err != nil || st.ReadHits < powerLossSavedHits {
+		t.Fatalf("cache status %q (%v): want at least %d read hits saved before the cut\n%s", status, err, powerLossSavedHits, p.diagnose())
+	}
+	return status
+}
+
 // expectFreshCache checks that restaging started the cache from zeroed
-// metadata: the plan zeroed it, and no block is dirty, as every block of
-// metadata left by a crash would be. dm-cache's read counters are not
-// compared with their value before the cut: the warm-up maps the hot set at
-// attach and udev's probe of the new device reads it, so they may pass that
-// value within a second, and a promotion after the sample restarts them.
+// metadata. A cache loaded over the metadata left by the crash would start
+// counting read hits from the powerLossSavedHits or more that the writing
+// boot saved in it, and mark its blocks dirty; one restaged from zeroed
+// metadata starts from zero, and its warm-up maps the hot set with
+// cache_restore's fresh counters. Call it before reading the volume.
 func expectFreshCache(t *testing.T, p *plugin, id string) {
 	t.Helper()
 	data, err := os.ReadFile(powerLossStatus())
@@ -217,10 +253,32 @@ func expectFreshCache(t *testing.T, p *plugin, id string) {
 	}
 	t.Logf("cache before the cut: %d used, %d read hits; after restaging: %d used, %d read hits, %d dirty",
 		before.CacheUsed, before.ReadHits, after.CacheUsed, after.ReadHits, after.Dirty)
-	if after.Dirty != 0 {
+	if before.ReadHits < powerLossSavedHits {
+		t.Fatalf("the writing boot saved %d read hits, want at least %d: the check cannot tell fresh metadata from the old", before.ReadHits, powerLossSavedHits)
+	}
+	if after.ReadHits >= powerLossSavedHits/2 || after.Dirty != 0 {
 		t.Fatalf("restaged cache carries the old metadata (stale metadata was trusted): before %+v, after %+v", before, after)
 	}
 	if !strings.Contains(p.log.String(), "zero-metadata") {
 		t.Fatalf("the plugin did not zero the metadata when restaging:\n%s", p.log)
+	}
+}
+
+// waitNoPromotion waits until every promotion the plugin started has ended
+// and none started for three promote intervals.
+func waitNoPromotion(t *testing.T, p *plugin) {
+	t.Helper()
+	last, since := -1, time.Now()
+	err := poll("no promotion running", agent.DefaultPromoteInterval, func() (bool, string, error) {
+		log := p.log.String()
+		started, ended := strings.Count(log, `"Promoting the blocks read"`), len(promotedLine.FindAllStringSubmatch(log, -1))
+		if started != last {
+			last, since = started, time.Now()
+		}
+		quiet := time.Since(since)
+		return started == ended && quiet >= 3*agent.DefaultPromoteInterval, fmt.Sprintf("%d promotions started, %d ended, none started for %v", started, ended, quiet), nil
+	})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, p.diagnose())
 	}
 }
