@@ -389,3 +389,45 @@ func logPromotions(t *testing.T, p *plugin) {
 	}
 	t.Logf("%d promotions mapped %d blocks in %v, of which the volume was uncached %v", len(lines), blocks, took.Round(time.Millisecond), uncached.Round(time.Millisecond))
 }
+
+// TestPromotionOfAVolumeWithAPartialLastBlock: a 100 MiB volume in cache
+// blocks of 96 KiB (not a power of two) ends in a partial block, which
+// dm-cache never caches. Reads of the whole volume's end missed it too;
+// counted as a block to promote, its copy read past the origin's end and
+// failed every promotion with EOF. Now the promotion maps the whole blocks
+// read, and the device reads what its origin holds.
+func TestPromotionOfAVolumeWithAPartialLastBlock(t *testing.T) {
+	const blockSectors = 192 // 96 KiB
+	p, v, dev := ownEngineVolume(t, "partialblock", 100<<20)
+	engine := realEngine(cache.NoFaults{}, cache.WithPromoter(), cache.WithBlockSectors(blockSectors))
+	if err := hotset.InStateDir(stateDir()).Delete(v.id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := engine.SetCache(ctx(t), v.id, &cache.Spec{SizeBytes: 32 << 20, Mode: cache.ModeReadCache, Warm: true}); err != nil {
+		t.Fatal(err)
+	}
+	live := table(t, v.id)
+	target := live.Target.(dm.CacheTarget)
+	if target.BlockSectors != blockSectors || live.Length%blockSectors == 0 {
+		t.Fatalf("table %s: want %d-sector blocks and a partial last one", live, blockSectors)
+	}
+	if _, tracked, err := engine.ReadBlocks(ctx(t), v.id, live); err != nil || !tracked {
+		t.Fatalf("misses not tracked: %v", err)
+	}
+	sh(t, "dd if=%s of=/dev/null bs=64k skip=%d iflag=direct status=none", dev, (100<<20-8<<20)/(64<<10)) // the last 8 MiB
+	blocks, _, err := engine.ReadBlocks(ctx(t), v.id, live)
+	if err != nil || len(blocks) == 0 {
+		t.Fatalf("blocks missed %v (%v), want those of the last 8 MiB", blocks, err)
+	}
+	res, left, err := engine.Promote(ctx(t), v.id, blocks)
+	if err != nil || res.Blocks == 0 || len(left) != 0 {
+		t.Fatalf("promotion of %d blocks: %+v, %d left, %v; want them mapped", len(blocks), res, len(left), err)
+	}
+	origin := fmt.Sprintf("/dev/block/%s", target.Origin)
+	sh(t, "cmp -i %d -n %d %s %s", 92<<20, 8<<20, dev, origin) // the last 8 MiB, read from the cache where it maps them
+	t.Logf("%d blocks missed in the last 8 MiB, %d promoted, %d cached; the device reads what its origin holds", len(blocks), res.Blocks, cachedBytes(t, v.id)/(blockSectors*dm.SectorSize))
+	if _, err := engine.SetCache(ctx(t), v.id, nil); err != nil {
+		t.Fatal(err)
+	}
+	removeVolume(t, p, v)
+}
