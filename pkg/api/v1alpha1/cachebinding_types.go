@@ -54,6 +54,13 @@ const (
 	PhaseDetaching CacheBindingPhase = "Detaching"
 )
 
+// deviceClass's own rule runs only when the old and the new spec both have
+// the field, so this one, on the spec, which every update has, refuses adding
+// or removing it: admission charges the node's capacity of the class, and the
+// node agent carves the cache from that class's pool. (Apart from the type's
+// doc comment, so that it stays out of the CRD's description.)
+// +kubebuilder:validation:XValidation:rule="has(self.deviceClass) == has(oldSelf.deviceClass)",fieldPath=".deviceClass",reason="FieldValueForbidden",message="deviceClass is immutable: it cannot be added or removed once the binding exists; delete this binding and create another to use a different class"
+
 // CacheBindingSpec is the cache a user asks for in front of one PVC.
 type CacheBindingSpec struct {
 	// pvcName names the PersistentVolumeClaim, in the binding's namespace, whose volume
@@ -90,7 +97,8 @@ type CacheBindingSpec struct {
 
 	// deviceClass names the class of cache devices the cache is carved from (a
 	// node's --cache-class, the StorageClass parameter ssdcache.io/device-class);
-	// empty means the node's default class. It cannot be changed.
+	// empty means the node's default class. It cannot be added, changed or
+	// removed once the binding exists.
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="deviceClass is immutable; delete this binding and create another to use a different class"
