@@ -24,9 +24,12 @@ const suffix = ".hotset"
 
 // Dir stores each set as a file in a directory on the node's root disk, so
 // that it survives a reboot. Volume IDs are validated by the caller
-// (cache.ValidateVolumeID): they hold no '/'. Saves and Deletes of one
-// volume must not overlap (the engine holds the volume's lock): each
-// removes the temporary files earlier Saves of the volume left.
+// (cache.ValidateVolumeID): they hold no '/'. Saves of one volume must not
+// overlap (the engine makes them under the volume's lock): each removes the
+// temporary files earlier Saves of the volume left. A Delete, which
+// Engine.ForgetHotSet makes without the lock, may remove the file of a Save
+// it overlaps, which then fails: the set of a volume being forgotten is not
+// saved again.
 type Dir struct {
 	Path string
 }
@@ -116,9 +119,9 @@ func isTempOf(name, volumeID string) bool {
 	return ok && digits != "" && strings.Trim(digits, "0123456789") == ""
 }
 
-// removeTemps removes the volume's temporary files, which only a Save that
-// died between writing one and renaming it leaves: no Save of the volume
-// runs meanwhile (see Dir).
+// removeTemps removes the volume's temporary files: those a Save that died
+// between writing one and renaming it left, and, from Delete, the one a
+// Save it overlaps is writing (see Dir).
 func (d Dir) removeTemps(volumeID string) error {
 	entries, err := os.ReadDir(d.Path)
 	if errors.Is(err, os.ErrNotExist) {
