@@ -4,6 +4,9 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
 
 	"github.com/ssdcache/ssdcache/pkg/cache"
 	"github.com/ssdcache/ssdcache/pkg/dm"
@@ -140,5 +143,49 @@ func expectNoDevice(t testing.TB, id string) {
 	}
 	if got := cacheLVs(t, id); len(got) != 0 {
 		t.Fatalf("cache LVs of %s left after unstage: %v", id, got)
+	}
+}
+
+// A process changing a mounted volume's cache is killed between a reload's
+// suspend and its resume (SIGKILL during a promotion's swap, the OOM
+// killer), and kubelet's NodeUnstage arrives: it must resume the device
+// before it unmounts, or the unmount's writes queue on the suspended device
+// and hold the call, and the volume's lock, in D state.
+func TestUnstageAfterAKillBetweenSuspendAndResume(t *testing.T) {
+	e := guestEnv(t)
+	p := startPlugin(t, e)
+	eng := realEngine(cache.NoFaults{})
+	for _, point := range []string{"detach/suspended", "detach/loaded"} {
+		t.Run(point, func(t *testing.T) {
+			v := p.provision(t, "killed-swap", 128<<20, nil, fsCapability("ext4"))
+			p.stage(t, v)
+			sums := dataset(t, v.staging, 4)
+			if _, err := eng.SetCache(ctx(t), v.id, &cache.Spec{SizeBytes: 32 << 20, Mode: cache.ModeReadCache}); err != nil {
+				t.Fatal(err)
+			}
+			runKilledHelper(t, v.id, nil, point)
+			if info := sh(t, "dmsetup info -c --noheadings -o attr %s", cache.DeviceName(v.id)); !strings.Contains(info, "s") {
+				t.Fatalf("device attributes %q after the kill at %s, want it suspended", info, point)
+			}
+			done := make(chan error, 1)
+			go func() {
+				_, err := p.csi.Node.NodeUnstageVolume(ctx(t), &csi.NodeUnstageVolumeRequest{VolumeId: v.id, StagingTargetPath: v.staging})
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("NodeUnstageVolume after a kill at %s: %v\n%s", point, err, p.diagnose())
+				}
+			case <-time.After(45 * time.Second):
+				_, _ = trySh("dmsetup resume %s", cache.DeviceName(v.id)) // let the stuck unmount finish
+				<-done
+				t.Fatalf("NodeUnstageVolume after a kill at %s did not return within 45 s: it unmounted the suspended device", point)
+			}
+			expectNoDevice(t, v.id)
+			p.stage(t, v)
+			verify(t, sums)
+			removeVolume(t, p, v)
+		})
 	}
 }
