@@ -19,8 +19,9 @@ func compareAge(a, b claim) int {
 	return cmp.Or(a.created.Compare(b.created), cmp.Compare(a.namespace, b.namespace), cmp.Compare(a.name, b.name))
 }
 
-// nodeLoad is what competes for one node's cache: bindings already admitted there
-// keep their place; pending ones are admitted oldest first.
+// nodeLoad is what competes for one node's cache, or for one namespace's limit,
+// which is shared out the same way: bindings already admitted keep their place;
+// pending ones are admitted oldest first.
 type nodeLoad struct {
 	capacity      int64
 	admittedBytes int64   // sum of the admitted bindings' sizes, the candidate excluded

@@ -34,7 +34,7 @@ import (
 // takes over from status.nodeName on (attach, Ready, Degraded, figures, detach).
 type BindingReconciler struct {
 	client        client.Client
-	reader        client.Reader // uncached, for the agents' Leases
+	reader        client.Reader // uncached: the agents' Leases, and a namespace's admissions (quota.go)
 	recorder      events.EventRecorder
 	pendingResync time.Duration
 	agents        agentLeases

@@ -97,12 +97,12 @@ func (r *BindingReconciler) decideAdmitted(ctx context.Context, b *ssdv1.CacheBi
 	if size == b.Status.ResolvedSizeBytes {
 		return admitted(t, size), nil
 	}
-	load, err := r.loadOf(ctx, b, t.nodeName, capacity, false)
+	load, err := r.loadOf(ctx, b, pool{reader: r.client, node: t.nodeName}, capacity, false)
 	if err != nil {
 		return decision{}, err
 	}
 	if size > b.Status.ResolvedSizeBytes {
-		if p, err := r.namespaceLimit(ctx, b, size); p != nil || err != nil {
+		if p, err := r.namespaceLimit(ctx, b, size, false); p != nil || err != nil {
 			d := admitted(t, b.Status.ResolvedSizeBytes)
 			if p != nil {
 				d.resizeBlocked = fmt.Sprintf("cannot grow the cache to %d bytes: %s; keeping %d bytes", size, p.message, b.Status.ResolvedSizeBytes)
@@ -119,7 +119,8 @@ func (r *BindingReconciler) decideAdmitted(ctx context.Context, b *ssdv1.CacheBi
 	return d, nil
 }
 
-// decideCandidate admits a pending binding if it fits after the older pending ones.
+// decideCandidate admits a pending binding if it fits after the older pending ones,
+// on its node and in its namespace.
 func (r *BindingReconciler) decideCandidate(ctx context.Context, b *ssdv1.CacheBinding, t target, size int64) (decision, error) {
 	capacity, err := nodeCapacity(ctx, r.client, t.nodeName, b.Spec.DeviceClass)
 	if err != nil {
@@ -134,7 +135,7 @@ func (r *BindingReconciler) decideCandidate(ctx context.Context, b *ssdv1.CacheB
 				"set spec.size to at most %d bytes (or a smaller percentage of the volume)",
 			b.Spec.Size, size, capacity, t.nodeName, capacity), size), nil
 	}
-	load, err := r.loadOf(ctx, b, t.nodeName, capacity, true)
+	load, err := r.loadOf(ctx, b, pool{reader: r.client, node: t.nodeName}, capacity, true)
 	if err != nil {
 		return decision{}, err
 	}
@@ -144,7 +145,7 @@ func (r *BindingReconciler) decideCandidate(ctx context.Context, b *ssdv1.CacheB
 			"needs %d bytes of cache on node %s, which has %d of %d bytes free for it",
 			size, t.nodeName, free, capacity), size), nil
 	}
-	if p, err := r.namespaceLimit(ctx, b, size); p != nil || err != nil {
+	if p, err := r.namespaceLimit(ctx, b, size, true); p != nil || err != nil {
 		return waiting(p, size), err
 	}
 	return admitted(t, size), nil
@@ -154,11 +155,20 @@ func claimOf(b *ssdv1.CacheBinding, size int64) claim {
 	return claim{namespace: b.Namespace, name: b.Name, created: b.CreationTimestamp.Time, sizeBytes: size}
 }
 
-// loadOf sums what other bindings take of a node's cache. With withPending it also
-// collects the pending bindings for that node that are older than b.
-func (r *BindingReconciler) loadOf(ctx context.Context, b *ssdv1.CacheBinding, nodeName string, capacity int64, withPending bool) (nodeLoad, error) {
+// pool is what one arbitration shares out: the cache of node, or the limit of
+// namespace. Exactly one is set; the other, "", counts bindings of any namespace
+// (for a node) or on any node (for a namespace).
+type pool struct {
+	reader    client.Reader // the cache, or the API server itself for a confirmation
+	node      string
+	namespace string
+}
+
+// loadOf sums what other bindings take of a pool. With withPending it also collects
+// the pending bindings older than b that would take from it.
+func (r *BindingReconciler) loadOf(ctx context.Context, b *ssdv1.CacheBinding, p pool, capacity int64, withPending bool) (nodeLoad, error) {
 	list := &ssdv1.CacheBindingList{}
-	if err := r.client.List(ctx, list); err != nil {
+	if err := p.reader.List(ctx, list, client.InNamespace(p.namespace)); err != nil {
 		return nodeLoad{}, err
 	}
 	load := nodeLoad{capacity: capacity}
@@ -167,12 +177,14 @@ func (r *BindingReconciler) loadOf(ctx context.Context, b *ssdv1.CacheBinding, n
 		o := &list.Items[i]
 		switch {
 		case o.UID == b.UID:
-		case o.Status.NodeName == nodeName:
+		case o.Status.NodeName != "":
 			// Deleting bindings still hold their cache until the agent detaches it. The
 			// sum saturates: sizes admitted by an older controller may pass 2^63 together.
-			load.admittedBytes, _ = addBytes(load.admittedBytes, max(o.Status.ResolvedSizeBytes, 0))
-		case withPending && o.Status.NodeName == "" && o.DeletionTimestamp.IsZero() && compareAge(claimOf(o, 0), self) < 0:
-			c, err := r.pendingClaim(ctx, o, nodeName)
+			if p.node == "" || o.Status.NodeName == p.node {
+				load.admittedBytes, _ = addBytes(load.admittedBytes, max(o.Status.ResolvedSizeBytes, 0))
+			}
+		case withPending && o.DeletionTimestamp.IsZero() && compareAge(claimOf(o, 0), self) < 0:
+			c, err := r.pendingClaim(ctx, o, p.node)
 			if err != nil {
 				return nodeLoad{}, err
 			}
@@ -184,8 +196,9 @@ func (r *BindingReconciler) loadOf(ctx context.Context, b *ssdv1.CacheBinding, n
 	return load, nil
 }
 
-// pendingClaim returns the claim of a pending binding on nodeName, or nil when it
-// waits for something other than capacity there (another node, its PVC, its size).
+// pendingClaim returns the claim of a pending binding on nodeName ("" for any node),
+// or nil when it waits for something other than capacity there (another node, its
+// PVC, its size).
 func (r *BindingReconciler) pendingClaim(ctx context.Context, o *ssdv1.CacheBinding, nodeName string) (*claim, error) {
 	if p, err := r.duplicateOf(ctx, o); p != nil || err != nil {
 		return nil, err
@@ -195,13 +208,21 @@ func (r *BindingReconciler) pendingClaim(ctx context.Context, o *ssdv1.CacheBind
 		_, err := asPending(err)
 		return nil, err
 	}
-	if t.nodeName != nodeName {
+	if nodeName != "" && t.nodeName != nodeName {
 		return nil, nil
 	}
 	// The same capped size its own decision uses, or the order would not be shared.
 	sz, err := sizeFor(o.Spec.Size, t.volumeBytes)
 	if err != nil {
 		return nil, nil
+	}
+	if nodeName == "" {
+		// For a namespace: a binding its node cannot take whatever the others do
+		// keeps no share of the limit, or it would keep it for good.
+		capacity, err := nodeCapacity(ctx, r.client, t.nodeName, o.Spec.DeviceClass)
+		if p, err := asPending(err); p != nil || err != nil || capacity < sz.bytes {
+			return nil, err
+		}
 	}
 	c := claimOf(o, sz.bytes)
 	return &c, nil

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -15,8 +16,11 @@ import (
 // namespaceLimit returns a pending reason when giving b a cache of size bytes
 // would take the bytes admitted in its namespace beyond the namespace's
 // limit (annotation ssdv1.AnnotationNamespaceCacheLimit, set by operators; a
-// tenant cannot then reserve a node's whole cache with one small PVC).
-func (r *BindingReconciler) namespaceLimit(ctx context.Context, b *ssdv1.CacheBinding, size int64) (*pendingError, error) {
+// tenant cannot then reserve a node's whole cache with one small PVC). A
+// candidate (withPending) must also leave room for the namespace's older pending
+// bindings, as on a node, so that whichever of two bindings is reconciled first,
+// both agree on which one the limit leaves out.
+func (r *BindingReconciler) namespaceLimit(ctx context.Context, b *ssdv1.CacheBinding, size int64, withPending bool) (*pendingError, error) {
 	ns := &corev1.Namespace{}
 	if err := r.client.Get(ctx, client.ObjectKey{Name: b.Namespace}, ns); err != nil {
 		return nil, client.IgnoreNotFound(err)
@@ -31,29 +35,40 @@ func (r *BindingReconciler) namespaceLimit(ctx context.Context, b *ssdv1.CacheBi
 		return pending(ssdv1.ReasonNamespaceCacheLimit, "namespace %s has annotation %s=%q; want a whole number of bytes such as 100Gi",
 			b.Namespace, ssdv1.AnnotationNamespaceCacheLimit, raw), nil
 	}
-	used, err := r.admittedInNamespace(ctx, b)
+	// The cache answers first, which spares the API server the many checks that
+	// fail. A yes is then confirmed on the API server: the cache may not show this
+	// controller's latest admissions yet (a status patch's watch event arrives
+	// after the patch returned), and the older bindings' reservation does not
+	// cover a newer binding admitted before an older one could be (its PVC was
+	// bound later, or it reached the cache later). Reconciles run one at a time
+	// (SetupWithManager), so the API server holds every admission made before this one.
+	for _, reader := range []client.Reader{r.client, r.reader} {
+		p, err := r.namespaceFit(ctx, pool{reader: reader, namespace: b.Namespace}, b, limit, size, withPending)
+		if p != nil || err != nil {
+			return p, err
+		}
+	}
+	return nil, nil
+}
+
+// namespaceFit checks b's size against the namespace's limit with the bindings
+// the pool's reader shows.
+func (r *BindingReconciler) namespaceFit(ctx context.Context, p pool, b *ssdv1.CacheBinding, limit, size int64, withPending bool) (*pendingError, error) {
+	load, err := r.loadOf(ctx, b, p, limit, withPending)
 	if err != nil {
 		return nil, err
 	}
-	if total, ok := addBytes(used, size); ok && total <= limit {
+	ok, free := load.fits(claimOf(b, size))
+	if ok {
 		return nil, nil
 	}
-	return pending(ssdv1.ReasonNamespaceCacheLimit,
-		"namespace %s may use %d bytes of cache (annotation %s); its other bindings have %d, this one needs %d",
-		b.Namespace, limit, ssdv1.AnnotationNamespaceCacheLimit, used, size), nil
-}
-
-// admittedInNamespace sums the cache bytes of the other admitted bindings of b's namespace.
-func (r *BindingReconciler) admittedInNamespace(ctx context.Context, b *ssdv1.CacheBinding) (int64, error) {
-	list := &ssdv1.CacheBindingList{}
-	if err := r.client.List(ctx, list, client.InNamespace(b.Namespace)); err != nil {
-		return 0, err
+	used := max(load.admittedBytes, 0)
+	msg := fmt.Sprintf("namespace %s may use %d bytes of cache (annotation %s); its other bindings have %d",
+		b.Namespace, limit, ssdv1.AnnotationNamespaceCacheLimit, used)
+	// free is what the admitted bindings leave (none when they are over the limit),
+	// less what the older pending ones take of it.
+	if ahead := max(limit-used, 0) - free; ahead > 0 {
+		msg += fmt.Sprintf(" and %d are kept for older pending ones", ahead)
 	}
-	var used int64
-	for _, o := range list.Items {
-		if o.UID != b.UID && o.Status.NodeName != "" {
-			used, _ = addBytes(used, max(o.Status.ResolvedSizeBytes, 0))
-		}
-	}
-	return used, nil
+	return pending(ssdv1.ReasonNamespaceCacheLimit, "%s, this one needs %d", msg, size), nil
 }

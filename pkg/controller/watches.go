@@ -9,6 +9,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -32,6 +33,9 @@ func (r *BindingReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			builder.WithPredicates(capacityReleased())).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.bindingsOfNamespace),
 			builder.WithPredicates(namespaceLimitChanged())).
+		// One reconcile at a time: namespaceLimit counts on every earlier admission
+		// being on the API server, which two reconciles running together would break.
+		WithOptions(crcontroller.Options{MaxConcurrentReconciles: 1}).
 		Complete(r)
 }
 
