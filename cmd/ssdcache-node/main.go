@@ -17,8 +17,8 @@ import (
 
 	"github.com/ssdcache/ssdcache/pkg/agent"
 	ssdv1 "github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
+	"github.com/ssdcache/ssdcache/pkg/cachesize"
 	"github.com/ssdcache/ssdcache/pkg/command"
-	"github.com/ssdcache/ssdcache/pkg/dm"
 	"github.com/ssdcache/ssdcache/pkg/logging"
 	"github.com/ssdcache/ssdcache/pkg/lvm"
 	"github.com/ssdcache/ssdcache/pkg/version"
@@ -70,7 +70,7 @@ func (l *list) Set(v string) error {
 type blockSize struct{ sectors uint64 }
 
 func (b *blockSize) String() string {
-	return resource.NewQuantity(int64(b.sectors*dm.SectorSize), resource.BinarySI).String()
+	return resource.NewQuantity(int64(b.sectors*cachesize.SectorSize), resource.BinarySI).String()
 }
 
 func (b *blockSize) Set(v string) error {
@@ -79,15 +79,15 @@ func (b *blockSize) Set(v string) error {
 		return err
 	}
 	bytes := q.Value()
-	if bytes <= 0 || bytes%dm.SectorSize != 0 || dm.ValidateBlockSectors(uint64(bytes)/dm.SectorSize) != nil {
+	if bytes <= 0 || bytes%cachesize.SectorSize != 0 || cachesize.ValidateBlockSectors(uint64(bytes)/cachesize.SectorSize) != nil {
 		return fmt.Errorf("%s: must be a multiple of 32Ki between 32Ki and 1Gi", v)
 	}
-	b.sectors = uint64(bytes) / dm.SectorSize
+	b.sectors = uint64(bytes) / cachesize.SectorSize
 	return nil
 }
 
 func parseFlags() options {
-	o := options{cacheBlockSize: blockSize{dm.DefaultBlockSectors}}
+	o := options{cacheBlockSize: blockSize{cachesize.DefaultBlockSectors}}
 	o.logging = logging.AddFlags(flag.CommandLine)
 	flag.StringVar(&o.nodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (the Node object and the CSI node ID); defaults to $NODE_NAME")
 	flag.StringVar(&o.endpoint, "csi-endpoint", "unix:///csi/csi.sock", "CSI gRPC endpoint")

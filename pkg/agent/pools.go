@@ -223,17 +223,27 @@ func (w *PoolWatch) progress(now time.Time) string {
 // to say before (the capacity report).
 func (w *PoolWatch) Scanned() <-chan struct{} { return w.firstScan }
 
-// CacheBytes is the size of the cache pools and their unallocated bytes at
-// the last successful scan.
-func (w *PoolWatch) CacheBytes() (total, free uint64, err error) {
+// CachePool is what a scan read of the cache pools, together.
+type CachePool struct {
+	// Size and Free are their bytes, and those not allocated to any LV.
+	Size, Free uint64
+	// ExtentBytes is their largest extent size, the unit lvcreate rounds
+	// every LV up to (0 without a pool).
+	ExtentBytes uint64
+}
+
+// CachePool is the cache pools at the last successful scan.
+func (w *PoolWatch) CachePool() (CachePool, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.ok.at.IsZero() {
-		return 0, 0, errors.New("the cache volume groups have not been read yet")
+		return CachePool{}, errors.New("the cache volume groups have not been read yet")
 	}
+	var p CachePool
 	for _, vg := range w.ok.caches {
-		total += vg.Size
-		free += vg.Free
+		p.Size += vg.Size
+		p.Free += vg.Free
+		p.ExtentBytes = max(p.ExtentBytes, vg.ExtentSize)
 	}
-	return total, free, nil
+	return p, nil
 }

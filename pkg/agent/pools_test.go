@@ -57,8 +57,8 @@ func TestPoolWatchReadyAfterAScanFindsTheOrigin(t *testing.T) {
 	if err := w.Ready(); err != nil {
 		t.Fatalf("after a scan: %v", err)
 	}
-	if got, _, err := w.CacheBytes(); err != nil || got != 10<<30 {
-		t.Fatalf("CacheBytes() = %d, %v; want 10 GiB", got, err)
+	if got, err := w.CachePool(); err != nil || got.Size != 10<<30 || got.ExtentBytes != 4<<20 {
+		t.Fatalf("CachePool() = %+v, %v; want 10 GiB of 4 MiB extents", got, err)
 	}
 	if v := testutil.ToFloat64(m.poolUp); v != 1 {
 		t.Fatalf("cache_pool_up = %v, want 1", v)
@@ -121,8 +121,8 @@ func TestPoolWatchReportsTheLastFailure(t *testing.T) {
 	if err := w.Ready(); err == nil || !strings.Contains(err.Error(), "exit status 5") {
 		t.Fatalf("Ready() = %v, want the last attempt's error", err)
 	}
-	if _, _, err := w.CacheBytes(); err == nil {
-		t.Fatal("CacheBytes() without any successful scan returned no error")
+	if _, err := w.CachePool(); err == nil {
+		t.Fatal("CachePool() without any successful scan returned no error")
 	}
 }
 

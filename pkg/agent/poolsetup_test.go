@@ -204,15 +204,15 @@ func TestPoolSetupRunsUncachedUntilTheCacheDiskComes(t *testing.T) {
 	if w.poolReady(t, PoolOrigin) != 1 || w.poolReady(t, PoolCache) != 0 || len(w.cacheUp) != 0 {
 		t.Fatalf("pool_ready origin %v cache %v, engine told %v", w.poolReady(t, PoolOrigin), w.poolReady(t, PoolCache), w.cacheUp)
 	}
-	if total, _, _ := w.watch.CacheBytes(); total != 0 {
-		t.Fatalf("cache bytes %d before the cache pool is up", total)
+	if p, _ := w.watch.CachePool(); p.Size != 0 {
+		t.Fatalf("cache bytes %d before the cache pool is up", p.Size)
 	}
 	w.plugNVMe()
 	w.setup.Attempt(context.Background())
 	if w.poolReady(t, PoolCache) != 1 || !slices.Equal(w.cacheUp, []string{"nvme=ssdcache-nvme"}) {
 		t.Fatalf("pool_ready cache %v, engine told %v", w.poolReady(t, PoolCache), w.cacheUp)
 	}
-	if total, _, _ := w.watch.CacheBytes(); total == 0 {
+	if p, _ := w.watch.CachePool(); p.Size == 0 {
 		t.Fatal("the pool watch does not see the cache pool")
 	}
 	if got := w.lvmDevs.get(); !slices.Equal(got, []string{hddByID, nvmeByID}) {

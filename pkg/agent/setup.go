@@ -108,7 +108,8 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 			return err
 		}
 	}
-	return mgr.Add(NewCapacityReporter(mgr.GetAPIReader(), mgr.GetClient(), cfg.Pools, cfg.NodeName, cfg.CacheClass, cfg.CapacityInterval))
+	return mgr.Add(NewCapacityReporter(mgr.GetAPIReader(), mgr.GetClient(), cfg.Pools, cfg.NodeName, cfg.CacheClass,
+		cfg.Engine.BlockSectors(), cfg.CapacityInterval))
 }
 
 // onNode keeps the bindings admitted to this node, and those that just

@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/ssdcache/ssdcache/pkg/blockdev"
+	"github.com/ssdcache/ssdcache/pkg/cachesize"
 	"github.com/ssdcache/ssdcache/pkg/dm"
 	"github.com/ssdcache/ssdcache/pkg/fileblocks"
 	"github.com/ssdcache/ssdcache/pkg/hotset"
@@ -81,7 +82,7 @@ type Engine struct {
 	reads    readtrack.Interface
 	faults   FaultPoints
 	// minBlockSectors is the block size of new caches, before doubling for
-	// large ones (dm.BlockSectorsFor).
+	// large ones (cachesize.BlockSectorsFor).
 	minBlockSectors uint64
 	// promoted says an agent promotes the blocks read (WithPromoter).
 	promoted bool
@@ -100,12 +101,17 @@ type Engine struct {
 type Option func(*Engine)
 
 // WithBlockSectors makes new caches use blocks of at least sectors (a valid
-// dm-cache block size, dm.ValidateBlockSectors) instead of
-// dm.DefaultBlockSectors. Caches already made keep theirs until they are
+// dm-cache block size, cachesize.ValidateBlockSectors) instead of
+// cachesize.DefaultBlockSectors. Caches already made keep theirs until they are
 // made again (resize, or attach after a detach).
 func WithBlockSectors(sectors uint64) Option {
 	return func(e *Engine) { e.minBlockSectors = sectors }
 }
+
+// BlockSectors is the block size of new caches before doubling: the node
+// reports it so that admission charges each cache the metadata LV it gets
+// (cachesize.Footprint).
+func (e *Engine) BlockSectors() uint64 { return e.minBlockSectors }
 
 // WithPromoter says that an agent promotes the blocks read on caches that
 // warm up (agent.Promoter calls Promote and HandOver): their tables start
@@ -128,7 +134,7 @@ func NewEngine(l Layers, pools Pools, faults FaultPoints, opts ...Option) *Engin
 		faults = NoFaults{}
 	}
 	pools.CacheVGs = maps.Clone(pools.CacheVGs) // AddCachePool changes the engine's own
-	e := &Engine{dm: l.DM, lvm: l.LVM, dev: l.Dev, files: l.Files, reads: l.Reads, pools: pools, faults: faults, minBlockSectors: dm.DefaultBlockSectors, trackedAreas: dm.MaxTrackedAreas, layouts: newLayouts()}
+	e := &Engine{dm: l.DM, lvm: l.LVM, dev: l.Dev, files: l.Files, reads: l.Reads, pools: pools, faults: faults, minBlockSectors: cachesize.DefaultBlockSectors, trackedAreas: dm.MaxTrackedAreas, layouts: newLayouts()}
 	if l.Metadata != nil && l.HotSets != nil {
 		e.metadata, e.hotSets = l.Metadata, l.HotSets
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/ssdcache/ssdcache/pkg/cachesize"
 	"github.com/ssdcache/ssdcache/pkg/dm"
 	"github.com/ssdcache/ssdcache/pkg/lvm"
 )
@@ -33,12 +34,12 @@ type desired struct {
 
 // blockSectors is the block size of the cache wanted.
 func (d desired) blockSectors() uint64 {
-	return dm.BlockSectorsFor(d.cache.SizeBytes, d.minBlockSectors)
+	return cachesize.BlockSectorsFor(d.cache.SizeBytes, d.minBlockSectors)
 }
 
 // metadataBytes is the metadata LV size of the cache wanted.
 func (d desired) metadataBytes() uint64 {
-	return dm.MetadataBytesFor(d.cache.SizeBytes, d.blockSectors())
+	return cachesize.MetadataBytesFor(d.cache.SizeBytes, d.blockSectors())
 }
 
 type step string

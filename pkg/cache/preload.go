@@ -161,7 +161,7 @@ func (e *Engine) notHeld(volumeID string, table dm.Table, blocks []uint64) []uin
 
 // blockSet collects the cache blocks that extents touch, at most max of
 // them: a preload of files written in millions of scattered small pieces
-// holds one entry per cache block (at most dm.MaxCacheBlocks), not one per
+// holds one entry per cache block (at most cachesize.MaxCacheBlocks), not one per
 // extent.
 type blockSet struct {
 	blockBytes, max uint64

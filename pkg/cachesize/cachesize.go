@@ -1,6 +1,16 @@
-package dm
+// Package cachesize is the arithmetic of a cache's size on the node: its block
+// size, its metadata device and the pool space both take once LVM has
+// allocated them. It is pure and imports nothing of the project, because two
+// sides must compute the same numbers: the node, which creates the LVs, and
+// the cluster controller, which admits caches against a node's pool and must
+// not link the node's device-mapper and LVM code to do so.
+package cachesize
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+	"math/bits"
+)
 
 // Cache block and metadata sizing, following lvm2's rules so that a cache
 // made by ssdcache behaves like one made by lvmcache:
@@ -26,6 +36,10 @@ const (
 	MinMetadataBytes      = 2 << 20
 	MaxMetadataBytes      = 16 << 30
 )
+
+// SectorSize is the unit of block sizes (dm.SectorSize, the unit of every
+// device-mapper length).
+const SectorSize = 512
 
 // ValidateBlockSectors checks dm-cache's block size constraint.
 func ValidateBlockSectors(sectors uint64) error {
@@ -53,4 +67,51 @@ func MetadataBytesFor(dataBytes, blockSectors uint64) uint64 {
 	size := uint64(metadataBaseBytes) + blocks*metadataBytesPerBlock
 	size = (size + SectorSize - 1) / SectorSize * SectorSize
 	return min(max(size, MinMetadataBytes), MaxMetadataBytes)
+}
+
+// Footprint is the bytes of a cache pool that a cache of dataBytes takes once
+// lvcreate has allocated its two LVs: the data LV of dataBytes and the
+// metadata LV (for blocks of minBlockSectors, a valid block size, doubled as
+// BlockSectorsFor does), each rounded up to whole extents of extentBytes.
+// Admission charges this, not dataBytes, against the pool's size: a 16 MiB
+// cache takes 24 MiB of a pool of 4 MiB extents, so a pool filled with small
+// caches charged their data alone would fail the later ones at lvcreate.
+// It saturates at math.MaxUint64 instead of wrapping.
+func Footprint(dataBytes, extentBytes, minBlockSectors uint64) uint64 {
+	meta := MetadataBytesFor(dataBytes, BlockSectorsFor(dataBytes, minBlockSectors))
+	sum, carry := bits.Add64(roundUp(dataBytes, extentBytes), roundUp(meta, extentBytes), 0)
+	if carry != 0 {
+		return math.MaxUint64
+	}
+	return sum
+}
+
+// MaxDataBytes is the largest cache whose Footprint fits in poolBytes (0
+// when none does), to tell a user what size a pool can still take.
+func MaxDataBytes(poolBytes, extentBytes, minBlockSectors uint64) uint64 {
+	// Footprint grows with the data, except where blocks double and the
+	// metadata shrinks; the search only ever keeps a size that fits.
+	lo, hi := uint64(0), poolBytes
+	for lo < hi {
+		mid := lo + (hi-lo)/2 + 1
+		if Footprint(mid, extentBytes, minBlockSectors) <= poolBytes {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return lo
+}
+
+// roundUp rounds n up to a whole number of units (n itself for a unit of 0),
+// saturating at math.MaxUint64.
+func roundUp(n, unit uint64) uint64 {
+	if unit == 0 || n%unit == 0 {
+		return n
+	}
+	up, carry := bits.Add64(n, unit-n%unit, 0)
+	if carry != 0 {
+		return math.MaxUint64
+	}
+	return up
 }

@@ -10,7 +10,7 @@ import (
 type claim struct {
 	namespace, name string
 	created         time.Time
-	sizeBytes       int64
+	sizeBytes       int64 // what it takes of the pool (pool.cache.charge of its size)
 }
 
 // compareAge orders claims by age, then by namespace and name so that the order is
@@ -24,7 +24,7 @@ func compareAge(a, b claim) int {
 // pending ones are admitted oldest first.
 type nodeLoad struct {
 	capacity      int64
-	admittedBytes int64   // sum of the admitted bindings' sizes, the candidate excluded
+	admittedBytes int64   // sum of what the admitted bindings take, the candidate excluded
 	olderPending  []claim // pending bindings for the node older than the candidate
 }
 

@@ -86,7 +86,7 @@ func sizeFor(spec string, volumeBytes int64) (sized, error) {
 // decideAdmitted keeps an admitted binding where it is unless its node is gone; a
 // node that stops reporting capacity does not evict caches that are attached.
 func (r *BindingReconciler) decideAdmitted(ctx context.Context, b *ssdv1.CacheBinding, t target, size int64) (decision, error) {
-	capacity, err := nodeCapacity(ctx, r.client, t.nodeName, "")
+	n, err := nodeCacheOf(ctx, r.client, t.nodeName, "")
 	if err != nil {
 		p, err := asPending(err)
 		if p != nil && p.reason == ssdv1.ReasonNodeUnknown {
@@ -97,7 +97,7 @@ func (r *BindingReconciler) decideAdmitted(ctx context.Context, b *ssdv1.CacheBi
 	if size == b.Status.ResolvedSizeBytes {
 		return admitted(t, size), nil
 	}
-	load, err := r.loadOf(ctx, b, pool{reader: r.client, node: t.nodeName}, capacity, false)
+	load, err := r.loadOf(ctx, b, pool{reader: r.client, node: t.nodeName, cache: n}, n.capacity, false)
 	if err != nil {
 		return decision{}, err
 	}
@@ -110,40 +110,49 @@ func (r *BindingReconciler) decideAdmitted(ctx context.Context, b *ssdv1.CacheBi
 			return d, err
 		}
 	}
-	if load.resizeFits(b.Status.ResolvedSizeBytes, size) {
+	// The node agent removes the old LVs before it creates the new ones, so the new
+	// cache must fit beside the others only. A smaller cache can take more than the
+	// old one, where its blocks stop doubling and its metadata grows.
+	old := n.charge(b.Status.ResolvedSizeBytes)
+	if load.resizeFits(old, n.charge(size)) {
 		return admitted(t, size), nil
 	}
+	verb := "grow"
+	if size < b.Status.ResolvedSizeBytes {
+		verb = "shrink"
+	}
 	d := admitted(t, b.Status.ResolvedSizeBytes)
-	d.resizeBlocked = fmt.Sprintf("cannot grow the cache to %d bytes: node %s has %d of %d bytes free; keeping %d bytes",
-		size, t.nodeName, freeBytes(capacity, load.admittedBytes, b.Status.ResolvedSizeBytes), capacity, b.Status.ResolvedSizeBytes)
+	d.resizeBlocked = fmt.Sprintf("cannot %s the cache to %d bytes: it needs %d bytes%s, and node %s has %d of %d bytes free; keeping %d bytes",
+		verb, size, n.charge(size), n.explain(size), t.nodeName, freeBytes(n.capacity, load.admittedBytes, old), n.capacity, b.Status.ResolvedSizeBytes)
 	return d, nil
 }
 
 // decideCandidate admits a pending binding if it fits after the older pending ones,
 // on its node and in its namespace.
 func (r *BindingReconciler) decideCandidate(ctx context.Context, b *ssdv1.CacheBinding, t target, size int64) (decision, error) {
-	capacity, err := nodeCapacity(ctx, r.client, t.nodeName, b.Spec.DeviceClass)
+	n, err := nodeCacheOf(ctx, r.client, t.nodeName, b.Spec.DeviceClass)
 	if err != nil {
 		p, err := asPending(err)
 		return waiting(p, size), err
 	}
-	if size > capacity {
+	need := n.charge(size)
+	if need > n.capacity {
 		// No amount of waiting admits it; say what would, rather than InsufficientCache's
 		// usual "needs N bytes" that reads like a queue position.
 		return waiting(pending(ssdv1.ReasonInsufficientCache,
-			"spec.size %q needs %d bytes of cache, more than the %d bytes node %s has in all, so it can never be admitted there; "+
+			"spec.size %q needs %d bytes of cache%s, more than the %d bytes node %s has in all, so it can never be admitted there; "+
 				"set spec.size to at most %d bytes (or a smaller percentage of the volume)",
-			b.Spec.Size, size, capacity, t.nodeName, capacity), size), nil
+			b.Spec.Size, need, n.explain(size), n.capacity, t.nodeName, n.largest()), size), nil
 	}
-	load, err := r.loadOf(ctx, b, pool{reader: r.client, node: t.nodeName}, capacity, true)
+	load, err := r.loadOf(ctx, b, pool{reader: r.client, node: t.nodeName, cache: n}, n.capacity, true)
 	if err != nil {
 		return decision{}, err
 	}
-	ok, free := load.fits(claimOf(b, size))
+	ok, free := load.fits(claimOf(b, need))
 	if !ok {
 		return waiting(pending(ssdv1.ReasonInsufficientCache,
-			"needs %d bytes of cache on node %s, which has %d of %d bytes free for it",
-			size, t.nodeName, free, capacity), size), nil
+			"needs %d bytes of cache%s on node %s, which has %d of %d bytes free for it",
+			need, n.explain(size), t.nodeName, free, n.capacity), size), nil
 	}
 	if p, err := r.namespaceLimit(ctx, b, size, true); p != nil || err != nil {
 		return waiting(p, size), err
@@ -162,6 +171,9 @@ type pool struct {
 	reader    client.Reader // the cache, or the API server itself for a confirmation
 	node      string
 	namespace string
+	// cache is the node's pool, which charges each cache what LVM allocates for
+	// it; zero for a namespace, whose limit counts the caches' sizes.
+	cache nodeCache
 }
 
 // loadOf sums what other bindings take of a pool. With withPending it also collects
@@ -181,7 +193,7 @@ func (r *BindingReconciler) loadOf(ctx context.Context, b *ssdv1.CacheBinding, p
 			// Deleting bindings still hold their cache until the agent detaches it. The
 			// sum saturates: sizes admitted by an older controller may pass 2^63 together.
 			if p.node == "" || o.Status.NodeName == p.node {
-				load.admittedBytes, _ = addBytes(load.admittedBytes, max(o.Status.ResolvedSizeBytes, 0))
+				load.admittedBytes, _ = addBytes(load.admittedBytes, p.cache.charge(max(o.Status.ResolvedSizeBytes, 0)))
 			}
 		case withPending && o.DeletionTimestamp.IsZero() && compareAge(claimOf(o, 0), self) < 0:
 			c, err := r.pendingClaim(ctx, o, p.node)
@@ -189,6 +201,7 @@ func (r *BindingReconciler) loadOf(ctx context.Context, b *ssdv1.CacheBinding, p
 				return nodeLoad{}, err
 			}
 			if c != nil {
+				c.sizeBytes = p.cache.charge(c.sizeBytes)
 				load.olderPending = append(load.olderPending, *c)
 			}
 		}
@@ -219,8 +232,8 @@ func (r *BindingReconciler) pendingClaim(ctx context.Context, o *ssdv1.CacheBind
 	if nodeName == "" {
 		// For a namespace: a binding its node cannot take whatever the others do
 		// keeps no share of the limit, or it would keep it for good.
-		capacity, err := nodeCapacity(ctx, r.client, t.nodeName, o.Spec.DeviceClass)
-		if p, err := asPending(err); p != nil || err != nil || capacity < sz.bytes {
+		n, err := nodeCacheOf(ctx, r.client, t.nodeName, o.Spec.DeviceClass)
+		if p, err := asPending(err); p != nil || err != nil || n.charge(sz.bytes) > n.capacity {
 			return nil, err
 		}
 	}

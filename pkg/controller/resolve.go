@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -124,34 +123,27 @@ func allEqual(s []string) bool {
 	return true
 }
 
-// nodeCapacity returns the cache bytes a node reported through its annotation,
-// or a pending reason when its cache pool is not of deviceClass ("" takes the
-// node's default class, whatever it is).
-func nodeCapacity(ctx context.Context, c client.Reader, nodeName, deviceClass string) (int64, error) {
+// nodeCacheOf returns the cache pool a node reported through its annotations,
+// or a pending reason when it is not of deviceClass ("" takes the node's
+// default class, whatever it is).
+func nodeCacheOf(ctx context.Context, c client.Reader, nodeName, deviceClass string) (nodeCache, error) {
 	node := &corev1.Node{}
 	if err := c.Get(ctx, types.NamespacedName{Name: nodeName}, node); err != nil {
 		if apierrors.IsNotFound(err) {
-			return 0, pending(ssdv1.ReasonNodeUnknown, "node %s does not exist", nodeName)
+			return nodeCache{}, pending(ssdv1.ReasonNodeUnknown, "node %s does not exist", nodeName)
 		}
-		return 0, err
+		return nodeCache{}, err
 	}
-	raw, ok := node.Annotations[ssdv1.AnnotationCacheCapacityBytes]
-	if !ok {
-		return 0, pending(ssdv1.ReasonCacheCapacityUnknown,
-			"node %s has not reported its cache capacity (annotation %s); is the ssdcache node agent running there?",
-			nodeName, ssdv1.AnnotationCacheCapacityBytes)
-	}
-	capacity, err := strconv.ParseInt(raw, 10, 64)
-	if err != nil || capacity < 0 {
-		return 0, pending(ssdv1.ReasonCacheCapacityUnknown,
-			"node %s has annotation %s=%q; want a whole number of bytes", nodeName, ssdv1.AnnotationCacheCapacityBytes, raw)
+	n, err := parseNodeCache(node)
+	if err != nil {
+		return nodeCache{}, err
 	}
 	if class := node.Annotations[ssdv1.AnnotationCacheDeviceClass]; deviceClass != "" && class != deviceClass {
-		return 0, pending(ssdv1.ReasonDeviceClassUnavailable,
+		return nodeCache{}, pending(ssdv1.ReasonDeviceClassUnavailable,
 			"spec.deviceClass is %q, but the cache pool of node %s (where the volume is) is of class %q (annotation %s)",
 			deviceClass, nodeName, class, ssdv1.AnnotationCacheDeviceClass)
 	}
-	return capacity, nil
+	return n, nil
 }
 
 // nodeExists tells whether a Node object of that name exists.

@@ -92,14 +92,20 @@ func (r *BindingReconciler) requests(ctx context.Context, opts ...client.ListOpt
 	return reqs
 }
 
-// nodeCapacityChanged passes node creation, deletion and changes of the capacity
-// and device class annotations, not the periodic status updates.
+// nodeCapacityChanged passes node creation, deletion and changes of the annotations
+// admission reads (the cache pool's, its older capacity and its device class), not
+// the periodic status updates.
 func nodeCapacityChanged() predicate.Predicate {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			o, n := e.ObjectOld.GetAnnotations(), e.ObjectNew.GetAnnotations()
-			return o[ssdv1.AnnotationCacheCapacityBytes] != n[ssdv1.AnnotationCacheCapacityBytes] ||
-				o[ssdv1.AnnotationCacheDeviceClass] != n[ssdv1.AnnotationCacheDeviceClass]
+			for _, a := range []string{ssdv1.AnnotationCachePoolBytes, ssdv1.AnnotationCacheExtentBytes, ssdv1.AnnotationCacheBlockBytes,
+				ssdv1.AnnotationCacheCapacityBytes, ssdv1.AnnotationCacheDeviceClass} {
+				if o[a] != n[a] {
+					return true
+				}
+			}
+			return false
 		},
 		GenericFunc: func(event.GenericEvent) bool { return false },
 	}

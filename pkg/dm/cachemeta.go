@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/ssdcache/ssdcache/pkg/cachesize"
 	"github.com/ssdcache/ssdcache/pkg/command"
 )
 
@@ -56,7 +57,7 @@ const smqHintWidth = 4
 
 // MarshalCacheXML renders md as cache_restore's input.
 func MarshalCacheXML(md CacheMetadata) ([]byte, error) {
-	if err := ValidateBlockSectors(md.BlockSectors); err != nil {
+	if err := cachesize.ValidateBlockSectors(md.BlockSectors); err != nil {
 		return nil, err
 	}
 	sb := xmlSuperblock{BlockSize: md.BlockSectors, NrCacheBlock: md.CacheBlocks, Policy: md.Policy, HintWidth: smqHintWidth}

@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/ssdcache/ssdcache/pkg/cachesize"
 )
 
 // SectorSize is the unit of every length in a device-mapper table.
-const SectorSize = 512
+const SectorSize = cachesize.SectorSize
 
 // Table is a single-target device-mapper table starting at sector 0, the only
 // shape ssdcache creates.
@@ -100,7 +102,7 @@ func (c CacheTarget) Validate() error {
 	if c.Mode != Writethrough && c.Mode != Passthrough {
 		return fmt.Errorf("cache mode %q: only %q and %q are allowed (the origin must always hold all data)", c.Mode, Writethrough, Passthrough)
 	}
-	if err := ValidateBlockSectors(c.BlockSectors); err != nil {
+	if err := cachesize.ValidateBlockSectors(c.BlockSectors); err != nil {
 		return err
 	}
 	if c.Metadata.IsZero() || c.Data.IsZero() || c.Origin.IsZero() {

@@ -82,7 +82,11 @@ func TestAgentUnderItsRBAC(t *testing.T) {
 			return fmt.Errorf("lease: %w", err)
 		}
 		n := &corev1.Node{}
-		if err := c.Get(ctx, client.ObjectKey{Name: node}, n); err != nil || n.Annotations[ssdv1.AnnotationCacheDeviceClass] != "nvme" {
+		// The pool as admission charges it: 10 GiB of the fake's 4 MiB extents,
+		// caches of the engine's default 256 KiB blocks.
+		if err := c.Get(ctx, client.ObjectKey{Name: node}, n); err != nil || n.Annotations[ssdv1.AnnotationCacheDeviceClass] != "nvme" ||
+			n.Annotations[ssdv1.AnnotationCachePoolBytes] != "10737418240" || n.Annotations[ssdv1.AnnotationCacheExtentBytes] != "4194304" ||
+			n.Annotations[ssdv1.AnnotationCacheBlockBytes] != "262144" {
 			return fmt.Errorf("node annotations %v, %v", n.Annotations, err)
 		}
 		b, err := getBinding(ctx, c, ns, "cache")

@@ -17,8 +17,29 @@ const (
 	// the binding was never admitted or its Node object no longer exists.
 	Finalizer = "ssdcache.io/cache-detach"
 
+	// AnnotationCachePoolBytes is set on each Node by its node agent: the size of its
+	// cache pool (the NVMe volume group), as a decimal integer. Admission charges each
+	// cache admitted to the node what LVM allocates for it (cachesize.Footprint of its
+	// size, AnnotationCacheExtentBytes and AnnotationCacheBlockBytes: its data and
+	// metadata LVs in whole extents) against it. A node without it has an agent that
+	// predates it, and is admitted against AnnotationCacheCapacityBytes instead.
+	AnnotationCachePoolBytes = "ssdcache.io/cache-pool-bytes"
+
+	// AnnotationCacheExtentBytes is set on each Node by its node agent beside the pool
+	// size: the pool's LVM extent size, which lvcreate rounds every LV up to.
+	AnnotationCacheExtentBytes = "ssdcache.io/cache-extent-bytes"
+
+	// AnnotationCacheBlockBytes is set on each Node by its node agent beside the pool
+	// size: the cache block size of new caches (its --cache-block-size), before the
+	// doubling that keeps a large cache within a million blocks. A cache's metadata
+	// LV takes 44 bytes a block.
+	AnnotationCacheBlockBytes = "ssdcache.io/cache-block-bytes"
+
 	// AnnotationCacheCapacityBytes is set on each Node by its node agent: the bytes of
-	// cache (NVMe) space the node can hand out, as a decimal integer.
+	// cache (NVMe) space the node can hand out, as a decimal integer: the pool less a
+	// reserve for metadata LVs. Admission charges each cache its size against it on a
+	// node that does not report AnnotationCachePoolBytes (an older agent); agents keep
+	// it for controllers that predate the pool annotations.
 	AnnotationCacheCapacityBytes = "ssdcache.io/cache-capacity-bytes"
 
 	// AnnotationCacheFreeBytes is set on each Node by its node agent beside the
@@ -34,7 +55,10 @@ const (
 
 	// AnnotationNamespaceCacheLimit, set on a Namespace by an operator, caps the
 	// cache bytes admitted to the namespace's CacheBindings (a quantity such as
-	// 100Gi); a binding beyond it stays Pending with NamespaceCacheLimit.
+	// 100Gi); a binding beyond it stays Pending with NamespaceCacheLimit. It counts
+	// the caches' resolved sizes, not their metadata LVs and extent rounding: a
+	// tenant's quota is on what it asks for, whatever the extent size of the nodes
+	// its volumes land on, and the nodes' pools are kept from overcommit by admission.
 	AnnotationNamespaceCacheLimit = "ssdcache.io/cache-bytes-limit"
 
 	// AgentLeasePrefix starts the name of the coordination.k8s.io Lease each node
