@@ -7,7 +7,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 IMAGE ?= ssdcache/ssdcache:$(VERSION)
 export CACHE_DIR
 
-.PHONY: all build vet generate manifests verify-generated test test-unit test-release test-api test-kernel test-e2e demo bench bench-api stress image release
+.PHONY: all build vet generate manifests verify-generated test test-unit test-release test-api test-kernel test-e2e demo bench bench-seed bench-api stress image release
 
 all: build
 
@@ -58,6 +58,12 @@ demo:
 ## bench: raw HDD, raw SSD, ssdcache, lvmcache and bcache side by side in the VM: convergence, restage, plugin restart, reboot, application load
 bench:
 	hack/bench.sh
+
+## bench-seed: StoreMI's review at real sizes: SEQ1M Q8T1, 10 whole passes over 1, 4 and 16 GiB working sets on a 32 GiB cache over a 4 TiB volume (sparse images), raw HDD/SSD, lvmcache and bcache beside it (about 2 h; needs about 52 GiB free)
+bench-seed:
+	hack/bench.sh -cache-mib 32768 -volume-gib 4096 -working-sets 1Gi,4Gi,16Gi -runs 10 -read-tests seq1m-q8t1-read \
+		-restage-runs 0 -restart-runs 0 -tree-working-set "" -reboot-working-set "" -cold-writes=false -runtime 0 \
+		-timeout 300m -output-dir _output/bench-seed $(BENCH_ARGS)
 
 ## stress: 32 volumes staged, cached, published, unpublished and unstaged in parallel for STRESS_ROUNDS rounds (10) in the VM, caches attached and resized meanwhile
 STRESS_ROUNDS ?= 10

@@ -55,8 +55,13 @@ type DiskFigures struct {
 	// ReadIOPS and WriteIOPS are completed requests per second.
 	ReadIOPS  float64 `json:"readIOPS"`
 	WriteIOPS float64 `json:"writeIOPS"`
-	ReadMBps  float64 `json:"readMBps"`
-	WriteMBps float64 `json:"writeMBps"`
+	// ReadBytes and WriteBytes are the bytes moved over the whole test,
+	// whatever issued them: on the HDD under a cache they are the pass's
+	// misses plus any copy the cache made from it meanwhile.
+	ReadBytes  int64   `json:"readBytes"`
+	WriteBytes int64   `json:"writeBytes"`
+	ReadMBps   float64 `json:"readMBps"`
+	WriteMBps  float64 `json:"writeMBps"`
 	// AwaitMs is the average time a request took, queueing included
 	// (iostat's r_await and w_await over all requests); 0 without requests.
 	AwaitMs float64 `json:"awaitMs"`
@@ -70,7 +75,7 @@ type DiskFigures struct {
 
 // diskFigures computes d's figures from its counters over elapsed.
 func diskFigures(d Disk, delta blockdev.IOStats, elapsed time.Duration) DiskFigures {
-	f := DiskFigures{Disk: d.Name, Role: d.Role}
+	f := DiskFigures{Disk: d.Name, Role: d.Role, ReadBytes: int64(delta.ReadBytes), WriteBytes: int64(delta.WriteBytes)}
 	ms := float64(elapsed.Milliseconds())
 	if ms <= 0 {
 		return f

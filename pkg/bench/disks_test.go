@@ -120,7 +120,7 @@ func TestDiskFiguresAreIostats(t *testing.T) {
 	delta := blockdev.IOStats{ReadIOs: 150, ReadBytes: 120e6, ReadTicks: 600, WriteIOs: 50, WriteBytes: 10e6, WriteTicks: 400,
 		IOTicks: 1800, TimeInQueue: 4000}
 	f := diskFigures(Disk{Name: "sdb", Role: DiskBelow}, delta, 2*time.Second)
-	want := DiskFigures{Disk: "sdb", Role: DiskBelow, ReadIOPS: 75, WriteIOPS: 25, ReadMBps: 60, WriteMBps: 5,
+	want := DiskFigures{Disk: "sdb", Role: DiskBelow, ReadIOPS: 75, WriteIOPS: 25, ReadBytes: 120e6, WriteBytes: 10e6, ReadMBps: 60, WriteMBps: 5,
 		AwaitMs: 5, QueueDepth: 2, Utilization: 0.9}
 	if f != want {
 		t.Errorf("figures %+v, want %+v", f, want)
@@ -190,7 +190,7 @@ func TestRunRecordsDiskFiguresPerTest(t *testing.T) {
 		// One step of I/O over fio's runtime (the recorded JSON's), not
 		// the wall time around the test (the fake clock's second).
 		ms := float64(res.RuntimeMs)
-		want := DiskFigures{Disk: "sdb", Role: DiskBelow, ReadIOPS: 100 / (ms / 1000), ReadMBps: 50 / (ms / 1000), AwaitMs: 2,
+		want := DiskFigures{Disk: "sdb", Role: DiskBelow, ReadIOPS: 100 / (ms / 1000), ReadBytes: 50e6, ReadMBps: 50 / (ms / 1000), AwaitMs: 2,
 			QueueDepth: 1500 / ms, Utilization: min(800/ms, 1)}
 		if len(res.Disks) != 2 || res.Disks[1] != want {
 			t.Fatalf("run %d %s: disk figures %+v, want sdb's %+v", res.Run, res.Test, res.Disks, want)

@@ -25,8 +25,10 @@ import (
 // options are the flags; their help says what each is.
 type options struct {
 	outputDir, workDir, dashboard    string
-	cacheMiB                         int64
+	cacheMiB, volumeGiB              int64
 	workingSets                      []string
+	readTests                        string
+	coldWrites                       bool
 	runs, restageRuns, restartRuns   int
 	eventRepeats                     int
 	treeWorkingSet, rebootWorkingSet string
@@ -44,7 +46,10 @@ func main() {
 	// a warm-up or a promotion (cache_restore, table swaps: a second or so
 	// under TCG) weigh as they would on a real cache rather than dominate.
 	flag.Int64Var(&o.cacheMiB, "cache-mib", 1024, "cache size of every cached target, MiB")
-	flag.StringVar(&workingSets, "working-sets", "25%,50%,75%", "working sets as percentages of the cache, each measured on cold caches")
+	flag.StringVar(&workingSets, "working-sets", "25%,50%,75%", "working sets as percentages of the cache (50%) or sizes no larger than it (4Gi), each measured on cold caches")
+	flag.Int64Var(&o.volumeGiB, "volume-gib", 0, "size of ssdcache's volume, GiB (a sparse HDD image holds it): several TiB shows that no cost grows with the volume; 0: twice the cache, as the references' origins")
+	flag.StringVar(&o.readTests, "read-tests", "seq1m-q8t1-read,seq1m-q1t1-read,rnd4k-q1t1-read", "the tests of the convergence runs (ssdcache-bench -tests)")
+	flag.BoolVar(&o.coldWrites, "cold-writes", true, "one run of write tests on fresh caches after the working sets, for the cold-miss write overhead")
 	flag.IntVar(&o.runs, "runs", 6, "runs per working set")
 	flag.IntVar(&o.restageRuns, "restage-runs", 1, "runs per working set after every cache is restaged (ssdcache: NodeUnstage, NodeStage); 0: none")
 	flag.IntVar(&o.restartRuns, "restart-runs", 1, "runs per working set after ssdcache-node is restarted with its volume staged; 0: none")
@@ -73,9 +78,13 @@ func (o options) validate() error {
 		sets = append(sets, o.treeWorkingSet)
 	}
 	for _, ws := range sets {
-		if _, err := bench.ParseWorkingSets([]string{ws}, o.cacheMiB<<20, false); err != nil || !strings.HasSuffix(ws, "%") {
-			return fmt.Errorf("working set %q: allowed: a percentage of the cache, like 50%%", ws)
+		parsed, err := bench.ParseWorkingSets([]string{ws}, o.cacheMiB<<20, false)
+		if err != nil || parsed[0].Bytes > o.cacheMiB<<20 {
+			return fmt.Errorf("working set %q: allowed: a percentage of the cache, like 50%%, or a size up to the cache's %d MiB, like 4Gi", ws, o.cacheMiB)
 		}
+	}
+	if o.volumeGiB != 0 && o.volumeGiB<<10 < 2*o.cacheMiB {
+		return fmt.Errorf("volume-gib %d: allowed: 0, or at least twice the cache (%d MiB)", o.volumeGiB, o.cacheMiB)
 	}
 	if o.rebootWorkingSet != "" && !slices.Contains(o.workingSets, o.rebootWorkingSet) {
 		return fmt.Errorf("reboot-working-set: %q is not among -working-sets %q; allowed: one of them, or empty for no reboot step", o.rebootWorkingSet, o.workingSets)
@@ -89,20 +98,33 @@ func (o options) validate() error {
 	return nil
 }
 
+// volumeMiB is the size of ssdcache's volume.
+func (o options) volumeMiB() int64 {
+	if o.volumeGiB == 0 {
+		return 2 * o.cacheMiB
+	}
+	return o.volumeGiB << 10
+}
+
 func run(ctx context.Context, o options) error {
 	if o.reportOnly {
 		return writeMerged(ctx, o)
 	}
+	if err := checkFreeDisk(o); err != nil {
+		return err
+	}
 	job := job.Job{
 		Name:         "bench",
 		GuestPackage: "github.com/ssdcache/ssdcache/test/benchvm/guest",
-		GuestArgs: []string{"-working-sets", strings.Join(o.workingSets, ","),
+		GuestArgs: []string{"-working-sets", strings.Join(o.workingSets, ","), "-volume-mib", fmt.Sprint(o.volumeMiB()),
+			"-read-tests", o.readTests, fmt.Sprintf("-cold-writes=%t", o.coldWrites),
 			"-runs", fmt.Sprint(o.runs), "-restage-runs", fmt.Sprint(o.restageRuns), "-restart-runs", fmt.Sprint(o.restartRuns), "-event-repeats", fmt.Sprint(o.eventRepeats), "-runtime", o.runtime.String(), "-test-interval", o.testInterval.String(), "-tree-working-set", o.treeWorkingSet, "-reboot-working-set", o.rebootWorkingSet},
 		CacheMiB: o.cacheMiB,
 		// The SSD holds the node's cache pool plus raw SSD, lvmcache and
-		// bcache regions; the HDD the node's origin pool plus three origins.
+		// bcache regions; the HDD ssdcache's volume plus three origins of
+		// twice the cache (raw HDD, lvmcache, bcache).
 		VM: vm.Config{WorkDir: o.workDir, Timeout: o.timeout, SSDSize: (4*o.cacheMiB + 256) << 20,
-			HDDSize: max(4<<30, (8*o.cacheMiB+256)<<20)},
+			HDDSize: max(4<<30, (o.volumeMiB()+6*o.cacheMiB+256)<<20)},
 		OutputDir: o.outputDir,
 		Collect:   func(guestOut string) error { return saveParts(guestOut, o.outputDir) },
 	}
@@ -139,7 +161,9 @@ func invocations(o options) []part {
 			add(name+parts.RebootedSuffix, ws+rebootedLabel)
 		}
 	}
-	add(parts.Writes, "cold writes ("+o.workingSets[0]+")")
+	if o.coldWrites {
+		add(parts.Writes, "cold writes ("+o.workingSets[0]+")")
+	}
 	if o.treeWorkingSet != "" {
 		add(parts.Tree, "tree "+o.treeWorkingSet)
 	}

@@ -30,7 +30,9 @@ func TestOptionsRefuseWhatTheGuestWouldRefuseLate(t *testing.T) {
 	}
 	for name, edit := range map[string]func(*options){
 		"tree size":         func(o *options) { o.treeWorkingSet = "5O%" },
-		"working set":       func(o *options) { o.workingSets = []string{"128Mi"} },
+		"working set":       func(o *options) { o.workingSets = []string{"25%", "50%", "128Mx"} },
+		"larger than cache": func(o *options) { o.workingSets = []string{"50%", "512Mi"} },
+		"volume too small":  func(o *options) { o.cacheMiB, o.volumeGiB = 1024, 1 },
 		"reboot set absent": func(o *options) { o.rebootWorkingSet = "75%" },
 		"negative runs":     func(o *options) { o.restartRuns = -1 },
 		"no step done":      func(o *options) { o.eventRepeats = 0 },
@@ -50,6 +52,11 @@ func TestOptionsRefuseWhatTheGuestWouldRefuseLate(t *testing.T) {
 	if got, want := strings.Join(labels[:7], " "), "ws-25= ws-25-restage=25% restaged ws-25-restart=25% plugin restarted "+
 		"ws-25-restage-2=25% restaged #2 ws-25-restart-2=25% plugin restarted #2 ws-25-restage-3=25% restaged #3 ws-25-restart-3=25% plugin restarted #3"; got != want {
 		t.Errorf("parts of a working set whose steps are done three times:\n got %s\nwant %s", got, want)
+	}
+	sized := good
+	sized.workingSets, sized.rebootWorkingSet, sized.volumeGiB = []string{"64Mi", "256Mi"}, "", 4096
+	if err := sized.validate(); err != nil {
+		t.Errorf("working sets given as sizes up to the cache on a 4 TiB volume refused: %v", err)
 	}
 	none := good
 	none.treeWorkingSet, none.rebootWorkingSet = "", ""

@@ -23,7 +23,7 @@ func method(r *bench.Report, restages map[string][]parts.Restage, dashboardNote 
 	fmt.Fprintf(&b, "## How `make bench` made this report\n\n")
 	fmt.Fprintf(&b, "- Disks: qemu (TCG) emulated NVMe and a simulated HDD (positional seek/rotation model, test/vm/hddsim). ")
 	fmt.Fprintf(&b, "Each disk has two partitions: one for ssdcache-node's pool, one for a `bench` volume group holding the raw references, lvmcache and bcache.\n")
-	fmt.Fprintf(&b, "- Every cached target has a %d MiB cache on the NVMe in front of a %d MiB origin on the HDD: ", o.cacheMiB, 2*o.cacheMiB)
+	fmt.Fprintf(&b, "- Every cached target has a %d MiB cache on the NVMe; ssdcache's volume is %d MiB on the HDD (a sparse image: unwritten blocks read as zeros through the simulated head), lvmcache's and bcache's origins and the raw HDD %d MiB: ", o.cacheMiB, o.volumeMiB(), 2*o.cacheMiB)
 	b.WriteString("ssdcache through CSI CreateVolume (`ssdcache.io/cache-mode=readcache`), NodeStageVolume and NodePublishVolume (raw block); ")
 	b.WriteString("lvmcache with a cache pool (`lvcreate --type cache-pool`) and `lvconvert --type cache --cachemode writethrough` (default smq policy and chunk size); ")
 	b.WriteString("bcache with `make-bcache -B -C` (writethrough), tuned as its users tune a read cache: `sequential_cutoff` 0 and the congested read and write thresholds 0, so no read bypasses it")
@@ -32,7 +32,11 @@ func method(r *bench.Report, restages map[string][]parts.Restage, dashboardNote 
 	}
 	b.WriteString(".\n")
 	fmt.Fprintf(&b, "- Every working set ran on caches created cold for it (one ssdcache-bench invocation each, merged here); %d runs, read-only. ", o.runs)
-	fmt.Fprintf(&b, "Each test stops after %v, so random 4 KiB tests cover the first part of the same fixed-seed sequence each run rather than the whole working set.\n", o.runtime)
+	if o.runtime > 0 {
+		fmt.Fprintf(&b, "Each test stops after %v, so random 4 KiB tests cover the first part of the same fixed-seed sequence each run rather than the whole working set.\n", o.runtime)
+	} else {
+		b.WriteString("Each test is one whole pass over its working set (no time limit).\n")
+	}
 	if o.restageRuns > 0 {
 		fmt.Fprintf(&b, "- After each working set's cold runs every cache was restaged and every target ran %d more run(s): *Run 1 after restage, plugin restart and reboot* above; the working set `<set>%s`.\n", o.restageRuns, restagedLabel)
 	}
@@ -45,7 +49,9 @@ func method(r *bench.Report, restages map[string][]parts.Restage, dashboardNote 
 	if o.rebootWorkingSet != "" {
 		fmt.Fprintf(&b, "- The working set %s ran last, and ssdcache's cache was left up while the VM powered off without a clean shutdown and booted again on the same disks (ssdcache-node's `--state-dir` on the VM's share, as a node's on its root disk); lvmcache was deactivated before, as a clean shutdown does; every target ran once more: the working set `%s%s`.\n", o.rebootWorkingSet, o.rebootWorkingSet, rebootedLabel)
 	}
-	b.WriteString("- The cold-write working set is one run of write tests on fresh caches, for the cold-miss write overhead rows.\n")
+	if o.coldWrites {
+		b.WriteString("- The cold-write working set is one run of write tests on fresh caches, for the cold-miss write overhead rows.\n")
+	}
 	if o.treeWorkingSet != "" {
 		fmt.Fprintf(&b, "- The working set `tree %s` is the application-load profile, on fresh caches: an ext4 filesystem on every target (`mkfs.ext4`, inode tables and journal initialised at once), "+
 			"ssdcache-bench's tree laid out (`-prepare-only`; bcache switched to writearound meanwhile, since in writethrough it would cache the layout's writes; dm-cache in writethrough promotes no written block), "+

@@ -8,6 +8,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -21,15 +22,19 @@ import (
 	"github.com/ssdcache/ssdcache/test/vm/guest"
 )
 
-// The tests of the convergence runs and of the cold-write pass.
-const (
-	readTests  = "seq1m-q8t1-read,seq1m-q1t1-read,rnd4k-q1t1-read"
-	writeTests = "seq1m-q1t1-write,rnd4k-q1t1-write"
-)
+// writeTests are the tests of the cold-write pass.
+const writeTests = "seq1m-q1t1-write,rnd4k-q1t1-write"
 
 type options struct {
 	guest.Options
 	workingSets string
+	// readTests are the convergence runs' tests.
+	readTests string
+	// coldWrites runs the cold-write pass after the working sets.
+	coldWrites bool
+	// volumeMiB is ssdcache's volume; the references' origins are twice
+	// the cache.
+	volumeMiB   int64
 	restageRuns int
 	restartRuns int
 	// eventRepeats is how many times each working set's restage and
@@ -47,7 +52,10 @@ type options struct {
 func main() {
 	var o options
 	o.Register(flag.CommandLine, "bench", 4*time.Second)
-	flag.StringVar(&o.workingSets, "working-sets", "25%,50%,75%", "working sets (percent of the cache), each on cold caches")
+	flag.StringVar(&o.workingSets, "working-sets", "25%,50%,75%", "working sets (percent of the cache, or sizes), each on cold caches")
+	flag.StringVar(&o.readTests, "read-tests", "seq1m-q8t1-read,seq1m-q1t1-read,rnd4k-q1t1-read", "the convergence runs' tests")
+	flag.BoolVar(&o.coldWrites, "cold-writes", true, "run the cold-write pass")
+	flag.Int64Var(&o.volumeMiB, "volume-mib", 0, "ssdcache's volume, MiB; 0: twice the cache")
 	flag.IntVar(&o.restageRuns, "restage-runs", 1, "runs after every cache is restaged (ssdcache: NodeUnstage and NodeStage), per working set; 0: no restage step")
 	flag.StringVar(&o.treeWorkingSet, "tree-working-set", "50%", "size of the application-load part's tree of files (percent of the cache); empty: no such part")
 	flag.IntVar(&o.restartRuns, "restart-runs", 1, "runs after ssdcache-node is restarted with every volume staged, per working set; 0: no restart step")
@@ -61,15 +69,18 @@ func main() {
 // layout is where every target lives.
 type layout struct {
 	rawHDD, rawSSD string
-	ssdcache       *ssdcacheLayer
-	caches         []cache
+	// ssdPVs are the SSD's partitions: the node's cache pool, the bench VG.
+	ssdPVs   []string
+	ssdcache *ssdcacheLayer
+	caches   []cache
 }
 
 const benchVG = "bench"
 
 func run(ctx context.Context, o options) error {
 	originMiB := 2 * o.CacheMiB
-	n, err := guest.StartNode(ctx, &o.Options, []int64{originMiB + 64, 3*originMiB + 64}, []int64{o.CacheMiB + 64, 3*o.CacheMiB + 128})
+	o.volumeMiB = cmp.Or(o.volumeMiB, originMiB)
+	n, err := guest.StartNode(ctx, &o.Options, []int64{o.volumeMiB + 64, 3*originMiB + 64}, []int64{o.CacheMiB + 64, 3*o.CacheMiB + 128})
 	if err != nil {
 		return err
 	}
@@ -84,6 +95,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
+	l.ssdPVs = n.SSDParts
 	if o.AfterReboot {
 		return afterReboot(ctx, o, l)
 	}
@@ -95,9 +107,11 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 	}
-	first := strings.Split(o.workingSets, ",")[0]
-	if err := pass(ctx, o, l, parts.Writes, 1, []string{"-working-sets", first, "-tests", writeTests}, false); err != nil {
-		return err
+	if o.coldWrites {
+		first := strings.Split(o.workingSets, ",")[0]
+		if err := pass(ctx, o, l, parts.Writes, 1, []string{"-working-sets", first, "-tests", writeTests}, false); err != nil {
+			return err
+		}
 	}
 	if o.treeWorkingSet != "" {
 		if err := treePass(ctx, o, l, parts.Tree); err != nil {
@@ -111,7 +125,7 @@ func run(ctx context.Context, o options) error {
 }
 
 func readArgs(o options, ws string) []string {
-	return []string{"-working-sets", ws, "-read-only", "-tests", readTests}
+	return []string{"-working-sets", ws, "-read-only", "-tests", o.readTests}
 }
 
 // benchLayout makes the bench VG on the second partitions and the raw
@@ -135,7 +149,7 @@ func benchLayout(ctx context.Context, o options, p *guest.Plugin, hddPV, ssdPV s
 			return layout{}, err
 		}
 	}
-	s := &ssdcacheLayer{plugin: p, volumeBytes: originMiB << 20, cacheSize: fmt.Sprintf("%dMi", o.CacheMiB), stateDir: o.StateDir}
+	s := &ssdcacheLayer{plugin: p, volumeBytes: o.volumeMiB << 20, cacheSize: fmt.Sprintf("%dMi", o.CacheMiB), stateDir: o.StateDir}
 	r := regions{hddPV: hddPV, ssdPV: ssdPV, originMiB: originMiB, cacheMiB: o.CacheMiB}
 	return layout{rawHDD: "/dev/" + benchVG + "/raw_hdd", rawSSD: "/dev/" + benchVG + "/raw_ssd", ssdcache: s,
 		caches: []cache{s, &lvmcacheLayer{r}, &bcacheLayer{regions: r, link: filepath.Join(o.WorkDir, "bcache"), step: o.Step}}}, nil
@@ -149,7 +163,35 @@ func benchLayout(ctx context.Context, o options, p *guest.Plugin, hddPV, ssdPV s
 // caches down again.
 func pass(ctx context.Context, o options, l layout, part string, runs int, extra []string, disrupt bool) error {
 	err := passUp(ctx, o, l, part, runs, extra, disrupt)
-	return errors.Join(err, destroyCaches(ctx, l, part))
+	if err = errors.Join(err, destroyCaches(ctx, l, part)); err != nil {
+		return err
+	}
+	return discardFreeSSD(ctx, o, l)
+}
+
+// discardFreeSSD discards the SSD's free extents in every volume group on it
+// (the node's cache pool and the bench VG), so that the host's sparse SSD
+// image (qemu discard=unmap) gives back the blocks the caches just dropped:
+// without it a run of 16 GiB working sets would leave 16 GiB a cache
+// allocated on the host for every set.
+func discardFreeSSD(ctx context.Context, o options, l layout) error {
+	for _, pv := range l.ssdPVs {
+		vg, err := guest.Run(ctx, "pvs", "--noheadings", "-o", "vg_name", pv)
+		if vg = strings.TrimSpace(vg); err != nil || vg == "" {
+			return errors.Join(err, fmt.Errorf("no volume group on %s", pv))
+		}
+		if free, err := guest.Run(ctx, "pvs", "--noheadings", "--units", "b", "--nosuffix", "-o", "pv_free", pv); err != nil || strings.TrimSpace(free) == "0" {
+			continue
+		}
+		steps := [][]string{{"lvcreate", "--yes", "-l", "100%PVS", "-n", "discardfree", vg, pv}, {"blkdiscard", "/dev/" + vg + "/discardfree"}, {"lvremove", "--yes", vg + "/discardfree"}}
+		for _, args := range steps {
+			if _, err := guest.Run(ctx, args[0], args[1:]...); err != nil {
+				return fmt.Errorf("discarding the free space of %s: %w", pv, err)
+			}
+		}
+	}
+	o.Step("discarded the SSD's free extents")
+	return nil
 }
 
 // passUp is pass without tearing the caches down.
