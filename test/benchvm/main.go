@@ -197,7 +197,7 @@ func writeMerged(ctx context.Context, o options) error {
 		return err
 	}
 	md.WriteString("\n" + method(r, restages, drawDashboard(ctx, o, r), o))
-	if err := os.WriteFile(filepath.Join(o.outputDir, bench.ReportMarkdown), []byte(md.String()), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(o.outputDir, bench.ReportMarkdown), []byte(withHeadline(md.String(), headline(r, o))), 0o644); err != nil {
 		return err
 	}
 	if r.Error != "" {

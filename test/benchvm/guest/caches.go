@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -414,4 +415,42 @@ func waitGone(ctx context.Context, paths ...string) error {
 func lvcreate(ctx context.Context, name string, mib int64, pv string) error {
 	_, err := guest.Run(ctx, "lvcreate", "--yes", "--wipesignatures", "y", "-L", fmt.Sprintf("%dm", mib), "-n", name, benchVG, pv)
 	return err
+}
+
+// originReads is the block layer's count of bytes read from the volume's
+// origin LV so far: the device its dm-cache table (or, while the cache is
+// swapped out, its linear table) maps the volume's reads to.
+func (s *ssdcacheLayer) originReads(ctx context.Context) (parts.Origin, error) {
+	table, err := guest.Run(ctx, "dmsetup", "table", guest.DMName(s.vol.ID))
+	if err != nil {
+		return parts.Origin{}, err
+	}
+	dev, blockSectors, err := originOf(table)
+	if err != nil {
+		return parts.Origin{}, err
+	}
+	stat, err := os.ReadFile("/sys/dev/block/" + dev + "/stat")
+	if err != nil {
+		return parts.Origin{}, err
+	}
+	fields := strings.Fields(string(stat))
+	if len(fields) < 3 {
+		return parts.Origin{}, fmt.Errorf("%s: stat %q has no sectors-read field", dev, stat)
+	}
+	sectors, err := strconv.ParseInt(fields[2], 10, 64)
+	return parts.Origin{Device: dev, ReadBytes: sectors * dm.SectorSize, BlockBytes: blockSectors * dm.SectorSize}, err
+}
+
+// originOf is the origin device (major:minor) of a one-line cache or
+// linear table, and the cache's block size in sectors (0 for linear).
+func originOf(table string) (dev string, blockSectors int64, err error) {
+	f := strings.Fields(table)
+	switch {
+	case len(f) >= 7 && f[2] == "cache":
+		blockSectors, err = strconv.ParseInt(f[6], 10, 64)
+		return f[5], blockSectors, err
+	case len(f) >= 4 && f[2] == "linear":
+		return f[3], 0, nil
+	}
+	return "", 0, fmt.Errorf("table %q: neither cache nor linear", table)
 }

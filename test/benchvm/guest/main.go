@@ -197,8 +197,15 @@ func discardFreeSSD(ctx context.Context, o options, l layout) error {
 // passUp is pass without tearing the caches down.
 func passUp(ctx context.Context, o options, l layout, part string, runs int, extra []string, disrupt bool) error {
 	targets, err := createCaches(ctx, o, l, part)
+	var before parts.Origin
+	if err == nil {
+		before, err = l.ssdcache.originReads(ctx)
+	}
 	if err == nil {
 		err = o.RunBench(ctx, benchArgs(o, targetArgs(targets), part, runs, extra))
+	}
+	if err == nil {
+		err = writeOriginReads(ctx, o, l, part, before)
 	}
 	if !disrupt {
 		return err
@@ -220,6 +227,20 @@ func passUp(ctx context.Context, o options, l layout, part string, runs int, ext
 		}
 	}
 	return err
+}
+
+// writeOriginReads records what ssdcache's origin read since before, beside
+// part's report.
+func writeOriginReads(ctx context.Context, o options, l layout, part string, before parts.Origin) error {
+	after, err := l.ssdcache.originReads(ctx)
+	if err != nil {
+		return err
+	}
+	if after.Device != before.Device {
+		return fmt.Errorf("%s: ssdcache's origin was %s and is %s", part, before.Device, after.Device)
+	}
+	return parts.WriteOrigin(filepath.Join(o.OutputDir, part), parts.Origin{Device: after.Device, ReadBytes: after.ReadBytes - before.ReadBytes,
+		BlockBytes: max(before.BlockBytes, after.BlockBytes)})
 }
 
 // benchTarget is one ssdcache-bench -target, with its dm-cache device if any.

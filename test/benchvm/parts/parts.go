@@ -101,3 +101,43 @@ func ReadReport(dir string) (*bench.Report, error) {
 	}
 	return &r, nil
 }
+
+// OriginFile is a cold part's account of ssdcache's origin, beside its
+// report.
+const OriginFile = "origin.json"
+
+// Origin is what ssdcache's volume read from its HDD-backed origin LV over
+// a part's runs (the block layer's counter of the origin device): the
+// passes' misses and every copy the plugin made into the cache.
+type Origin struct {
+	Device    string `json:"device"`
+	ReadBytes int64  `json:"readBytes"`
+	// BlockBytes is the cache's block size, which the node's log counts
+	// promotions in.
+	BlockBytes int64 `json:"blockBytes"`
+}
+
+// WriteOrigin writes a part's origin figures into dir.
+func WriteOrigin(dir string, o Origin) error {
+	data, err := json.MarshalIndent(o, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, OriginFile), data, 0o644)
+}
+
+// ReadOrigin reads a part's origin figures; ok is false when the part has
+// none (runs made before they were recorded, parts without ssdcache).
+func ReadOrigin(dir string) (o Origin, ok bool, err error) {
+	data, err := os.ReadFile(filepath.Join(dir, OriginFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return Origin{}, false, nil
+	}
+	if err != nil {
+		return Origin{}, false, err
+	}
+	return o, true, json.Unmarshal(data, &o)
+}
