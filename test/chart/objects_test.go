@@ -428,17 +428,6 @@ func TestTinyBenchValues(t *testing.T) {
 	}
 }
 
-func TestNotes(t *testing.T) {
-	if notes := render(t, "").notes; !strings.Contains(notes, "WARNING: node.originDevices is empty") {
-		t.Errorf("default NOTES do not warn about missing origin devices:\n%s", notes)
-	}
-	if notes := render(t, "testdata/full.yaml").notes; strings.Contains(notes, "WARNING") || !strings.Contains(notes, "logs -f -l app.kubernetes.io/instance=ssd,app.kubernetes.io/component=bench") ||
-		!strings.Contains(notes, "for at most\n30 minutes") ||
-		!strings.Contains(notes, "get configmap ssd-ssdcache-bench-report") {
-		t.Errorf("NOTES with devices and bench:\n%s", notes)
-	}
-}
-
 func TestMetricsServicesSelectPods(t *testing.T) {
 	r := render(t, "")
 	nodeSvc := typed[corev1.Service](t, r.one(t, "Service", "ssd-ssdcache-node-metrics"))

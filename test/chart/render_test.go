@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -30,7 +31,8 @@ const (
 	releaseNS   = "ssdcache-system"
 )
 
-// valuesFiles are the configurations every test renders; "" is the chart's defaults.
+// valuesFiles are the configurations every test renders; "" is the chart's
+// defaults with installValues.
 var valuesFiles = []string{"", "testdata/full.yaml", "testdata/groups.yaml", "testdata/fleet.yaml", "testdata/external-rbac.yaml", "testdata/bench-tiny.yaml"}
 
 // rendered is one render of the chart.
@@ -60,10 +62,17 @@ func render(t *testing.T, valuesFile string) rendered {
 	return r
 }
 
+// installValues are what every install gives beyond the chart's defaults:
+// the HDDs of the origin pool, here picked as the README's install picks
+// them. The chart refuses an install without origin disks (notes_test.go).
+func installValues() map[string]any {
+	return map[string]any{"node": map[string]any{"originSelector": map[string]any{"byId": "/dev/disk/by-id/ata-ST4000NM*"}}}
+}
+
 func readValues(t *testing.T, valuesFile string) map[string]any {
 	t.Helper()
 	if valuesFile == "" {
-		return map[string]any{}
+		return installValues()
 	}
 	v, err := chartutil.ReadValuesFile(valuesFile)
 	if err != nil {
@@ -72,12 +81,40 @@ func readValues(t *testing.T, valuesFile string) map[string]any {
 	return v
 }
 
+// renderValues renders values as an install, with installValues when they
+// name no origin disks (node.originDevices, node.originSelector or
+// node.nodeGroups): tests of other values need not repeat them.
+// renderExactly renders values as given.
 func renderValues(ch *chart.Chart, values map[string]any) (rendered, error) {
 	return renderRevision(ch, values, 1)
 }
 
+func renderExactly(ch *chart.Chart, values map[string]any) (rendered, error) {
+	return renderValuesAt(ch, values, 1)
+}
+
 // renderRevision renders as `helm upgrade` to the given release revision would.
 func renderRevision(ch *chart.Chart, values map[string]any, revision int) (rendered, error) {
+	node, _ := values["node"].(map[string]any)
+	named := false
+	for _, key := range []string{"originDevices", "originSelector", "nodeGroups"} {
+		_, ok := node[key]
+		named = named || ok
+	}
+	if !named {
+		withNode := map[string]any{}
+		maps.Copy(withNode, node)
+		maps.Copy(withNode, installValues()["node"].(map[string]any))
+		values = maps.Clone(values)
+		if values == nil {
+			values = map[string]any{}
+		}
+		values["node"] = withNode
+	}
+	return renderValuesAt(ch, values, revision)
+}
+
+func renderValuesAt(ch *chart.Chart, values map[string]any, revision int) (rendered, error) {
 	opts := chartutil.ReleaseOptions{Name: releaseName, Namespace: releaseNS, IsInstall: revision == 1, IsUpgrade: revision > 1, Revision: revision}
 	top, err := chartutil.ToRenderValues(ch, values, opts, chartutil.DefaultCapabilities)
 	if err != nil {

@@ -92,25 +92,139 @@ ssdcache-node.
 {{- join "," $parts -}}
 {{- end -}}
 
+{{/* A node selector as `kubectl get nodes -l` reads it: key=value,... sorted. */}}
+{{- define "ssdcache.labelSelector" -}}
+{{- $parts := list -}}
+{{- range $k, $v := . }}{{ $parts = append $parts (printf "%s=%v" $k $v) }}{{ end -}}
+{{- join "," $parts -}}
+{{- end -}}
+
 {{/* Fails on node values no node could run with: the same volume group for
-both pools, two groups of one name, or two groups whose node selectors are
-the same (their DaemonSets would run two plugins on each of those nodes). */}}
+both pools, or two groups of one name. The rest is checked per DaemonSet in
+ssdcache.nodeSets. */}}
 {{- define "ssdcache.checkNodeGroups" -}}
 {{- $node := .Values.node -}}
 {{- if eq $node.originVG $node.cacheVG -}}
 {{- fail (printf "node.originVG and node.cacheVG are both %q: the HDD and NVMe pools need volume groups of their own" $node.originVG) -}}
 {{- end -}}
 {{- $seen := dict -}}
-{{- $selectors := dict -}}
-{{- range $g := $node.nodeGroups -}}
+{{- range $node.nodeGroups -}}
 {{- if hasKey $seen .name -}}
 {{- fail (printf "node.nodeGroups: the name %q is used twice; each group is a DaemonSet named after it" .name) -}}
 {{- end -}}
 {{- $_ := set $seen .name true -}}
-{{- $sel := merge (dict) (.nodeSelector | default dict) $node.nodeSelector | toJson -}}
-{{- with get $selectors $sel -}}
-{{- fail (printf "node.nodeGroups %s and %s select the same nodes (nodeSelector %s): a node would run two plugins fighting over its disks; give each group a nodeSelector of its own" . $g.name $sel) -}}
 {{- end -}}
-{{- $_ := set $selectors $sel .name -}}
 {{- end -}}
+
+{{/* The node plugin's DaemonSets as JSON {"sets": [...], "overlaps": [...]}:
+one for node's values, or one per node group (unset keys take node's). The
+DaemonSets and NOTES.txt read this one list, so NOTES says what runs.
+Fails on a set that can never run (no origin disks; a disk or selector in
+both pools). Two plugins on one node would share its CSI socket and volume
+groups: groups whose selectors certainly meet (the same, or one within the
+other) are refused; groups that meet only on a node with both groups' labels
+each get a required affinity NotIn the other's extra labels, so such a node
+runs neither, and "overlaps" lets NOTES say how to find it. */}}
+{{- define "ssdcache.nodeSets" -}}
+{{- $fullname := include "ssdcache.fullname" . -}}
+{{- $node := .Values.node -}}
+{{- $sets := list -}}
+{{- range $group := $node.nodeGroups | default (list (dict)) -}}
+{{- $where := ternary "node" (printf "node.nodeGroups %s" $group.name) (empty $group.name) -}}
+{{- $s := dict "group" ($group.name | default "") "where" $where "excludes" list
+  "name" (ternary (printf "%s-node" $fullname) (printf "%s-node-%s" $fullname $group.name) (empty $group.name))
+  "nodeSelector" (merge (dict) ($group.nodeSelector | default dict) ($node.nodeSelector | default dict)) -}}
+{{- $_ := set $s "labelSelector" (include "ssdcache.labelSelector" $s.nodeSelector) -}}
+{{- range $key := list "originDevices" "cacheDevices" "adoptDevices" -}}
+{{- $_ := set $s $key ((ternary (get $group $key) (get $node $key) (hasKey $group $key)) | default list) -}}
+{{- end -}}
+{{- range $key := list "originSelector" "cacheSelector" -}}
+{{- $_ := set $s (printf "%sArg" $key) (include "ssdcache.selectorArg" ((ternary (get $group $key) (get $node $key) (hasKey $group $key)) | default dict)) -}}
+{{- end -}}
+{{- $_ := set $s "cacheClass" (ternary $group.cacheClass $node.cacheClass (hasKey $group "cacheClass")) -}}
+{{- if not (or $s.originDevices $s.originSelectorArg) -}}
+{{- if $group.name -}}
+{{- fail (printf "%s: no origin devices: originDevices is [] and originSelector is {} in the group and under node; set either (a list of /dev/disk/by-id/<id> paths, or a selector of byId, model, minSize, maxSize, rotational): the plugin refuses to start without an origin pool" $where) -}}
+{{- else -}}
+{{- fail (printf "node.originDevices is %s and node.originSelector is %s, and node.nodeGroups is empty: the node plugin needs the HDDs of its origin volume group and would exit on every node. Set node.originSelector (keys byId, model, minSize, maxSize, rotational; e.g. --set node.originSelector.byId='/dev/disk/by-id/ata-ST4000NM*'), node.originDevices (a list of /dev/disk/by-id/<id> paths) or node.nodeGroups (each with a nodeSelector and its devices)" (toJson ($node.originDevices | default list)) (toJson ($node.originSelector | default dict))) -}}
+{{- end -}}
+{{- end -}}
+{{- range $s.originDevices -}}
+{{- if has . $s.cacheDevices -}}
+{{- fail (printf "%s: %s is in both originDevices and cacheDevices; a disk may be in one pool only" $where .) -}}
+{{- end -}}
+{{- end -}}
+{{- if and $s.originSelectorArg (eq $s.originSelectorArg $s.cacheSelectorArg) -}}
+{{- fail (printf "%s: originSelector and cacheSelector are the same (%s): every disk one picks the other picks too, and a disk may be in one pool only (the node would never be ready); tell them apart, e.g. rotational: true for the HDDs and false for the NVMe, or byId/model globs" $where $s.originSelectorArg) -}}
+{{- end -}}
+{{- range $s.adoptDevices -}}
+{{- if not (or (has . $s.originDevices) (has . $s.cacheDevices) $s.originSelectorArg $s.cacheSelectorArg) -}}
+{{- fail (printf "%s: adoptDevices lists %s, which is in neither originDevices nor cacheDevices, and no selector could pick it" $where .) -}}
+{{- end -}}
+{{- end -}}
+{{- $sets = append $sets $s -}}
+{{- end -}}
+{{- $overlaps := list -}}
+{{- range $i, $a := $sets -}}
+{{- range $j, $b := $sets -}}
+{{- if lt $i $j -}}
+{{- $conflict := false -}}
+{{- $onlyA := dict -}}
+{{- $onlyB := dict -}}
+{{- range $k, $v := $a.nodeSelector -}}
+{{- if not (hasKey $b.nodeSelector $k) -}}
+{{- $_ := set $onlyA $k $v -}}
+{{- else if ne (toString $v) (toString (get $b.nodeSelector $k)) -}}
+{{- $conflict = true -}}
+{{- end -}}
+{{- end -}}
+{{- range $k, $v := $b.nodeSelector -}}
+{{- if not (hasKey $a.nodeSelector $k) }}{{ $_ := set $onlyB $k $v }}{{ end -}}
+{{- end -}}
+{{- if $conflict -}}
+{{- /* One label with other values: no node carries both. */ -}}
+{{- else if and (not $onlyA) (not $onlyB) -}}
+{{- fail (printf "node.nodeGroups %s and %s select the same nodes (nodeSelector %s): each node would run two plugins sharing its CSI socket and its volume groups; give each group a nodeSelector of its own, e.g. ssdcache.io/group: <group name>" $a.group $b.group $a.labelSelector) -}}
+{{- else if or (not $onlyA) (not $onlyB) -}}
+{{- $wide := ternary $a $b (not $onlyA) -}}
+{{- $narrow := ternary $b $a (not $onlyA) -}}
+{{- $nothing := ternary " (its nodeSelector adds nothing to node.nodeSelector)" "" (eq $wide.labelSelector (include "ssdcache.labelSelector" ($node.nodeSelector | default dict))) -}}
+{{- fail (printf "node.nodeGroups %s (nodeSelector %s) selects every node that %s (nodeSelector %s) selects%s: those nodes would run two plugins sharing their CSI socket and their volume groups; give %s a label that %s's nodes lack, e.g. one key with a value per group (ssdcache.io/group: %s and ssdcache.io/group: %s)" $wide.group $wide.labelSelector $narrow.group $narrow.labelSelector $nothing $wide.group $narrow.group $wide.group $narrow.group) -}}
+{{- else -}}
+{{- $_ := set $a "excludes" (append $a.excludes (dict "group" $b.group "labels" $onlyB)) -}}
+{{- $_ := set $b "excludes" (append $b.excludes (dict "group" $a.group "labels" $onlyA)) -}}
+{{- $overlaps = append $overlaps (dict "groups" (list $a.group $b.group) "labelSelector" (include "ssdcache.labelSelector" (merge (dict) $a.nodeSelector $b.nodeSelector))) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- range $s := $sets -}}
+{{- if $s.excludes -}}
+{{- /* node.affinity's required terms are ORed; each excluded group ANDs
+in "one of its own labels differs", so every term is paired with each. */ -}}
+{{- $aff := deepCopy ($node.affinity | default dict) -}}
+{{- $na := get $aff "nodeAffinity" | default dict -}}
+{{- $req := get $na "requiredDuringSchedulingIgnoredDuringExecution" | default dict -}}
+{{- $terms := get $req "nodeSelectorTerms" | default (list (dict)) -}}
+{{- range $e := $s.excludes -}}
+{{- $next := list -}}
+{{- range $t := $terms -}}
+{{- range $k, $v := $e.labels -}}
+{{- $nt := deepCopy $t -}}
+{{- $_ := set $nt "matchExpressions" (append (get $nt "matchExpressions" | default list) (dict "key" $k "operator" "NotIn" "values" (list (toString $v)))) -}}
+{{- $next = append $next $nt -}}
+{{- end -}}
+{{- end -}}
+{{- $terms = $next -}}
+{{- end -}}
+{{- if gt (len $terms) 64 -}}
+{{- fail (printf "%s: keeping off the nodes of the groups it may share nodes with takes %d node affinity terms (at most 64); give each group one label of its own, e.g. ssdcache.io/group: <group name>" $s.where (len $terms)) -}}
+{{- end -}}
+{{- $_ := set $req "nodeSelectorTerms" $terms -}}
+{{- $_ := set $na "requiredDuringSchedulingIgnoredDuringExecution" $req -}}
+{{- $_ := set $aff "nodeAffinity" $na -}}
+{{- $_ := set $s "affinity" $aff -}}
+{{- end -}}
+{{- end -}}
+{{- toJson (dict "sets" $sets "overlaps" $overlaps) -}}
 {{- end -}}
