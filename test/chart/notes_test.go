@@ -240,7 +240,7 @@ func TestNotesCommandsWork(t *testing.T) {
 				t.Fatal(err)
 			}
 			sets := r.ofKind("DaemonSet")
-			rollouts := regexp.MustCompile(`(?m)^  kubectl -n ` + releaseNS + ` rollout status daemonset/(\S+)$`).FindAllStringSubmatch(r.notes, -1)
+			rollouts := regexp.MustCompile(`(?m)^  kubectl -n `+releaseNS+` rollout status daemonset/(\S+)$`).FindAllStringSubmatch(r.notes, -1)
 			if len(rollouts) != len(sets) {
 				t.Errorf("%d rollout commands for %d DaemonSets", len(rollouts), len(sets))
 			}

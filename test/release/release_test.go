@@ -249,7 +249,9 @@ func checkChart(t *testing.T, path, version string) *chart.Chart {
 	if ch.Metadata.Version != version || ch.Metadata.AppVersion != version {
 		t.Errorf("Chart.yaml version %q appVersion %q, want both %q", ch.Metadata.Version, ch.Metadata.AppVersion, version)
 	}
-	top, err := chartutil.ToRenderValues(ch, map[string]any{"bench": map[string]any{"enabled": true}, "storageClass": map[string]any{"create": true}},
+	top, err := chartutil.ToRenderValues(ch, map[string]any{"bench": map[string]any{"enabled": true}, "storageClass": map[string]any{"create": true},
+		// The chart refuses an install without origin disks; the README installs with this selector.
+		"node": map[string]any{"originSelector": map[string]any{"rotational": true}}},
 		chartutil.ReleaseOptions{Name: "ssd", Namespace: "ssdcache-system", IsInstall: true, Revision: 1}, chartutil.DefaultCapabilities)
 	if err != nil {
 		t.Fatal(err)
