@@ -17,7 +17,9 @@ type applier struct {
 	op       string
 	volumeID string
 	want     desired
-	lvs      []lvm.LV
+	// table is the volume's table when the change began.
+	table dm.Table
+	lvs   []lvm.LV
 	// warming is the copy of the hot set in progress, from stepWarm to stepLoadCache.
 	warming *warming
 	warmed  WarmReport
@@ -29,6 +31,8 @@ func (a *applier) apply(ctx context.Context, s step) error {
 		return a.reload(ctx, a.op, a.volumeID, linearTable(a.want))
 	case stepRemoveCacheLVs:
 		return a.removeCacheLVs(ctx)
+	case stepRemoveSpareMetadata:
+		return a.removeSpareMetadata(ctx)
 	case stepCreateCacheLVs:
 		return a.createCacheLVs(ctx)
 	case stepZeroMetadata:
@@ -79,6 +83,18 @@ func (a *applier) removeCacheLVs(ctx context.Context) error {
 		}
 	}
 	a.lvs = nil
+	return nil
+}
+
+func (a *applier) removeSpareMetadata(ctx context.Context) error {
+	spare, ok := spareMetadata(observed{table: a.table, cacheLVs: a.lvs})
+	if !ok {
+		return nil
+	}
+	if err := a.lvm.RemoveLV(ctx, spare.VG, spare.Name); err != nil && !errors.Is(err, lvm.ErrNotFound) {
+		return err
+	}
+	a.lvs = withoutLV(a.lvs, spare)
 	return nil
 }
 

@@ -153,8 +153,7 @@ func expectCleanMappings(mode dm.CacheMode) func(*testing.T, *world) {
 	return func(t *testing.T, w *world) {
 		t.Helper()
 		expectCache(mode, 2)(t, w)
-		md, _ := w.meta.Get(metaPath)
-		for _, m := range md.Mappings {
+		for _, m := range w.liveMeta(t).Mappings {
 			if m.Dirty {
 				t.Fatalf("mapping %+v is dirty after a crash and a retry", m)
 			}

@@ -219,7 +219,7 @@ func (e *Engine) converge(ctx context.Context, volumeID, op string, obs observed
 	}
 	klog.InfoS("Changing volume", "volumeID", volumeID, "operation", op, "steps", steps)
 	start := time.Now()
-	run := &applier{Engine: e, op: op, volumeID: volumeID, want: want, lvs: obs.cacheLVs}
+	run := &applier{Engine: e, op: op, volumeID: volumeID, want: want, table: obs.table, lvs: obs.cacheLVs}
 	for _, s := range steps {
 		e.faults.Reached(ctx, op+"/"+string(s))
 		if err := run.apply(ctx, s); err != nil {
@@ -263,9 +263,30 @@ func (e *Engine) reload(ctx context.Context, op, volumeID string, table dm.Table
 // reloadWith is reload that also runs whileSuspended, if set, between the
 // suspend and the load: no I/O reaches the device meanwhile.
 func (e *Engine) reloadWith(ctx context.Context, op, volumeID string, table dm.Table, whileSuspended func(context.Context) error) error {
+	return e.swapTable(ctx, op, volumeID, table, e.suspend, whileSuspended)
+}
+
+// SuspendTimeout bounds how long a reload's suspend waits for the I/O in
+// flight on the device (the kernel's wait is interruptible; the filesystem
+// freeze before it is not, and is not bounded). A working device finishes
+// its requests in well under a second, a busy emulated HDD in seconds; one
+// that never completes them (a hung SSD under a cache) would otherwise hold
+// the caller, and the volume's lock, for as long as it hangs.
+const SuspendTimeout = time.Minute
+
+// suspend is a reload's suspend: it flushes and freezes a filesystem on the
+// device, as dmsetup suspend does, and gives up after SuspendTimeout.
+func (e *Engine) suspend(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, SuspendTimeout)
+	defer cancel()
+	return e.dm.Suspend(ctx, name)
+}
+
+// swapTable is reloadWith with the suspend given.
+func (e *Engine) swapTable(ctx context.Context, op, volumeID string, table dm.Table, suspend func(context.Context, string) error, whileSuspended func(context.Context) error) error {
 	name := DeviceName(volumeID)
 	e.layouts.forget(volumeID) // whatever the outcome, the caller records the new one
-	if err := e.dm.Suspend(ctx, name); err != nil {
+	if err := suspend(ctx, name); err != nil {
 		// dmsetup killed after its ioctl leaves the device suspended all the same.
 		return errors.Join(err, e.rollback(ctx, name))
 	}

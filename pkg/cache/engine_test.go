@@ -97,6 +97,29 @@ func (w *world) table(t *testing.T) dm.Table {
 	return tbl
 }
 
+// metaPathOf is the path of the cache LV with device number num ("" if none).
+func (w *world) metaPathOf(num dm.DevNum) string {
+	lvs, _ := w.lvm.ListLVs(context.Background(), "ssdcache-nvme")
+	for _, lv := range lvs {
+		if lv.DevNum == num {
+			return lv.Path
+		}
+	}
+	return ""
+}
+
+// liveMeta is what the metadata LV of the volume's live cache table maps: a
+// promotion into a serving cache moves it to the other metadata LV.
+func (w *world) liveMeta(t *testing.T) dm.CacheMetadata {
+	t.Helper()
+	c, ok := w.table(t).Target.(dm.CacheTarget)
+	if !ok {
+		t.Fatalf("table %q, want a cache", w.table(t))
+	}
+	md, _ := w.meta.Get(w.metaPathOf(c.Metadata))
+	return md
+}
+
 func (w *world) cacheLVs(t *testing.T) []string {
 	t.Helper()
 	lvs, err := w.lvm.ListLVs(context.Background(), "ssdcache-nvme")

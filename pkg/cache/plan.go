@@ -2,6 +2,7 @@ package cache
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/ssdcache/ssdcache/pkg/cachesize"
@@ -45,13 +46,18 @@ func (d desired) metadataBytes() uint64 {
 type step string
 
 const (
-	stepLoadLinear     step = "load-linear"
-	stepRemoveCacheLVs step = "remove-cache-lvs"
-	stepCreateCacheLVs step = "create-cache-lvs"
-	stepSaveHotSet     step = "save-hot-set"
-	stepZeroMetadata   step = "zero-metadata"
-	stepWarm           step = "warm"
-	stepLoadCache      step = "load-cache"
+	stepLoadLinear step = "load-linear"
+	// stepRemoveSpareMetadata removes a metadata LV the live cache table
+	// does not use: a promotion that swapped metadata (swapMetadata) was
+	// cut short before it removed the one it replaced, or before its table
+	// went live.
+	stepRemoveSpareMetadata step = "remove-spare-metadata"
+	stepRemoveCacheLVs      step = "remove-cache-lvs"
+	stepCreateCacheLVs      step = "create-cache-lvs"
+	stepSaveHotSet          step = "save-hot-set"
+	stepZeroMetadata        step = "zero-metadata"
+	stepWarm                step = "warm"
+	stepLoadCache           step = "load-cache"
 )
 
 // plan lists the steps from obs to want. It never zeroes metadata that a
@@ -62,11 +68,15 @@ const (
 // needs no flush, because writethrough never holds data the origin lacks
 // (safety rule 1). A paused cache is its LVs behind a linear table.
 func plan(obs observed, want desired) []step {
+	var steps []step
+	if spare, ok := spareMetadata(obs); ok {
+		steps = append(steps, stepRemoveSpareMetadata)
+		obs.cacheLVs = withoutLV(obs.cacheLVs, spare)
+	}
 	if done(obs, want) {
-		return nil
+		return steps
 	}
 	_, isCache := obs.table.Target.(dm.CacheTarget)
-	var steps []step
 	if isCache || obs.table.Length != want.length {
 		steps = append(steps, stepLoadLinear)
 	}
@@ -95,6 +105,32 @@ func plan(obs observed, want desired) []step {
 		steps = append(steps, stepWarm)
 	}
 	return append(steps, stepLoadCache)
+}
+
+// spareMetadata is the volume's second metadata LV, which its live cache
+// table does not use. With no live cache table both are suspect, and
+// neither is returned: the pair does not fit, and the plan makes new LVs.
+func spareMetadata(obs observed) (lvm.LV, bool) {
+	live, isCache := obs.table.Target.(dm.CacheTarget)
+	var metas []lvm.LV
+	for _, lv := range obs.cacheLVs {
+		if lv.Role() == lvm.RoleCacheMetadata {
+			metas = append(metas, lv)
+		}
+	}
+	if !isCache || len(metas) != 2 {
+		return lvm.LV{}, false
+	}
+	for i, lv := range metas {
+		if lv.DevNum == live.Metadata {
+			return metas[1-i], true
+		}
+	}
+	return lvm.LV{}, false
+}
+
+func withoutLV(lvs []lvm.LV, gone lvm.LV) []lvm.LV {
+	return slices.DeleteFunc(slices.Clone(lvs), func(lv lvm.LV) bool { return lv.VG == gone.VG && lv.Name == gone.Name })
 }
 
 // done says whether the volume already is as wanted: a writethrough cache

@@ -197,6 +197,12 @@ func (a *applier) promote(ctx context.Context, table dm.Table, meta, data lvm.LV
 	if err := a.underWriteTracking(ctx, w, copyServing); err != nil {
 		return append(originsOf(w.copies), left...), err // the cache served throughout: try them again
 	}
+	if serving {
+		w.kept = mapped
+		if done, retry, err := a.swapMetadata(ctx, table, meta, w); done {
+			return append(retry, left...), err
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), swappedOutTimeout)
 	defer cancel()
 	swapped := time.Now()

@@ -284,8 +284,8 @@ func promotingWorld(t *testing.T) *world {
 	t.Helper()
 	w := newWorld(t)
 	w.engine = w.restartedEngine()
-	w.dm.CacheUsed = func(dm.CacheTarget) uint64 {
-		md, _ := w.meta.Get(metaPath)
+	w.dm.CacheUsed = func(c dm.CacheTarget) uint64 {
+		md, _ := w.meta.Get(w.metaPathOf(c.Metadata))
 		return uint64(len(md.Mappings))
 	}
 	return w
@@ -297,8 +297,11 @@ func (w *world) restartedEngine() *Engine {
 	return NewEngine(w.layers(), testPools, nil, WithBlockSectors(blockSecs), WithPromoter())
 }
 
-// promoteOrder says where a promotion copied its blocks: "serving" before
-// its swap to the linear table, "swapped out" after it.
+// promoteOrder says how a promotion mapped its blocks: "serving" when it
+// copied them and loaded the cache again over new metadata without a
+// linear table in between, "serving, swapped out to map" when it copied
+// while the cache served and swapped it out to write the metadata (no room
+// for a second metadata LV), "swapped out" when it copied after the swap.
 func promoteOrder(t *testing.T, w *world, blocks ...uint64) string {
 	t.Helper()
 	w.events = nil
@@ -307,10 +310,12 @@ func promoteOrder(t *testing.T, w *world, blocks ...uint64) string {
 	}
 	copied, linear, cache := indexOf(w.events, "copy "), indexOf(w.events, "dm load", " linear "), indexOf(w.events, "dm load", " cache ")
 	switch {
-	case copied < 0 || linear < 0 || cache < linear || cache < copied || indexOf(w.events, "track-writes") > min(copied, linear):
+	case copied < 0 || cache < copied || cache < linear || indexOf(w.events, "track-writes") > copied:
 		t.Fatalf("promotion of %v out of order:\n%s", blocks, strings.Join(w.events, "\n"))
-	case copied < linear:
+	case linear < 0:
 		return "serving"
+	case copied < linear:
+		return "serving, swapped out to map"
 	}
 	return "swapped out"
 }
@@ -329,7 +334,7 @@ func TestPromoteCopiesWhileTheCacheServesWhenItKnowsWhatTheCacheMaps(t *testing.
 	if got := promoteOrder(t, w, 7, 5); got != "serving" {
 		t.Fatalf("the promotion after one copied %s", got)
 	}
-	md, _ := w.meta.Get(metaPath)
+	md := w.liveMeta(t)
 	if want := []dm.Mapping{{Cache: 0, Origin: 5}, {Cache: 1, Origin: 6}, {Cache: 2, Origin: 40}, {Cache: 3, Origin: 7}}; !reflect.DeepEqual(md.Mappings, want) {
 		t.Fatalf("mappings %v, want %v", md.Mappings, want)
 	}
@@ -361,29 +366,41 @@ func TestPromoteIntoBlocksTheCacheMapsComesBackCold(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "layout was not the one loaded") || !strings.Contains(err.Error(), "came back cold") {
 		t.Fatalf("err %v, want the collision found and the cache back cold", err)
 	}
-	if md, _ := w.meta.Get(metaPath); len(md.Mappings) != 0 {
+	if md := w.liveMeta(t); len(md.Mappings) != 0 {
 		t.Fatalf("mappings %v after the collision, want none", md.Mappings)
 	}
 }
 
-// A block written while the copy into the serving cache runs is left
-// unmapped; the rest of the batch is mapped.
-func TestPromoteWhileServingLeavesOutBlocksWrittenDuringTheCopy(t *testing.T) {
+// A block written while the copy into the serving cache runs makes the
+// promotion give its swap up rather than write the metadata again with the
+// device suspended: the cache keeps serving on its old metadata, and the
+// blocks not written are handed back for the next batch, which maps them.
+func TestPromoteWhileServingHandsBackTheBatchWhenACopyIsWritten(t *testing.T) {
 	w := promotingWorld(t)
 	w.stage(t, warmCache(gib))
 	w.used(t) // the kernel formatted the zeroed metadata
+	write := true
 	w.dev.Record = func(e string) {
-		if strings.HasPrefix(e, "copy ") {
+		if strings.HasPrefix(e, "copy ") && write {
 			w.dm.Write(DeviceName(vol), 120*blockSecs) // tracking area 12
 		}
 	}
-	res, _, err := w.engine.Promote(context.Background(), vol, []uint64{120, 200})
+	res, left, err := w.engine.Promote(context.Background(), vol, []uint64{120, 200})
 	if err != nil {
 		t.Fatal(err)
 	}
-	md, _ := w.meta.Get(metaPath)
-	if want := []dm.Mapping{{Cache: 1, Origin: 200}}; !res.CopiedWhileServing || !reflect.DeepEqual(md.Mappings, want) || res.Dropped != 1 {
-		t.Fatalf("copied while serving %v, mappings %v, %d dropped; want %v and 1 dropped", res.CopiedWhileServing, md.Mappings, res.Dropped, want)
+	if !res.CopiedWhileServing || res.Dropped != 1 || !reflect.DeepEqual(left, []uint64{200}) {
+		t.Fatalf("copied while serving %v, %d dropped, left %v; want 1 dropped and 200 handed back", res.CopiedWhileServing, res.Dropped, left)
+	}
+	if md := w.liveMeta(t); len(md.Mappings) != 0 || !slices.Equal(w.cacheLVs(t), []string{"pvc-1.cache-data", "pvc-1.cache-meta"}) {
+		t.Fatalf("mappings %v, LVs %v; want the cache on its old, empty metadata and the second LV removed", md.Mappings, w.cacheLVs(t))
+	}
+	write = false
+	if _, _, err := w.engine.Promote(context.Background(), vol, left); err != nil {
+		t.Fatal(err)
+	}
+	if md := w.liveMeta(t); !reflect.DeepEqual(md.Mappings, []dm.Mapping{{Cache: 0, Origin: 200}}) {
+		t.Fatalf("mappings %v after the retry, want 200 mapped", md.Mappings)
 	}
 }
 

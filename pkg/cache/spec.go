@@ -130,3 +130,12 @@ func DevicePath(volumeID string) string { return dm.DevicePath(DeviceName(volume
 // Cache LV names. lvm2 reserves "_cmeta"/"_cdata" suffixes, hence the dots.
 func metadataLVName(volumeID string) string { return volumeID + ".cache-meta" }
 func dataLVName(volumeID string) string     { return volumeID + ".cache-data" }
+
+// nextMetadataLVName is the name of the metadata LV a promotion writes
+// beside the live one, current (swapMetadata): the two names alternate.
+func nextMetadataLVName(volumeID, current string) string {
+	if current == metadataLVName(volumeID) {
+		return volumeID + ".cache-meta2"
+	}
+	return metadataLVName(volumeID)
+}

@@ -60,6 +60,10 @@ type warming struct {
 	saveMapped bool
 	// restoredAhead: the metadata LV maps every kept and copied block.
 	restoredAhead bool
+	// keptServed: the cache served the kept blocks throughout, so a write
+	// reached both copies (writethrough) and leaves them mapped; only a
+	// table without them (linear) in between makes a written one stale.
+	keptServed bool
 }
 
 func newWarming(blockSectors, cacheBlocks, lengthSectors, maxAreas uint64) *warming {
@@ -323,7 +327,7 @@ func (w *warming) metadata(written []uint64) (dm.CacheMetadata, WarmReport) {
 	written = slices.Sorted(slices.Values(written))
 	var r WarmReport
 	for i, m := range slices.Concat(w.kept, w.copies) {
-		if _, hit := slices.BinarySearch(written, m.Origin/w.areaBlocks); hit {
+		if _, hit := slices.BinarySearch(written, m.Origin/w.areaBlocks); hit && (i >= len(w.kept) || !w.keptServed) {
 			r.Dropped++
 			continue
 		}

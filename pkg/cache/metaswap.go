@@ -1,0 +1,185 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/ssdcache/ssdcache/pkg/dm"
+	"github.com/ssdcache/ssdcache/pkg/lvm"
+)
+
+// A promotion into a serving cache whose mapped blocks the engine knows
+// (layouts) maps its batch without ever taking the cache out of service:
+// the kept and new mappings are written into a second metadata LV beside
+// the live one while the cache serves, and the table is loaded again over
+// it. The volume is suspended only for that load, never served from the
+// HDD alone, however many blocks the cache maps; cache_dump and
+// cache_restore of every mapping, which grow with the cache, run outside
+// it. The metadata LV replaced is then removed: the two names alternate
+// (nextMetadataLVName). The second LV needs the metadata's size free in the
+// cache VG for the duration; without it the promotion swaps the cache out
+// as before.
+
+// swapMetadata maps w's kept and copied blocks by loading table again over
+// a new metadata LV. done is false when it changed nothing and the caller
+// should map the batch with the cache swapped out instead; retry are the
+// copied blocks to promote again: the swap was given up because the
+// application wrote some of the copies, or it failed.
+func (a *applier) swapMetadata(ctx context.Context, table dm.Table, meta lvm.LV, w *warming) (done bool, retry []uint64, err error) {
+	w.keptServed = true
+	next, ok := a.writeNextMetadata(ctx, meta, w)
+	if !ok {
+		w.keptServed = false
+		return false, nil, nil
+	}
+	live := table.Target.(dm.CacheTarget)
+	live.Metadata = next.DevNum
+	swapped := dm.Table{Length: table.Length, Target: live}
+	start := time.Now()
+	md, err := a.loadOverNext(ctx, swapped, w)
+	a.warmed.Uncached, a.warmed.CopiedWhileServing = time.Since(start), true
+	if err != nil {
+		// Rolled back: the cache serves on its old metadata, as before.
+		a.removeLV(ctx, next, "the metadata LV of a promotion that was rolled back")
+		if errors.Is(err, errCopiesWritten) {
+			return true, unwrittenCopies(md, w), nil
+		}
+		return true, originsOf(w.copies), err
+	}
+	a.layouts.loaded(a.volumeID, swapped, md.Mappings)
+	if len(md.Mappings) > 0 {
+		a.saveMappings(md)
+	}
+	a.faults.Reached(ctx, a.op+"/metadata-swapped")
+	// The old metadata, committed by the kernel at the suspend, is live no
+	// more: it shows whether the copies went into blocks it left free.
+	if err := a.checkReplacedMetadata(ctx, meta, w); err != nil {
+		err = a.comeBackCold(ctx, swapped, next, w, err)
+		a.removeLV(ctx, meta, "the metadata LV a promotion replaced")
+		return true, nil, err
+	}
+	a.removeLV(ctx, meta, "the metadata LV a promotion replaced")
+	return true, nil, nil
+}
+
+// errCopiesWritten: the application wrote blocks of the batch while they
+// were copied, so the metadata written beside the live one would map stale
+// blocks.
+var errCopiesWritten = errors.New("blocks of the batch were written while they were copied")
+
+// loadOverNext loads table, whose metadata LV already maps w's blocks, in
+// place of the live cache table; nothing but the load runs while the
+// device is suspended. If a copy was written meanwhile it gives the swap
+// up (errCopiesWritten): writing the metadata again there would keep the
+// device suspended for as long as cache_restore takes. md is what the
+// written blocks leave mapped.
+func (a *applier) loadOverNext(ctx context.Context, table dm.Table, w *warming) (md dm.CacheMetadata, err error) {
+	name := DeviceName(a.volumeID)
+	defer func() {
+		if err := a.dm.Untrack(context.WithoutCancel(ctx), name, w.region); err != nil {
+			klog.ErrorS(err, "Could not delete the dm-stats region of a promotion", "volumeID", a.volumeID, "region", w.region)
+		}
+	}()
+	err = a.reloadWith(ctx, a.op, a.volumeID, table, func(ctx context.Context) error {
+		written, err := a.dm.WrittenAreas(ctx, name, w.region)
+		if err != nil {
+			return err
+		}
+		var report WarmReport
+		md, report = w.metadata(written)
+		report.Duration = time.Since(w.start)
+		a.warmed = report
+		if report.Dropped > 0 {
+			return errCopiesWritten
+		}
+		return nil
+	})
+	return md, err
+}
+
+// unwrittenCopies are the origin blocks of w's copies that md, what a swap
+// given up for written blocks would have mapped, still maps.
+func unwrittenCopies(md dm.CacheMetadata, w *warming) []uint64 {
+	_, mapped := occupied(md.Mappings)
+	var blocks []uint64
+	for _, c := range w.copies {
+		if mapped[c.Origin] {
+			blocks = append(blocks, c.Origin)
+		}
+	}
+	return blocks
+}
+
+// writeNextMetadata creates the LV beside meta and writes w's mappings into
+// it; false when either fails, with the LV removed again.
+func (a *applier) writeNextMetadata(ctx context.Context, meta lvm.LV, w *warming) (lvm.LV, bool) {
+	next, err := a.lvm.CreateLV(ctx, meta.VG, nextMetadataLVName(a.volumeID, meta.Name), meta.Size, slices.Clone(meta.Tags)) // volume, role, owner
+	if err != nil {
+		klog.V(2).InfoS("No room for a second metadata LV; the promotion swaps the cache out", "volumeID", a.volumeID, "err", err)
+		return lvm.LV{}, false
+	}
+	a.faults.Reached(ctx, a.op+"/next-metadata-created")
+	md, _ := w.metadata(nil)
+	if err := a.metadata.Restore(ctx, next.Path, md); err != nil {
+		klog.ErrorS(err, "Could not write the mappings beside the live ones; the promotion swaps the cache out", "volumeID", a.volumeID)
+		a.removeLV(ctx, next, "a second metadata LV that could not be written")
+		return lvm.LV{}, false
+	}
+	w.restoredAhead = true
+	return next, true
+}
+
+// checkReplacedMetadata reads the metadata the cache served on before the
+// swap: clean mappings, exactly the kept ones' cache blocks, none where a
+// copy went.
+func (a *applier) checkReplacedMetadata(ctx context.Context, meta lvm.LV, w *warming) error {
+	md, err := a.metadata.Dump(ctx, meta.Path)
+	if err != nil {
+		return fmt.Errorf("reading the metadata a promotion replaced: %w", err)
+	}
+	if dirty := len(md.Mappings) - len(cleanMappings(md.Mappings)); dirty > 0 {
+		return fmt.Errorf("the metadata a promotion replaced has %d dirty mappings, which a writethrough cache never writes", dirty)
+	}
+	return copiesIntoFree(md.Mappings, w.copies)
+}
+
+// comeBackCold loads the cache again with no mapping after a swap that
+// mapped blocks which may not hold the origin's data, through a linear
+// table so that no live cache table uses the metadata while it is written
+// (empty, or zeroed if that fails: safety rule 2), and forgets the hot
+// set, which names them.
+func (a *applier) comeBackCold(ctx context.Context, table dm.Table, meta lvm.LV, w *warming, why error) error {
+	if err := a.reload(ctx, a.op, a.volumeID, linearTable(a.want)); err != nil {
+		return fmt.Errorf("%w: %w: %w", ErrCacheLeftOut, why, err)
+	}
+	w.kept, w.copies = nil, nil
+	empty, _ := w.metadata(nil)
+	if err := a.metadata.Restore(ctx, meta.Path, empty); err != nil {
+		if err := a.zeroMetadata(meta); err != nil {
+			return fmt.Errorf("%w: %w: %w", ErrCacheLeftOut, why, err)
+		}
+	}
+	if err := a.reload(ctx, a.op, a.volumeID, table); err != nil {
+		return fmt.Errorf("%w: %w: %w", ErrCacheLeftOut, why, err)
+	}
+	a.layouts.loaded(a.volumeID, table, nil)
+	if a.hotSets != nil {
+		if err := a.hotSets.Delete(a.volumeID); err != nil {
+			klog.ErrorS(err, "Could not delete the hot set of a cache that came back cold", "volumeID", a.volumeID)
+		}
+	}
+	return fmt.Errorf("%w; the cache came back cold", why)
+}
+
+// removeLV removes an LV no table uses; one left behind is removed by the
+// volume's next change (stepRemoveSpareMetadata) or detach.
+func (a *applier) removeLV(ctx context.Context, lv lvm.LV, what string) {
+	if err := a.lvm.RemoveLV(context.WithoutCancel(ctx), lv.VG, lv.Name); err != nil {
+		klog.ErrorS(err, "Could not remove "+what, "volumeID", a.volumeID, "lv", lv.VG+"/"+lv.Name)
+	}
+}

@@ -1,0 +1,115 @@
+package cache
+
+import (
+	"context"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ssdcache/ssdcache/pkg/dm"
+	"github.com/ssdcache/ssdcache/pkg/lvm"
+)
+
+// A promotion into a cache whose mappings the engine knows never takes it
+// out of service: the mappings go into a second metadata LV while it
+// serves, the table is loaded again over that LV, and the LV it replaced
+// is removed, so the volume keeps exactly two cache LVs and the names
+// alternate from one promotion to the next.
+func TestPromotionIntoAServingCacheSwapsMetadataWithoutALinearTable(t *testing.T) {
+	w := promotingWorld(t)
+	w.stage(t, warmCache(gib))
+	w.used(t)
+	for i, want := range []string{"pvc-1.cache-meta2", "pvc-1.cache-meta", "pvc-1.cache-meta2"} {
+		if got := promoteOrder(t, w, uint64(10*i+5), uint64(10*i+6)); got != "serving" {
+			t.Fatalf("promotion %d: %s, want serving throughout", i+1, got)
+		}
+		live := w.table(t).Target.(dm.CacheTarget)
+		if path := w.metaPathOf(live.Metadata); !strings.HasSuffix(path, "/"+want) {
+			t.Fatalf("promotion %d: the cache runs on metadata %q, want %s", i+1, path, want)
+		}
+		if lvs := w.cacheLVs(t); !slices.Equal(lvs, []string{"pvc-1.cache-data", want}) {
+			t.Fatalf("promotion %d: cache LVs %v, want the data LV and %s", i+1, lvs, want)
+		}
+	}
+	want := []dm.Mapping{{Cache: 0, Origin: 5}, {Cache: 1, Origin: 6}, {Cache: 2, Origin: 15}, {Cache: 3, Origin: 16}, {Cache: 4, Origin: 25}, {Cache: 5, Origin: 26}}
+	if got := w.liveMeta(t).Mappings; !reflect.DeepEqual(got, want) {
+		t.Fatalf("mappings %v, want %v", got, want)
+	}
+	// The mappings were written before the suspend: nothing but the load
+	// happens while the device is suspended.
+	suspend, load := indexOf(w.events, "dm suspend"), indexOf(w.events, "dm load", " cache ")
+	if suspend < 0 || load != suspend+1 {
+		t.Fatalf("events between the suspend and the load:\n%s", strings.Join(w.events, "\n"))
+	}
+}
+
+// Without room in the cache VG for a second metadata LV, the promotion maps
+// its batch as before: copied while serving, mapped with the cache swapped out.
+func TestPromotionWithoutRoomForSecondMetadataSwapsTheCacheOut(t *testing.T) {
+	w := promotingWorld(t)
+	w.stage(t, warmCache(gib))
+	w.used(t)
+	vg, err := w.lvm.GetVG(context.Background(), "ssdcache-nvme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.lvm.CreateLV(context.Background(), vg.Name, "filler", vg.Free-vg.ExtentSize, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := promoteOrder(t, w, 5, 6); got != "serving, swapped out to map" {
+		t.Fatalf("promotion without room: %s", got)
+	}
+	if got := w.liveMeta(t).Mappings; len(got) != 2 {
+		t.Fatalf("mappings %v, want the two promoted", got)
+	}
+}
+
+// A second metadata LV that the live cache table does not use was left by
+// a promotion cut short; the volume's next change removes it and leaves the
+// cache serving as it is.
+func TestPlanRemovesTheMetadataLVALivePromotionLeft(t *testing.T) {
+	meta := lvm.LV{VG: "ssdcache-nvme", Name: "pvc-1.cache-meta", DevNum: dm.DevNum{Major: 253, Minor: 3}, Tags: lvm.Tags(vol, lvm.RoleCacheMetadata)}
+	spare := lvm.LV{VG: "ssdcache-nvme", Name: "pvc-1.cache-meta2", DevNum: dm.DevNum{Major: 253, Minor: 5}, Tags: lvm.Tags(vol, lvm.RoleCacheMetadata)}
+	data := lvm.LV{VG: "ssdcache-nvme", Name: "pvc-1.cache-data", DevNum: dm.DevNum{Major: 253, Minor: 4}, Size: gib,
+		Tags: append(lvm.Tags(vol, lvm.RoleCacheData), cacheBytesTag(gib))}
+	want := desired{origin: dm.DevNum{Major: 253, Minor: 1}, length: 1 << 21, cache: readCache(gib), vg: "ssdcache-nvme", minBlockSectors: blockSecs}
+	meta.Size, spare.Size = want.metadataBytes(), want.metadataBytes()
+	for _, live := range []lvm.LV{meta, spare} {
+		table := dm.Table{Length: want.length, Target: dm.CacheTarget{Metadata: live.DevNum, Data: data.DevNum, Origin: want.origin,
+			BlockSectors: want.blockSectors(), Mode: dm.Writethrough, Policy: PolicyReplacing}}
+		steps := plan(observed{staged: true, table: table, cacheLVs: []lvm.LV{meta, data, spare}}, want)
+		if !slices.Equal(steps, []step{stepRemoveSpareMetadata}) {
+			t.Fatalf("cache live on %s: steps %v, want only %s", live.Name, steps, stepRemoveSpareMetadata)
+		}
+	}
+	// With no live cache table, neither can be trusted to be the one in use.
+	steps := plan(observed{staged: true, table: linearTable(want), cacheLVs: []lvm.LV{meta, data, spare}}, want)
+	if !slices.Contains(steps, stepRemoveCacheLVs) || !slices.Contains(steps, stepZeroMetadata) {
+		t.Fatalf("no live cache, two metadata LVs: steps %v, want them removed and made anew", steps)
+	}
+}
+
+// A block the cache already maps and serves stays mapped when the
+// application writes it during a swap's copy: writethrough wrote both the
+// cache's copy and the origin's.
+func TestPromotionSwappingMetadataKeepsMappedBlocksWrittenMeanwhile(t *testing.T) {
+	w := promotingWorld(t)
+	w.stage(t, warmCache(gib))
+	w.used(t)
+	if got := promoteOrder(t, w, 5); got != "serving" {
+		t.Fatalf("first promotion: %s", got)
+	}
+	w.dev.Record = func(e string) {
+		if strings.HasPrefix(e, "copy ") {
+			w.dm.Write(DeviceName(vol), 5*blockSecs) // block 5, mapped and served
+		}
+	}
+	res, left, err := w.engine.Promote(context.Background(), vol, []uint64{70})
+	if err != nil || len(left) != 0 || res.Dropped != 0 {
+		t.Fatalf("err %v, left %v, report %+v; want the batch mapped, nothing dropped", err, left, res)
+	}
+	if got, want := w.liveMeta(t).Mappings, []dm.Mapping{{Cache: 0, Origin: 5}, {Cache: 1, Origin: 70}}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("mappings %v, want %v", got, want)
+	}
+}
