@@ -25,7 +25,9 @@ import (
 // with the node-name claim kubelet's token carries for a pod on node A. It
 // may patch Node A, the status of a binding admitted to A, its own Lease
 // and the PV of a volume on A; the same writes on node B's objects are
-// refused (#14 item 8).
+// refused (#14 item 8), and so is moving its binding to B (issue 37 point 4;
+// test/api's TestNodeScope* cover PVs, claims and CSIStorageCapacity verb
+// by verb).
 func TestNodePluginIsHeldToItsNode(t *testing.T) {
 	ctx, c := needAPIServer(t)
 	ensureNamespace(t, ctx, c, releaseNS)
@@ -62,6 +64,10 @@ func TestNodePluginIsHeldToItsNode(t *testing.T) {
 		"the status of a binding admitted to " + nodeB: func() error { return asA.Status().Patch(ctx, binding("on-"+nodeB), status) },
 		"the Lease of " + nodeB:                        func() error { return asA.Create(ctx, lease(nodeB)) },
 		"the PV of a volume on " + nodeB:               func() error { return asA.Patch(ctx, pvRef("pv-on-"+nodeB), grow) },
+		// The admission decision is the controller's (issue 37 point 4).
+		"its binding's status.nodeName, to " + nodeB: func() error {
+			return asA.Status().Patch(ctx, binding("on-"+nodeA), client.RawPatch(types.MergePatchType, []byte(`{"status":{"nodeName":"`+nodeB+`"}}`)))
+		},
 	}
 	for what, write := range refused {
 		if err := write(); !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {

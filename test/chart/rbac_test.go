@@ -78,19 +78,25 @@ type component struct {
 	valuesFile string
 }
 
-// provisionerRules are external-provisioner's documented permissions in
-// distributed mode (--node-deployment) with capacity tracking
-// (--enable-capacity, --capacity-ownerref-level=1): no VolumeAttachments
-// (attachRequired is false), no snapshots (the driver has no snapshot
+// provisionerRules are what external-provisioner v5 calls in distributed mode
+// (--node-deployment) with topology and capacity tracking (--enable-capacity,
+// --capacity-ownerref-level=1), read from its code (issue 37 point 4): PV,
+// claim and StorageClass informers; PVs created, finalizer-patched and
+// deleted; claims updated for the selected-node annotation; its
+// VolumeAttributesClass lookup; core/v1 Events (client-go's recorder creates
+// and patches them; update as its RBAC documents); CSIStorageCapacity
+// informer, create, update and delete; its own pod read to find the
+// DaemonSet. Node and CSINode come from fixed in-memory objects in
+// distributed mode with topology, so none are read; no VolumeAttachments
+// (attachRequired is false), no snapshots or clones (the driver has neither
 // capability), no leases (no leader election on nodes).
 var provisionerRules = []rbacv1.PolicyRule{
-	{APIGroups: []string{""}, Resources: []string{"persistentvolumes"}, Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}},
-	{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"get", "list", "watch", "update"}},
-	{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"storageclasses", "csinodes"}, Verbs: []string{"get", "list", "watch"}},
+	{APIGroups: []string{""}, Resources: []string{"persistentvolumes"}, Verbs: []string{"list", "watch", "create", "patch", "delete"}},
+	{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"list", "watch", "update"}},
+	{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"storageclasses"}, Verbs: []string{"list", "watch"}},
 	{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"volumeattributesclasses"}, Verbs: []string{"get"}},
-	{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}},
-	{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"list", "watch", "create", "update", "patch"}},
-	{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"csistoragecapacities"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+	{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "update", "patch"}},
+	{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"csistoragecapacities"}, Verbs: []string{"list", "watch", "create", "update", "delete"}},
 	{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}},
 }
 
