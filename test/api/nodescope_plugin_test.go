@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -317,14 +318,18 @@ func provisionedVolume(t *testing.T, ctx context.Context, c client.Client, ns, s
 	if err := c.Status().Update(ctx, pv); err != nil {
 		t.Fatal(err)
 	}
-	pvc.Spec.VolumeName = pv.Name
-	if err := c.Update(ctx, pvc); err != nil {
-		t.Fatal(err)
-	}
-	pvc.Status.Phase = corev1.ClaimBound
-	pvc.Status.Capacity = pv.Spec.Capacity
-	pvc.Status.AccessModes = pv.Spec.AccessModes
-	if err := c.Status().Update(ctx, pvc); err != nil {
+	// The in-process controller writes claims too (its auto-binding).
+	update(t, ctx, c, pvc, func() { pvc.Spec.VolumeName = pv.Name })
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
+			return err
+		}
+		pvc.Status.Phase = corev1.ClaimBound
+		pvc.Status.Capacity = pv.Spec.Capacity
+		pvc.Status.AccessModes = pv.Spec.AccessModes
+		return c.Status().Update(ctx, pvc)
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	return pvc
