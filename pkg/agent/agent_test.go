@@ -464,23 +464,23 @@ func TestSafetyRule4_DeadCacheDeviceDroppedBeforeDMCacheNotices(t *testing.T) {
 	}
 }
 
-// unstagingDM removes the volume's device right after reading the states of
-// all devices, as a NodeUnstage running between the monitor's reads would.
+// unstagingDM removes the volume's device right after reading its status,
+// as a NodeUnstage running between the monitor's reads would.
 type unstagingDM struct {
 	*dmfake.DM
 }
 
-func (u unstagingDM) States(ctx context.Context, keep func(string) bool) (map[string]dm.DeviceState, error) {
-	states, err := u.DM.States(ctx, keep)
+func (u unstagingDM) Status(ctx context.Context, name string) (string, error) {
+	status, err := u.DM.Status(ctx, name)
 	if err == nil {
-		err = u.DM.Remove(ctx, cache.DeviceName(vol))
+		err = u.DM.Remove(ctx, name)
 	}
-	return states, err
+	return status, err
 }
 
-// A volume unstaged between the tick's read of every device's state and its
-// look at that volume's LVs is skipped until the next tick: it crashed the
-// plugin in make stress (32 volumes staged and unstaged at once).
+// A volume unstaged between the tick's read of its state and its look at
+// that volume's LVs is skipped until the next tick: it crashed the plugin
+// in make stress (32 volumes staged and unstaged at once).
 func TestMonitorSkipsAVolumeUnstagedDuringTheTick(t *testing.T) {
 	n := newNode(t)
 	n.stage(t, &cache.Spec{SizeBytes: gib, Mode: cache.ModeReadCache})

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -44,7 +45,43 @@ type Monitor struct {
 	cacheDevices map[string]tableDevices
 	// suspendedSince is when each device was first seen suspended.
 	suspendedSince map[string]time.Time
+	// checks are the volumes' checks in flight (state, cache devices,
+	// probe), drops their drops: one of each per volume at most, each on a
+	// goroutine of its own, so that a device that never answers holds up
+	// only its own volume.
+	checks *volumeWork[checkResult]
+	drops  *volumeWork[error]
+	// failing are the volumes whose cache must be dropped, with why, until
+	// a drop succeeds: those whose device did not answer within
+	// ProbeTimeout. A drop that waits on such a device fails or hangs, and
+	// the next ticks try again; a device that answers again meanwhile has
+	// hung once and is dropped all the same (safety rule 4).
+	failing map[string]failure
 }
+
+// failure is why a volume's cache is to be dropped, and the table it was
+// seen failing in.
+type failure struct {
+	why   string
+	table dm.Table
+}
+
+// ProbeTimeout is how long a cache device may take to answer the monitor's
+// read of its first block (or dm-cache a status read, which waits on a
+// metadata commit to it) before it counts as failed. A working SSD answers
+// 4 KiB in under a millisecond, a busy one under emulation in tens; an NVMe
+// command that never completes is aborted only after the driver's 30 s
+// timeout and a controller reset that may itself hang (NVMe-oF retries for
+// ctrl_loss_tmo, forever when unlimited). Five seconds is far above any
+// answer of a working device, and short beside the reads that fail or hang
+// on the cache meanwhile.
+const ProbeTimeout = 5 * time.Second
+
+// checkWait is how long a tick waits for the checks and drops it started
+// before it looks at what they found. Healthy volumes answer in
+// milliseconds; one still running then is left to finish on its own, and
+// its result is taken at a later tick.
+const checkWait = 500 * time.Millisecond
 
 // tableDevices are the cache LV paths found for one live table.
 type tableDevices struct {
@@ -63,7 +100,8 @@ type MonitorOptions struct {
 func NewMonitor(e *cache.Engine, dev blockdev.Interface, locks *cache.VolumeLocks, samples *Samples, m *Metrics, o MonitorOptions) *Monitor {
 	mon := &Monitor{engine: e, dev: dev, locks: locks, samples: samples, metrics: m, clock: o.Clock,
 		healthInterval: o.HealthInterval, sampleInterval: o.SampleInterval, onDrop: o.OnDrop,
-		prev: map[string]*dm.CacheStatus{}, prevIO: map[string]map[string]devReading{}, cacheDevices: map[string]tableDevices{}, suspendedSince: map[string]time.Time{}}
+		prev: map[string]*dm.CacheStatus{}, prevIO: map[string]map[string]devReading{}, cacheDevices: map[string]tableDevices{}, suspendedSince: map[string]time.Time{},
+		checks: newVolumeWork[checkResult](), drops: newVolumeWork[error](), failing: map[string]failure{}}
 	if mon.clock == nil {
 		mon.clock = clock.RealClock{}
 	}
@@ -93,16 +131,14 @@ func (m *Monitor) Start(ctx context.Context) error {
 	}
 }
 
-// Tick checks every staged volume once.
+// Tick checks every staged volume once. Each volume's device reads and
+// drop run on goroutines of their own (checks, drops); the tick waits
+// checkWait at most for them, so a volume whose device does not answer
+// delays no other volume's drop, recovery or metrics.
 func (m *Monitor) Tick(ctx context.Context) {
 	vols, err := m.engine.StagedVolumes(ctx)
 	if err != nil {
 		klog.ErrorS(err, "Listing staged volumes")
-		return
-	}
-	states, err := m.engine.Health(ctx)
-	if err != nil {
-		klog.ErrorS(err, "Reading the state of staged volumes")
 		return
 	}
 	now := m.clock.Now()
@@ -110,22 +146,61 @@ func (m *Monitor) Tick(ctx context.Context) {
 	if sample {
 		m.lastSampled = now
 	}
+	m.takeDrops()
+	m.startChecks(ctx, vols, now)
+	var drops []*volumeJob[error]
 	cached, staged := map[string]bool{}, map[string]bool{}
 	for _, v := range vols {
 		staged[v.ID] = true
 		m.metrics.trackVolume(v.ID)
 		m.watchSuspended(ctx, v, now)
-		st, known := states[v.ID]
+		res, answered := m.checks.take(v.ID)
+		answered = answered && res.err == nil && res.state.Staged
 		if sample {
-			m.sampleIO(v, st, known)
+			m.sampleIO(v, res.state, answered)
 		}
-		if known && m.check(ctx, st, sample, now) {
-			cached[v.ID] = true
+		if answered {
+			cached[v.ID] = m.check(res, sample, now)
+		} else if res.err != nil {
+			klog.V(2).InfoS("Reading the state of a staged volume", "volumeID", v.ID, "err", res.err)
+		}
+		if !answered && m.notAnswering(v.ID, now) {
+			cached[v.ID] = true // keeps its series and failing mark
+		}
+		if j := m.dropIfFailing(ctx, v.ID, now); j != nil {
+			drops = append(drops, j)
 		}
 	}
+	waitAll(drops, checkWait)
+	m.takeDrops()
+	m.forgetGone(cached, staged)
+}
+
+// startChecks starts the check of every volume that has none in flight,
+// and waits checkWait at most for them.
+func (m *Monitor) startChecks(ctx context.Context, vols []cache.StagedVolume, now time.Time) {
+	var jobs []*volumeJob[checkResult]
+	for _, v := range vols {
+		known := m.cacheDevices[v.ID]
+		if j := m.checks.start(v.ID, now, func(j *volumeJob[checkResult]) checkResult {
+			return m.checkVolume(ctx, v.ID, known, &j.progress)
+		}); j != nil {
+			jobs = append(jobs, j)
+		}
+	}
+	waitAll(jobs, checkWait)
+}
+
+// forgetGone drops what the monitor keeps of volumes no longer cached or staged.
+func (m *Monitor) forgetGone(cached, staged map[string]bool) {
 	for id := range m.prev {
 		if !cached[id] {
 			m.forget(id)
+		}
+	}
+	for id := range m.failing {
+		if !cached[id] {
+			delete(m.failing, id)
 		}
 	}
 	for id := range m.suspendedSince {
@@ -144,6 +219,9 @@ func (m *Monitor) Tick(ctx context.Context) {
 			m.metrics.forgetUnstaged(id)
 		}
 	}
+	isStaged := func(id string) bool { return staged[id] }
+	m.checks.forget(isStaged)
+	m.drops.forget(isStaged)
 }
 
 // devReading is one device's counters at a sample.
@@ -206,16 +284,83 @@ func (m *Monitor) sampleIO(v cache.StagedVolume, st cache.State, known bool) {
 	}
 }
 
-// check looks at one volume's state and reports whether it is cached.
-func (m *Monitor) check(ctx context.Context, st cache.State, sample bool, now time.Time) bool {
+// checkResult is what one volume's check found.
+type checkResult struct {
+	state cache.State
+	// devices are the cache LVs of state's table (zero if not looked up).
+	devices tableDevices
+	// probeErr is the failed read of a cache device.
+	probeErr error
+	err      error
+}
+
+// checkVolume reads a volume's table and dm-cache status and reads from the
+// devices of a usable cache (checkVolume's job), telling p which device
+// read it waits on: the tick counts a read that waits ProbeTimeout as a
+// failure. known are the cache devices found for the last table.
+func (m *Monitor) checkVolume(ctx context.Context, id string, known tableDevices, p *progress) checkResult {
+	// The table alone never waits on the cache: read first, it is what a
+	// drop of a status read that hangs compares the live table with.
+	if table, staged, err := m.engine.LiveTable(ctx, id); err != nil || !staged {
+		return checkResult{state: cache.State{VolumeID: id}, err: err}
+	} else {
+		p.sawTable(table)
+	}
+	p.reading("a status read", m.clock.Now())
+	st, err := m.engine.HealthOf(ctx, id)
+	p.answered()
+	if err != nil || st.Status == nil {
+		return checkResult{state: st, err: err}
+	}
+	p.sawTable(st.Table)
+	if !st.Status.Usable() {
+		return checkResult{state: st}
+	}
+	devices, err := m.cacheDevicesOf(ctx, st, known)
+	if err != nil || devices.paths == nil {
+		return checkResult{state: st, devices: devices} // the next check looks again; a read error is what drops
+	}
+	st.CacheDevices = devices.paths
+	p.reading("a read", m.clock.Now())
+	defer p.answered()
+	return checkResult{state: st, devices: devices, probeErr: m.engine.ProbeCacheDevices(st)}
+}
+
+// cacheDevicesOf returns the LVs behind a volume's cache, asking LVM only
+// when the live table is not the one known. No paths: the volume was
+// unstaged or uncached since its state was read.
+func (m *Monitor) cacheDevicesOf(ctx context.Context, st cache.State, known tableDevices) (tableDevices, error) {
+	if known.paths != nil && known.table == st.Table.String() {
+		return known, nil
+	}
+	full, err := m.engine.Inspect(ctx, st.VolumeID)
+	if err != nil {
+		klog.ErrorS(err, "Finding the cache devices", "volumeID", st.VolumeID)
+		return tableDevices{}, err
+	}
+	if !full.Cached {
+		return tableDevices{}, nil
+	}
+	return tableDevices{table: full.Table.String(), paths: full.CacheDevices}, nil
+}
+
+// check looks at what one volume's check found and reports whether it is
+// cached: a cache dm-cache reports failed, or whose device failed a read,
+// is to be dropped.
+func (m *Monitor) check(res checkResult, sample bool, now time.Time) bool {
+	st := res.state
 	id := st.VolumeID
 	if st.Status == nil {
 		return false // uncached, or unstaged since it was listed
 	}
-	if !st.Status.Usable() {
-		m.drop(ctx, id, st.Table, "dm-cache reported "+string(st.Status.Health))
-	} else if err := m.probeCache(ctx, st); err != nil {
-		m.drop(ctx, id, st.Table, "the cache device failed a read: "+err.Error())
+	if res.devices.paths != nil {
+		m.cacheDevices[id] = res.devices
+	}
+	switch {
+	case !st.Status.Usable():
+		m.failing[id] = failure{why: "dm-cache reported " + string(st.Status.Health), table: st.Table}
+	case res.probeErr != nil:
+		m.failing[id] = failure{why: "the cache device failed a read: " + res.probeErr.Error(), table: st.Table}
 	}
 	if sample || !st.Status.Usable() {
 		m.metrics.observe(id, m.prev[id], *st.Status)
@@ -225,24 +370,52 @@ func (m *Monitor) check(ctx context.Context, st cache.State, sample bool, now ti
 	return true
 }
 
-// probeCache reads from the devices of a volume's cache, asking LVM which
-// they are only when the live table is new to the monitor.
-func (m *Monitor) probeCache(ctx context.Context, st cache.State) error {
-	known, ok := m.cacheDevices[st.VolumeID]
-	if !ok || known.table != st.Table.String() {
-		full, err := m.engine.Inspect(ctx, st.VolumeID)
-		if err != nil {
-			klog.ErrorS(err, "Finding the cache devices", "volumeID", st.VolumeID)
-			return nil // the next tick asks again; a read error is what drops
-		}
-		if !full.Cached {
-			return nil // unstaged or uncached since the tick read its state
-		}
-		known = tableDevices{table: full.Table.String(), paths: full.CacheDevices}
-		m.cacheDevices[st.VolumeID] = known
+// notAnswering looks at a volume whose check has not answered: one waiting
+// ProbeTimeout on a read of its cache is failing, and is reported so at
+// once (the binding Degraded, the healthy gauge 0) while its drop, which
+// waits on the same device, is tried. It reports whether the volume is
+// cached as far as the monitor knows.
+func (m *Monitor) notAnswering(id string, now time.Time) bool {
+	_, known := m.cacheDevices[id]
+	_, failing := m.failing[id]
+	j, running := m.checks.inFlight(id)
+	if !running {
+		return known || failing
 	}
-	st.CacheDevices = known.paths
-	return m.engine.ProbeCacheDevices(st)
+	since, what, table, tableRead, waiting := j.progress.waiting()
+	if !waiting || now.Sub(since) < ProbeTimeout || !tableRead {
+		return known || failing
+	}
+	why := fmt.Sprintf("the cache device did not answer %s within %s", what, ProbeTimeout)
+	if !failing {
+		klog.ErrorS(nil, "The cache device does not answer; dropping the cache", "volumeID", id, "read", what, "waiting", now.Sub(since))
+		m.metrics.observe(id, m.prev[id], dm.CacheStatus{Failed: true})
+		m.samples.markDropped(id, why)
+		m.onDrop(id)
+	}
+	m.failing[id] = failure{why: why, table: table}
+	return true
+}
+
+// dropIfFailing starts the drop of a failing volume's cache, unless one is
+// in flight, and returns it.
+func (m *Monitor) dropIfFailing(ctx context.Context, id string, now time.Time) *volumeJob[error] {
+	f, failing := m.failing[id]
+	if !failing {
+		return nil
+	}
+	return m.drops.start(id, now, func(*volumeJob[error]) error { return m.drop(ctx, id, f.table, f.why) })
+}
+
+// takeDrops forgets the failures whose drop finished: done, or moot (the
+// cache was replaced or unstaged meanwhile; a new one gets checked anew).
+// A drop that failed (the device hung, the volume busy) is tried again.
+func (m *Monitor) takeDrops() {
+	for id := range m.failing {
+		if err, done := m.drops.take(id); done && (err == nil || errors.Is(err, cache.ErrCacheChanged)) {
+			delete(m.failing, id)
+		}
+	}
 }
 
 // LeftSuspendedAfter is how long a device must stay suspended, with its
@@ -288,28 +461,35 @@ func (m *Monitor) resumeLeftSuspended(ctx context.Context, id string) bool {
 	return true
 }
 
-// drop replaces a failing cache with a linear table (safety rule 4). The
-// failure was seen in seen without the volume's lock: a change that took
-// the lock since may have replaced or removed that cache, which is then not
-// dropped (the next tick looks at the new one).
-func (m *Monitor) drop(ctx context.Context, id string, seen dm.Table, why string) {
+// drop replaces a failing cache with a linear table (safety rule 4), on
+// the drops goroutine of its volume. The failure was seen in seen without
+// the volume's lock: a change that took the lock since may have replaced or
+// removed that cache, which is then not dropped (ErrCacheChanged; the next
+// check looks at the new one). The drop holds the volume's lock for as
+// long as DropCache waits on the device: the device is suspending, and any
+// other change of it would wait behind that suspend.
+func (m *Monitor) drop(ctx context.Context, id string, seen dm.Table, why string) error {
 	if !m.locks.TryAcquire(id) {
 		// Busy; a promotion stops copying into the cache, and the next tick tries again.
 		m.locks.Yield(id)
-		return
+		return errVolumeBusy
 	}
 	defer m.locks.Release(id)
 	err := m.engine.DropCache(ctx, id, seen)
 	if errors.Is(err, cache.ErrCacheChanged) {
 		klog.V(2).InfoS("Not dropping a cache changed since it was seen failing", "volumeID", id, "why", why, "err", err)
-		return
+		return err
 	}
 	if err != nil {
-		klog.ErrorS(err, "Dropping failing cache", "volumeID", id, "why", why)
-		return
+		klog.ErrorS(err, "Dropping failing cache; trying again at the next tick", "volumeID", id, "why", why)
+		return err
 	}
 	m.CacheLost(id, why)
+	return nil
 }
+
+// errVolumeBusy: another change holds the volume's lock.
+var errVolumeBusy = errors.New("the volume is busy")
 
 // CacheLost records that a volume's cache stopped serving because its device
 // failed, whoever swapped it out (a drop, or a promotion that could not load

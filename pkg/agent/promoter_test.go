@@ -79,10 +79,11 @@ func TestPromoterLeavesCachesWithoutWarmupAlone(t *testing.T) {
 	}
 }
 
-// One tick reads the state of every staged volume with one States call,
-// however many volumes there are (#14: N volumes used to cost N status and
-// table reads a second).
-func TestMonitorTickReadsAllVolumesAtOnce(t *testing.T) {
+// One tick reads the state of every staged volume. #14 made it one States
+// call, when each read was a dmsetup process; through the control device a
+// volume's table and status are two ioctls, as States makes them, and the
+// monitor reads each volume on its own since issue 37 point 2.
+func TestMonitorTickReadsEveryVolume(t *testing.T) {
 	n := newNode(t)
 	n.stage(t, &cache.Spec{SizeBytes: gib, Mode: cache.ModeReadCache})
 	for _, id := range []string{"pvc-2", "pvc-3"} {
@@ -100,13 +101,14 @@ func TestMonitorTickReadsAllVolumesAtOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	before := n.dm.StatesCalls
+	// Each volume's state is read on its own (through ioctls, microseconds
+	// each), so that one whose cache hangs holds up no other (issue 37
+	// point 2); one tick observes them all.
 	n.monitor.Tick(context.Background())
-	if calls := n.dm.StatesCalls - before; calls != 1 {
-		t.Fatalf("one tick over three volumes read the device states %d times, want once", calls)
-	}
-	if got := testutil.ToFloat64(n.metrics.totalBlocks.With(n.metrics.labels("pvc-3"))); got == 0 {
-		t.Fatal("the tick did not observe the third volume's cache")
+	for _, id := range []string{vol, "pvc-2", "pvc-3"} {
+		if got := testutil.ToFloat64(n.metrics.totalBlocks.With(n.metrics.labels(id))); got == 0 {
+			t.Fatalf("the tick did not observe the cache of %s", id)
+		}
 	}
 }
 

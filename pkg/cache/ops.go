@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"k8s.io/klog/v2"
 
@@ -189,6 +190,15 @@ func (e *Engine) classOf(vg string) string {
 // the live table is another (a resize made new cache LVs under the same
 // names) or the volume is gone (unstaged), it drops nothing and returns
 // ErrCacheChanged.
+//
+// Its suspend (dropSuspend) neither freezes the filesystem nor waits longer
+// than DropSuspendTimeout for the I/O in flight, which fails the drop, to be
+// tried again. It cannot bound dm-cache's postsuspend, which commits the
+// metadata to the cache device and waits for it where no signal reaches:
+// over a metadata device that never answers, the call returns only once the
+// device answers or fails, holding the volume's lock (the device is
+// suspending: any other change would wait on it too). Callers that must
+// not wait with it run it on a goroutine of its own.
 func (e *Engine) DropCache(ctx context.Context, volumeID string, seen dm.Table) error {
 	if err := ValidateVolumeID(volumeID); err != nil {
 		return err
@@ -211,7 +221,36 @@ func (e *Engine) DropCache(ctx context.Context, volumeID string, seen dm.Table) 
 		return err
 	}
 	klog.InfoS("Dropping failing cache", "volumeID", volumeID)
-	return e.reload(ctx, "drop", volumeID, linearTable(desired{origin: c.Origin, length: table.Length}))
+	return e.swapTable(ctx, "drop", volumeID, linearTable(desired{origin: c.Origin, length: table.Length}), e.dropSuspend, nil)
+}
+
+// DropSuspendTimeout bounds the wait of a drop's suspend for the I/O in
+// flight on the failing cache. A cache device that fails returns errors
+// within the SSD driver's timeouts and its I/O ends at once after; one
+// that hangs never ends it, and the drop is better tried again at a later
+// tick (with the volume's lock free meanwhile) than waiting: ten seconds is
+// far above what completing I/O takes and short beside a hang.
+const DropSuspendTimeout = 10 * time.Second
+
+// ErrCacheNotAnswering: the failing cache's I/O did not end within
+// DropSuspendTimeout, so it could not be suspended and dropped yet.
+var ErrCacheNotAnswering = errors.New("the cache device's I/O did not complete")
+
+// dropSuspend suspends a failing cache without freezing its filesystem or
+// flushing: a freeze writes the journal and dirty pages, and in
+// writethrough the writes to cached blocks go to the SSD too, which a hung
+// one never completes (the freeze's wait is not interruptible); noflush
+// also keeps I/O that dm-cache pushes back at postsuspend for the linear
+// table instead of failing it. Nothing needs flushing: the origin holds
+// every byte (safety rule 1).
+func (e *Engine) dropSuspend(ctx context.Context, name string) error {
+	sctx, cancel := context.WithTimeout(ctx, DropSuspendTimeout)
+	defer cancel()
+	err := e.dm.SuspendNoFlush(sctx, name)
+	if err != nil && ctx.Err() == nil && sctx.Err() != nil {
+		return fmt.Errorf("suspend %s for %s: %w: %w", name, DropSuspendTimeout, ErrCacheNotAnswering, err)
+	}
+	return err
 }
 
 // Unstage removes the volume's dm device and its cache LVs, keeping what the
@@ -294,8 +333,13 @@ func (e *Engine) inspect(ctx context.Context, volumeID string) (State, error) {
 	}
 	st.Staged, st.Table = true, obs.table
 	st.Spec, st.HasCache = e.specOf(obs)
+	live, isCache := obs.table.Target.(dm.CacheTarget)
 	for _, lv := range obs.cacheLVs {
-		st.CacheDevices = append(st.CacheDevices, lv.Path)
+		// A live cache's health is that of the LVs its table uses; a second
+		// metadata LV (a promotion's, being written or removed) may vanish.
+		if !isCache || lv.DevNum == live.Metadata || lv.DevNum == live.Data {
+			st.CacheDevices = append(st.CacheDevices, lv.Path)
+		}
 	}
 	if _, st.Cached = obs.table.Target.(dm.CacheTarget); !st.Cached {
 		return st, nil
@@ -348,6 +392,28 @@ func (e *Engine) Health(ctx context.Context) (map[string]State, error) {
 		states[id] = st
 	}
 	return states, nil
+}
+
+// HealthOf is Health for one volume: its live table and, for a cache, its
+// dm-cache status, from the kernel alone. The status read waits on
+// dm-cache's metadata lock, which a commit to a cache device that does not
+// answer holds for as long as it does not: the monitor reads each volume on
+// a goroutine of its own. A volume not staged has Staged false.
+func (e *Engine) HealthOf(ctx context.Context, volumeID string) (State, error) {
+	st := State{VolumeID: volumeID}
+	table, staged, err := e.LiveTable(ctx, volumeID)
+	if err != nil || !staged {
+		return st, err
+	}
+	st.Staged, st.Table = true, table
+	if _, st.Cached = table.Target.(dm.CacheTarget); !st.Cached {
+		return st, nil
+	}
+	st.Status, err = e.cacheStatus(ctx, volumeID)
+	if errors.Is(err, dm.ErrNotFound) {
+		return State{VolumeID: volumeID}, nil // unstaged since its table was read
+	}
+	return st, err
 }
 
 // IsCached says, from its table alone, whether a volume's live table is a cache.

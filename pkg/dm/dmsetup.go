@@ -75,6 +75,14 @@ func (d *Dmsetup) Suspend(ctx context.Context, name string) error {
 	return err
 }
 
+func (d *Dmsetup) SuspendNoFlush(ctx context.Context, name string) error {
+	if d.kernel != nil {
+		return d.kernel.suspendNoFlush(ctx, name)
+	}
+	_, err := d.dmsetup(ctx, "suspend", "--noflush", "--nolockfs", name)
+	return err
+}
+
 func (d *Dmsetup) Resume(ctx context.Context, name string) error {
 	if d.kernel != nil {
 		return d.kernel.suspend(ctx, name, false)

@@ -35,6 +35,12 @@ type Interface interface {
 	Load(ctx context.Context, name string, table Table) error
 	// Suspend quiesces name, holding new I/O until Resume.
 	Suspend(ctx context.Context, name string) error
+	// SuspendNoFlush is Suspend without freezing a filesystem on name
+	// (DM_SKIP_LOCKFS_FLAG) and with I/O a target pushes back kept for the
+	// next table rather than failed (DM_NOFLUSH_FLAG): the suspend of a
+	// table whose device no longer answers writes nothing through it
+	// beforehand. It still waits for the I/O in flight.
+	SuspendNoFlush(ctx context.Context, name string) error
 	// Resume activates a loaded table, or just resumes I/O.
 	Resume(ctx context.Context, name string) error
 	// ClearInactive discards a loaded table that will not be resumed.

@@ -80,6 +80,7 @@ const (
 	flagStatusTable      = 1 << 4
 	flagInactivePresent  = 1 << 6
 	flagBufferFull       = 1 << 8
+	flagSkipLockfs       = 1 << 10
 	flagNoFlush          = 1 << 11
 	flagDataOut          = 1 << 16
 	targetSpecHeaderSize = 40 // struct dm_target_spec, before its parameter string
@@ -146,6 +147,18 @@ func (k kernelIoctls) suspend(ctx context.Context, name string, on bool) error {
 	if on {
 		flags = flagSuspend
 	}
+	return k.suspendWith(ctx, name, flags)
+}
+
+// suspendNoFlush suspends name without freezing its filesystem and keeping
+// I/O a target pushes back for the next table (Interface.SuspendNoFlush):
+// the kernel's lock_fs, skipped so, waits where no signal reaches for
+// writes that a dead cache device never completes.
+func (k kernelIoctls) suspendNoFlush(ctx context.Context, name string) error {
+	return k.suspendWith(ctx, name, flagSuspend|flagNoFlush|flagSkipLockfs)
+}
+
+func (k kernelIoctls) suspendWith(ctx context.Context, name string, flags uint32) error {
 	return interruptible(ctx, func() error {
 		_, err := k.call(cmdDevSuspend, name, flags)
 		return err

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"reflect"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -45,6 +46,8 @@ type fakeKernel struct {
 	interrupted int
 	// loads are the buffers of the table loads, from data_start.
 	loads [][]byte
+	// suspends are the flags each DM_DEV_SUSPEND came with.
+	suspends []uint32
 }
 
 type fakeDevice struct {
@@ -113,6 +116,7 @@ func (k *fakeKernel) Ioctl(cmd uintptr, buf []byte) error {
 	case cmdTableLoad:
 		return k.load(buf, name, start, size)
 	case cmdDevSuspend:
+		k.suspends = append(k.suspends, asked)
 		k.suspendOrResume(name, asked&flagSuspend != 0)
 		return nil
 	}
@@ -546,5 +550,30 @@ func waitForGoroutines(t *testing.T, want int, limit time.Duration, when string)
 			t.Fatalf("%s: %d goroutines after %v, want %d:\n%s", when, runtime.NumGoroutine(), limit, want, buf[:runtime.Stack(buf, true)])
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A drop's suspend skips the filesystem freeze and keeps pushed-back I/O
+// (DM_SKIP_LOCKFS_FLAG, DM_NOFLUSH_FLAG, as dmsetup suspend --nolockfs
+// --noflush); every other suspend flushes and freezes as dmsetup's default.
+func TestSuspendNoFlushSkipsTheFreeze(t *testing.T) {
+	k := kernelDevices()
+	d := NewDmsetup(nil).ReadingFrom(k)
+	ctx := context.Background()
+	if err := d.SuspendNoFlush(ctx, "ssdcache-pvc-1"); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := d.Info(ctx, "ssdcache-pvc-1"); err != nil || !info.Suspended {
+		t.Fatalf("after SuspendNoFlush: %+v, %v; want suspended", info, err)
+	}
+	if err := d.Resume(ctx, "ssdcache-pvc-1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Suspend(ctx, "ssdcache-pvc-1"); err != nil {
+		t.Fatal(err)
+	}
+	want := []uint32{flagSuspend | flagNoFlush | flagSkipLockfs, 0, flagSuspend}
+	if !slices.Equal(k.suspends, want) {
+		t.Fatalf("suspend flags %#x, want %#x", k.suspends, want)
 	}
 }

@@ -110,6 +110,12 @@ func (f *DM) Suspend(ctx context.Context, name string) error {
 	return f.mutate(ctx, "suspend", name, func(d *device) { d.suspended = true })
 }
 
+// SuspendNoFlush records "suspend-noflush", so a test can tell it from a
+// flushing suspend; FailOn and FailAfter take that name too.
+func (f *DM) SuspendNoFlush(ctx context.Context, name string) error {
+	return f.mutate(ctx, "suspend-noflush", name, func(d *device) { d.suspended = true })
+}
+
 func (f *DM) Resume(ctx context.Context, name string) error {
 	return f.mutate(ctx, "resume", name, func(d *device) {
 		if d.inactive != nil {
