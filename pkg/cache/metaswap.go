@@ -31,6 +31,19 @@ import (
 // copied blocks to promote again: the swap was given up because the
 // application wrote some of the copies, or it failed.
 func (a *applier) swapMetadata(ctx context.Context, table dm.Table, meta lvm.LV, w *warming) (done bool, retry []uint64, err error) {
+	// Copies written during the copy are left out before the mappings are
+	// written, so only a write between this look and the suspend (while
+	// cache_restore runs) makes the swap give up.
+	written, err := a.dm.WrittenAreas(ctx, DeviceName(a.volumeID), w.region)
+	if err != nil {
+		return false, nil, nil // the swap below reads them with the device suspended
+	}
+	droppedEarly := w.dropWrittenCopies(written)
+	if len(w.copies) == 0 {
+		a.untrack(ctx, w)
+		a.warmed = WarmReport{Dropped: droppedEarly, CopiedWhileServing: true}
+		return true, nil, nil // every copy was written: nothing new to map
+	}
 	w.keptServed = true
 	next, ok := a.writeNextMetadata(ctx, meta, w)
 	if !ok {
@@ -43,10 +56,12 @@ func (a *applier) swapMetadata(ctx context.Context, table dm.Table, meta lvm.LV,
 	start := time.Now()
 	md, err := a.loadOverNext(ctx, swapped, w)
 	a.warmed.Uncached, a.warmed.CopiedWhileServing = time.Since(start), true
+	a.warmed.Dropped += droppedEarly
 	if err != nil {
 		// Rolled back: the cache serves on its old metadata, as before.
 		a.removeLV(ctx, next, "the metadata LV of a promotion that was rolled back")
 		if errors.Is(err, errCopiesWritten) {
+			a.relearnLayout(ctx, table, w.kept)
 			return true, unwrittenCopies(md, w), nil
 		}
 		return true, originsOf(w.copies), err
@@ -80,11 +95,7 @@ var errCopiesWritten = errors.New("blocks of the batch were written while they w
 // written blocks leave mapped.
 func (a *applier) loadOverNext(ctx context.Context, table dm.Table, w *warming) (md dm.CacheMetadata, err error) {
 	name := DeviceName(a.volumeID)
-	defer func() {
-		if err := a.dm.Untrack(context.WithoutCancel(ctx), name, w.region); err != nil {
-			klog.ErrorS(err, "Could not delete the dm-stats region of a promotion", "volumeID", a.volumeID, "region", w.region)
-		}
-	}()
+	defer a.untrack(ctx, w)
 	err = a.reloadWith(ctx, a.op, a.volumeID, table, func(ctx context.Context) error {
 		written, err := a.dm.WrittenAreas(ctx, name, w.region)
 		if err != nil {
@@ -100,6 +111,34 @@ func (a *applier) loadOverNext(ctx context.Context, table dm.Table, w *warming) 
 		return nil
 	})
 	return md, err
+}
+
+// relearnLayout records again what a cache table maps after a swap rolled
+// back to it (reloadWith forgot it), so the next promotion copies while it
+// serves; only if the device runs that table again.
+func (a *applier) relearnLayout(ctx context.Context, table dm.Table, mapped []dm.Mapping) {
+	if live, err := a.dm.Table(ctx, DeviceName(a.volumeID)); err == nil && live.String() == table.String() {
+		a.layouts.loaded(a.volumeID, table, mapped)
+	}
+}
+
+// untrack stops counting the writes of w's copy.
+func (a *applier) untrack(ctx context.Context, w *warming) {
+	if err := a.dm.Untrack(context.WithoutCancel(ctx), DeviceName(a.volumeID), w.region); err != nil {
+		klog.ErrorS(err, "Could not delete the dm-stats region of a promotion", "volumeID", a.volumeID, "region", w.region)
+	}
+}
+
+// dropWrittenCopies leaves out of w's copies those in written tracking
+// areas and returns how many.
+func (w *warming) dropWrittenCopies(written []uint64) uint64 {
+	written = slices.Sorted(slices.Values(written))
+	before := len(w.copies)
+	w.copies = slices.DeleteFunc(w.copies, func(m dm.Mapping) bool {
+		_, hit := slices.BinarySearch(written, m.Origin/w.areaBlocks)
+		return hit
+	})
+	return uint64(before - len(w.copies))
 }
 
 // unwrittenCopies are the origin blocks of w's copies that md, what a swap

@@ -113,3 +113,23 @@ func TestPromotionSwappingMetadataKeepsMappedBlocksWrittenMeanwhile(t *testing.T
 		t.Fatalf("mappings %v, want %v", got, want)
 	}
 }
+
+// The monitor probes the LVs Inspect names: those of the live table only,
+// so that a promotion's second metadata LV, removed a moment later, is
+// never probed and taken for a failing SSD.
+func TestInspectNamesOnlyTheLVsTheLiveCacheUses(t *testing.T) {
+	w := promotingWorld(t)
+	w.stage(t, warmCache(gib))
+	w.used(t)
+	if _, err := w.lvm.CreateLV(context.Background(), "ssdcache-nvme", "pvc-1.cache-meta2", 8<<20, lvm.Tags(vol, lvm.RoleCacheMetadata)); err != nil {
+		t.Fatal(err)
+	}
+	st, err := w.engine.Inspect(context.Background(), vol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"/dev/ssdcache-nvme/pvc-1.cache-meta", "/dev/ssdcache-nvme/pvc-1.cache-data"}
+	if got := slices.Sorted(slices.Values(st.CacheDevices)); !slices.Equal(got, slices.Sorted(slices.Values(want))) {
+		t.Fatalf("devices to probe %v, want the live table's %v", st.CacheDevices, want)
+	}
+}

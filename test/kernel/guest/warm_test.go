@@ -293,16 +293,29 @@ func TestPromotionUnderWrites(t *testing.T) {
 		for i := range blocks {
 			blocks[i] = half*perHalf + uint64(i)
 		}
-		res, left, err := engine.Promote(ctx(t), v.id, blocks)
-		if err != nil {
-			t.Fatal(err)
+		// A write that lands on the batch after the copy, while its
+		// mappings are written beside the live ones, makes the promotion
+		// hand the rest back rather than write them with the device
+		// suspended: the promoter's next batch is those blocks.
+		var mapped uint64
+		for try := 1; len(blocks) > 0; try++ {
+			if try > 5 {
+				t.Fatalf("promotion %d: %d blocks still handed back after 5 tries", half+1, len(blocks))
+			}
+			res, left, err := engine.Promote(ctx(t), v.id, blocks)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("promotion %d, try %d, under writes: %d blocks mapped, %d kept, %d written meanwhile and left out, %d left, copied while serving: %v, in %v (%v suspended or uncached)",
+				half+1, try, res.Blocks, res.Kept, res.Dropped, len(left), res.CopiedWhileServing, res.Duration, res.Uncached)
+			if !res.CopiedWhileServing {
+				t.Fatalf("promotion %d: copied with the cache swapped out, want a copy while it served", half+1)
+			}
+			mapped, dropped, blocks = mapped+res.Blocks, dropped+res.Dropped, left
 		}
-		t.Logf("promotion %d under writes: %d blocks mapped, %d kept, %d written meanwhile and left out, %d left, copied while serving: %v, in %v (%v uncached)",
-			half+1, res.Blocks, res.Kept, res.Dropped, len(left), res.CopiedWhileServing, res.Duration, res.Uncached)
-		if !res.CopiedWhileServing || res.Blocks == 0 || len(left) != 0 {
-			t.Fatalf("promotion %d: copied while serving %v, %d blocks mapped, %d left; want a copy while the cache served, blocks mapped and none left", half+1, res.CopiedWhileServing, res.Blocks, len(left))
+		if mapped == 0 {
+			t.Fatalf("promotion %d mapped no block", half+1)
 		}
-		dropped += res.Dropped
 	}
 	if dropped == 0 {
 		t.Fatalf("no block written during the promotions was left out: the test proves nothing\n%s", out)
@@ -424,7 +437,13 @@ func TestPromotionOfAVolumeWithAPartialLastBlock(t *testing.T) {
 		t.Fatalf("promotion of %d blocks: %+v, %d left, %v; want them mapped", len(blocks), res, len(left), err)
 	}
 	origin := fmt.Sprintf("/dev/block/%s", target.Origin)
-	sh(t, "cmp -i %d -n %d %s %s", 92<<20, 8<<20, dev, origin) // the last 8 MiB, read from the cache where it maps them
+	if live := table(t, v.id); live.Target.Type() != "cache" {
+		t.Fatalf("table %s after the promotion, want the cache", live)
+	}
+	// The last 8 MiB, read from the cache where it maps them. O_DIRECT on
+	// both sides: a page the origin's device cached before the volume was
+	// written (udev's probe at activation) would differ from what it holds.
+	sh(t, "cmp <(dd if=%s bs=1M skip=92 count=8 iflag=direct status=none) <(dd if=%s bs=1M skip=92 count=8 iflag=direct status=none)", dev, origin)
 	t.Logf("%d blocks missed in the last 8 MiB, %d promoted, %d cached; the device reads what its origin holds", len(blocks), res.Blocks, cachedBytes(t, v.id)/(blockSectors*dm.SectorSize))
 	if _, err := engine.SetCache(ctx(t), v.id, nil); err != nil {
 		t.Fatal(err)
