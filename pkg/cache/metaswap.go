@@ -61,6 +61,7 @@ func (a *applier) swapMetadata(ctx context.Context, table dm.Table, meta lvm.LV,
 		// Rolled back: the cache serves on its old metadata, as before.
 		a.removeLV(ctx, next, "the metadata LV of a promotion that was rolled back")
 		if errors.Is(err, errCopiesWritten) {
+			a.warmed.Blocks, a.warmed.Bytes = 0, 0 // none of the batch was mapped
 			a.relearnLayout(ctx, table, w.kept)
 			return true, unwrittenCopies(md, w), nil
 		}

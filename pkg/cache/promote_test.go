@@ -412,8 +412,8 @@ func TestPromoteWhileServingHandsBackTheBatchWhenACopyIsWrittenBeforeTheSwap(t *
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.CopiedWhileServing || res.Dropped != 1 || !reflect.DeepEqual(left, []uint64{200}) {
-		t.Fatalf("copied while serving %v, %d dropped, left %v; want 1 dropped and 200 handed back", res.CopiedWhileServing, res.Dropped, left)
+	if !res.CopiedWhileServing || res.Blocks != 0 || res.Dropped != 1 || !reflect.DeepEqual(left, []uint64{200}) {
+		t.Fatalf("copied while serving %v, %d mapped, %d dropped, left %v; want none mapped, 1 dropped and 200 handed back", res.CopiedWhileServing, res.Blocks, res.Dropped, left)
 	}
 	if md := w.liveMeta(t); len(md.Mappings) != 0 || !slices.Equal(w.cacheLVs(t), []string{"pvc-1.cache-data", "pvc-1.cache-meta"}) {
 		t.Fatalf("mappings %v, LVs %v; want the cache on its old, empty metadata and the second LV removed", md.Mappings, w.cacheLVs(t))
