@@ -2,7 +2,6 @@ package cache
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -28,12 +27,11 @@ import (
 // swapMetadata maps w's kept and copied blocks by loading table again over
 // a new metadata LV. done is false when it changed nothing and the caller
 // should map the batch with the cache swapped out instead; retry are the
-// copied blocks to promote again: the swap was given up because the
-// application wrote some of the copies, or it failed.
+// copied blocks to promote again when the swap failed and was rolled back.
 func (a *applier) swapMetadata(ctx context.Context, table dm.Table, meta lvm.LV, w *warming) (done bool, retry []uint64, err error) {
 	// Copies written during the copy are left out before the mappings are
 	// written, so only a write between this look and the suspend (while
-	// cache_restore runs) makes the swap give up.
+	// cache_restore runs) has them written again with the device suspended.
 	written, err := a.dm.WrittenAreas(ctx, DeviceName(a.volumeID), w.region)
 	if err != nil {
 		return false, nil, nil // the swap below reads them with the device suspended
@@ -54,17 +52,14 @@ func (a *applier) swapMetadata(ctx context.Context, table dm.Table, meta lvm.LV,
 	live.Metadata = next.DevNum
 	swapped := dm.Table{Length: table.Length, Target: live}
 	start := time.Now()
-	md, err := a.loadOverNext(ctx, swapped, w)
+	md, err := a.loadOverNext(ctx, swapped, next, w)
 	a.warmed.Uncached, a.warmed.CopiedWhileServing = time.Since(start), true
 	a.warmed.Dropped += droppedEarly
 	if err != nil {
 		// Rolled back: the cache serves on its old metadata, as before.
+		a.warmed.Blocks, a.warmed.Bytes = 0, 0
 		a.removeLV(ctx, next, "the metadata LV of a promotion that was rolled back")
-		if errors.Is(err, errCopiesWritten) {
-			a.warmed.Blocks, a.warmed.Bytes = 0, 0 // none of the batch was mapped
-			a.relearnLayout(ctx, table, w.kept)
-			return true, unwrittenCopies(md, w), nil
-		}
+		a.relearnLayout(ctx, table, w.kept)
 		return true, originsOf(w.copies), err
 	}
 	a.layouts.loaded(a.volumeID, swapped, md.Mappings)
@@ -83,18 +78,14 @@ func (a *applier) swapMetadata(ctx context.Context, table dm.Table, meta lvm.LV,
 	return true, nil, nil
 }
 
-// errCopiesWritten: the application wrote blocks of the batch while they
-// were copied, so the metadata written beside the live one would map stale
-// blocks.
-var errCopiesWritten = errors.New("blocks of the batch were written while they were copied")
-
-// loadOverNext loads table, whose metadata LV already maps w's blocks, in
-// place of the live cache table; nothing but the load runs while the
-// device is suspended. If a copy was written meanwhile it gives the swap
-// up (errCopiesWritten): writing the metadata again there would keep the
-// device suspended for as long as cache_restore takes. md is what the
-// written blocks leave mapped.
-func (a *applier) loadOverNext(ctx context.Context, table dm.Table, w *warming) (md dm.CacheMetadata, err error) {
+// loadOverNext loads table, whose metadata LV next already maps w's
+// blocks, in place of the live cache table; only the load runs while the
+// device is suspended, unless a copy was written after swapMetadata looked
+// (while cache_restore ran): the metadata is then written again without
+// it, with the device suspended, as the swap to a linear table does.
+// Giving the swap up instead would never map a batch under steady writes.
+// md is what ends up mapped.
+func (a *applier) loadOverNext(ctx context.Context, table dm.Table, next lvm.LV, w *warming) (md dm.CacheMetadata, err error) {
 	name := DeviceName(a.volumeID)
 	defer a.untrack(ctx, w)
 	err = a.reloadWith(ctx, a.op, a.volumeID, table, func(ctx context.Context) error {
@@ -107,7 +98,7 @@ func (a *applier) loadOverNext(ctx context.Context, table dm.Table, w *warming) 
 		report.Duration = time.Since(w.start)
 		a.warmed = report
 		if report.Dropped > 0 {
-			return errCopiesWritten
+			return a.metadata.Restore(ctx, next.Path, md)
 		}
 		return nil
 	})
@@ -140,19 +131,6 @@ func (w *warming) dropWrittenCopies(written []uint64) uint64 {
 		return hit
 	})
 	return uint64(before - len(w.copies))
-}
-
-// unwrittenCopies are the origin blocks of w's copies that md, what a swap
-// given up for written blocks would have mapped, still maps.
-func unwrittenCopies(md dm.CacheMetadata, w *warming) []uint64 {
-	_, mapped := occupied(md.Mappings)
-	var blocks []uint64
-	for _, c := range w.copies {
-		if mapped[c.Origin] {
-			blocks = append(blocks, c.Origin)
-		}
-	}
-	return blocks
 }
 
 // writeNextMetadata creates the LV beside meta and writes w's mappings into

@@ -293,10 +293,8 @@ func TestPromotionUnderWrites(t *testing.T) {
 		for i := range blocks {
 			blocks[i] = half*perHalf + uint64(i)
 		}
-		// A write that lands on the batch after the copy, while its
-		// mappings are written beside the live ones, makes the promotion
-		// hand the rest back rather than write them with the device
-		// suspended: the promoter's next batch is those blocks.
+		// Blocks a promotion hands back (left) are the promoter's next
+		// batch; under writes every batch must map what was not written.
 		var mapped uint64
 		for try := 1; len(blocks) > 0; try++ {
 			if try > 5 {
