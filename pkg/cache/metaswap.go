@@ -114,22 +114,19 @@ func (a *applier) relearnLayout(ctx context.Context, table dm.Table, mapped []dm
 	}
 }
 
-// untrack stops counting the writes of w's copy.
+// untrack stops counting the writes of w's copy (a warm-up's or a
+// promotion's).
 func (a *applier) untrack(ctx context.Context, w *warming) {
 	if err := a.dm.Untrack(context.WithoutCancel(ctx), DeviceName(a.volumeID), w.region); err != nil {
-		klog.ErrorS(err, "Could not delete the dm-stats region of a promotion", "volumeID", a.volumeID, "region", w.region)
+		klog.ErrorS(err, "Could not delete the dm-stats region of a copy", "volumeID", a.volumeID, "operation", a.op, "region", w.region)
 	}
 }
 
 // dropWrittenCopies leaves out of w's copies those in written tracking
 // areas and returns how many.
 func (w *warming) dropWrittenCopies(written []uint64) uint64 {
-	written = slices.Sorted(slices.Values(written))
 	before := len(w.copies)
-	w.copies = slices.DeleteFunc(w.copies, func(m dm.Mapping) bool {
-		_, hit := slices.BinarySearch(written, m.Origin/w.areaBlocks)
-		return hit
-	})
+	w.copies = slices.DeleteFunc(w.copies, w.writtenIn(written))
 	return uint64(before - len(w.copies))
 }
 

@@ -275,11 +275,7 @@ func appendExtent(ex []blockdev.Extent, src, dst, size uint64) []blockdev.Extent
 func (a *applier) loadWarm(ctx context.Context, table dm.Table, meta lvm.LV) error {
 	w, name := a.warming, DeviceName(a.volumeID)
 	a.warming = nil
-	defer func() {
-		if err := a.dm.Untrack(ctx, name, w.region); err != nil {
-			klog.ErrorS(err, "Could not delete the dm-stats region of a warm-up", "volumeID", a.volumeID, "region", w.region)
-		}
-	}()
+	defer a.untrack(ctx, w)
 	var mapped dm.CacheMetadata
 	err := a.reloadWith(ctx, a.op, a.volumeID, table, func(ctx context.Context) error {
 		written, err := a.dm.WrittenAreas(ctx, name, w.region)
@@ -321,13 +317,23 @@ func (a *applier) loadWarm(ctx context.Context, table dm.Table, meta lvm.LV) err
 	return nil
 }
 
+// writtenIn tells whether a mapping's origin block lies in one of the
+// written tracking areas.
+func (w *warming) writtenIn(written []uint64) func(dm.Mapping) bool {
+	written = slices.Sorted(slices.Values(written))
+	return func(m dm.Mapping) bool {
+		_, hit := slices.BinarySearch(written, m.Origin/w.areaBlocks)
+		return hit
+	}
+}
+
 // metadata maps the kept and copied blocks that saw no write.
 func (w *warming) metadata(written []uint64) (dm.CacheMetadata, WarmReport) {
 	md := dm.CacheMetadata{BlockSectors: w.blockSectors, CacheBlocks: w.cacheBlocks, Policy: PolicyReplacing}
-	written = slices.Sorted(slices.Values(written))
+	isWritten := w.writtenIn(written)
 	var r WarmReport
 	for i, m := range slices.Concat(w.kept, w.copies) {
-		if _, hit := slices.BinarySearch(written, m.Origin/w.areaBlocks); hit && (i >= len(w.kept) || !w.keptServed) {
+		if isWritten(m) && (i >= len(w.kept) || !w.keptServed) {
 			r.Dropped++
 			continue
 		}

@@ -68,7 +68,7 @@ func writeHeadlineRow(b *strings.Builder, r *bench.Report, set bench.WorkingSet,
 	for i, res := range runs {
 		read, haveRead := hddBytes(res, hdd)
 		bytesRead = append(bytesRead, orUnknown(haveRead, fmt.Sprintf("%.2f", float64(read)/float64(set.Bytes))))
-		hits = append(hits, orUnknown(res.HitRatio != nil, fmt.Sprintf("%.2f", deref(res.HitRatio))))
+		hits = append(hits, num(res.HitRatio))
 		if warmAt == "not within the runs" && haveRead && res.HitRatio != nil &&
 			*res.HitRatio >= warmHitRatio && float64(read) < warmHDDShare*float64(set.Bytes) {
 			warmAt = fmt.Sprintf("**%d**", i+1)
@@ -146,13 +146,6 @@ func orUnknown(known bool, s string) string {
 		return "?"
 	}
 	return s
-}
-
-func deref(f *float64) float64 {
-	if f == nil {
-		return 0
-	}
-	return *f
 }
 
 // promotionFigures are ssdcache's copies into the cache during one cold part.
