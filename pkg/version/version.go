@@ -1,11 +1,14 @@
 // Package version holds the one version string of the three binaries, what
-// their --version prints and the ssdcache_build_info series.
+// their --version prints and the ssdcache_build_info series. The build's
+// revision and toolchain come from prometheus/common/version and the series
+// from client_golang's collectors/version; only the release version is ours.
 package version
 
 import (
 	"fmt"
-	"runtime"
-	"runtime/debug"
+
+	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
+	commonversion "github.com/prometheus/common/version"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -16,12 +19,19 @@ import (
 //	-ldflags "-X github.com/ssdcache/ssdcache/pkg/version.Version=0.1.0"
 //
 // It is the project's only package-level variable that is not a constant:
-// -X can set nothing else, and nothing writes it at run time.
+// -X can set nothing else, and nothing writes it at run time. It stays ours
+// rather than prometheus/common's Version, which is "" when a build does not
+// stamp it; "dev" tells an unstamped build apart.
 var Version = "dev"
 
 // Symbol is Version's name for the linker's -X flag; tests hold the build
 // recipes to it, so renaming the package cannot silently unstamp a build.
 const Symbol = "github.com/ssdcache/ssdcache/pkg/version.Version"
+
+// unknownRevision is what prometheus/common/version reports for a build
+// that recorded no VCS commit (a build outside a git checkout, such as
+// `docker build` without .git in its context, or a test binary).
+const unknownRevision = "unknown"
 
 // Info is what a binary knows about its own build.
 type Info struct {
@@ -30,60 +40,36 @@ type Info struct {
 	// GoVersion is the toolchain that built the binary, e.g. "go1.26.8".
 	GoVersion string
 	// Revision is the VCS commit the binary was built from, with
-	// "-dirty" when the tree had local changes; "" when the build did not
-	// record one (a build outside a git checkout, such as `docker build`
-	// without .git in its context).
+	// "-modified" when the tree had local changes, or "unknown".
 	Revision string
 }
 
 // Get returns this binary's build information.
 func Get() Info {
-	i := Info{Version: Version, GoVersion: runtime.Version()}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		i.Revision = revision(bi.Settings)
-	}
-	return i
-}
-
-func revision(settings []debug.BuildSetting) string {
-	var rev string
-	modified := false
-	for _, s := range settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			modified = s.Value == "true"
-		}
-	}
-	if rev != "" && modified {
-		rev += "-dirty"
-	}
-	return rev
+	return Info{Version: Version, GoVersion: commonversion.GoVersion, Revision: commonversion.GetRevision()}
 }
 
 // String is the --version line: "<binary> <version>", then the toolchain
-// and, when known, the commit, so a bug report names the exact build.
+// and, when known, the commit, so a bug report names the exact build. One
+// line, unlike prometheus/common's Print, whose build user, date and branch
+// no ssdcache build sets.
 func (i Info) String(binary string) string {
 	s := fmt.Sprintf("%s %s (%s", binary, i.Version, i.GoVersion)
-	if i.Revision != "" {
+	if i.Revision != "" && i.Revision != unknownRevision {
 		s += ", commit " + i.Revision
 	}
 	return s + ")"
 }
 
-// RegisterBuildInfo registers ssdcache_build_info{version,goversion,revision}
-// with the constant value 1 on reg, so dashboards and alerts can tell which
-// release a pod runs (the usual Prometheus *_build_info convention).
+// RegisterBuildInfo registers ssdcache_build_info, the usual Prometheus
+// *_build_info series of constant value 1 (client_golang's version
+// collector: version, revision, branch, goversion, goos, goarch and tags
+// labels), on reg, so dashboards and alerts can tell which release a pod
+// runs. The version and revision labels are i's.
 func RegisterBuildInfo(reg prometheus.Registerer, i Info) error {
-	g := prometheus.NewGauge(prometheus.GaugeOpts{
-		Namespace:   "ssdcache",
-		Name:        "build_info",
-		Help:        "Always 1; the labels say which ssdcache build is running.",
-		ConstLabels: prometheus.Labels{"version": i.Version, "goversion": i.GoVersion, "revision": i.Revision},
-	})
-	g.Set(1)
-	if err := reg.Register(g); err != nil {
+	c := versioncollector.NewCollector("ssdcache", versioncollector.WithExtraConstLabels(
+		prometheus.Labels{"version": i.Version, "revision": i.Revision}))
+	if err := reg.Register(c); err != nil {
 		return fmt.Errorf("registering ssdcache_build_info: %w", err)
 	}
 	return nil

@@ -3,7 +3,6 @@ package version
 import (
 	"reflect"
 	"runtime"
-	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -17,6 +16,8 @@ func TestStringNamesBinaryVersionToolchainAndCommit(t *testing.T) {
 		want string
 	}{
 		{Info{Version: "0.1.0", GoVersion: "go1.26.8", Revision: "aef9708"}, "ssdcache-node 0.1.0 (go1.26.8, commit aef9708)"},
+		{Info{Version: "0.1.0", GoVersion: "go1.26.8", Revision: "aef9708-modified"}, "ssdcache-node 0.1.0 (go1.26.8, commit aef9708-modified)"},
+		{Info{Version: "0.1.0-rc.1", GoVersion: "go1.26.8", Revision: "unknown"}, "ssdcache-node 0.1.0-rc.1 (go1.26.8)"},
 		{Info{Version: "0.1.0-rc.1", GoVersion: "go1.26.8"}, "ssdcache-node 0.1.0-rc.1 (go1.26.8)"},
 	}
 	for _, c := range cases {
@@ -26,42 +27,41 @@ func TestStringNamesBinaryVersionToolchainAndCommit(t *testing.T) {
 	}
 }
 
-func TestRevisionMarksLocalChanges(t *testing.T) {
-	cases := []struct {
-		settings []debug.BuildSetting
-		want     string
-	}{
-		{nil, ""},
-		{[]debug.BuildSetting{{Key: "vcs.revision", Value: "abc"}, {Key: "vcs.modified", Value: "false"}}, "abc"},
-		{[]debug.BuildSetting{{Key: "vcs.modified", Value: "true"}, {Key: "vcs.revision", Value: "abc"}}, "abc-dirty"},
-		{[]debug.BuildSetting{{Key: "vcs.modified", Value: "true"}}, ""}, // no commit: nothing to mark
-	}
-	for _, c := range cases {
-		if got := revision(c.settings); got != c.want {
-			t.Errorf("revision(%v) = %q, want %q", c.settings, got, c.want)
-		}
-	}
-}
-
+// A test binary records no VCS commit: prometheus/common says "unknown".
 func TestGetReportsThisBinary(t *testing.T) {
 	i := Get()
-	if i.Version != Version || i.GoVersion != runtime.Version() {
-		t.Errorf("Get() = %+v, want version %q and toolchain %q", i, Version, runtime.Version())
+	if i.Version != Version || i.GoVersion != runtime.Version() || i.Revision != unknownRevision {
+		t.Errorf("Get() = %+v, want version %q, toolchain %q, revision %q", i, Version, runtime.Version(), unknownRevision)
 	}
 }
 
 func TestBuildInfoSeries(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
-	info := Info{Version: "0.1.0", GoVersion: "go1.26.8", Revision: "aef9708"}
+	info := Info{Version: "0.1.0", GoVersion: runtime.Version(), Revision: "aef9708"}
 	if err := RegisterBuildInfo(reg, info); err != nil {
 		t.Fatal(err)
 	}
-	want := `# HELP ssdcache_build_info Always 1; the labels say which ssdcache build is running.
-# TYPE ssdcache_build_info gauge
-ssdcache_build_info{goversion="go1.26.8",revision="aef9708",version="0.1.0"} 1
-`
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "ssdcache_build_info"); err != nil {
-		t.Error(err)
+	families, err := reg.Gather()
+	if err != nil || len(families) != 1 || len(families[0].GetMetric()) != 1 {
+		t.Fatalf("Gather() = %v, %v; want one ssdcache_build_info series", families, err)
+	}
+	m := families[0].GetMetric()[0]
+	labels := map[string]string{}
+	for _, l := range m.GetLabel() {
+		labels[l.GetName()] = l.GetValue()
+	}
+	want := map[string]string{"version": "0.1.0", "revision": "aef9708", "goversion": runtime.Version(),
+		"goos": runtime.GOOS, "goarch": runtime.GOARCH}
+	for k, v := range want {
+		if labels[k] != v {
+			t.Errorf("ssdcache_build_info label %s = %q, want %q (labels %v)", k, labels[k], v, labels)
+		}
+	}
+	if families[0].GetName() != "ssdcache_build_info" || m.GetGauge().GetValue() != 1 {
+		t.Errorf("series %s = %v, want ssdcache_build_info = 1", families[0].GetName(), m.GetGauge().GetValue())
+	}
+	if n := testutil.CollectAndCount(reg, "ssdcache_build_info"); n != 1 {
+		t.Errorf("ssdcache_build_info has %d series, want 1", n)
 	}
 	// A second registration is a wiring mistake and must be reported, not
 	// served as two conflicting series.
