@@ -63,15 +63,10 @@ type recentReads struct {
 	reloaded bool
 }
 
-// Pacing: a promotion is worth its two table swaps once this many reads
-// missed (a share of the cache's blocks, at least MinPromoteBlocks) and the
-// batch holds at least MinPromoteBlocks blocks (a volume that mostly
-// writes misses often on few blocks read; each promotion leaves it
-// uncached for a second or two).
+// Pacing: a batch holds at least MinPromoteBlocks blocks (a volume that
+// mostly writes misses often on few blocks read) and, unless the reads
+// paused, is worth a share of the cache (worthABatch).
 const (
-	// promoteTimeout bounds one promotion's copy: it reads at most a
-	// batch (1 GiB) from the HDD.
-	promoteTimeout     = 10 * time.Minute
 	promoteMissesShare = 128
 	promoteIdleFactor  = 4
 	// promoteBusyWait is how long a first pass over new data reads alone
@@ -206,13 +201,26 @@ func (p *Promoter) add(ctx context.Context, id string, missed []uint64, st dm.Ca
 		p.handOver(ctx, id, st, "the cache is full")
 	case len(r.blocks) > 0 && r.missed == 0:
 		r.blocks, r.missed = map[uint64]struct{}{}, 0 // every read hit
-	case r.missed < max(MinPromoteBlocks, st.CacheTotal/promoteMissesShare) || len(r.blocks) < MinPromoteBlocks:
+	case len(r.blocks) < MinPromoteBlocks:
 		// keep collecting
-	case busy && (now.Before(r.busySince.Add(promoteBusyWait)) || now.Before(r.notBefore)):
+	case busy && (r.missed < worthABatch(st) || now.Before(r.busySince.Add(promoteBusyWait)) || now.Before(r.notBefore)):
 		// the application is reading: leave the HDD to it for now
+	case !busy && r.missed < worthABatch(st) && now.Before(r.notBefore):
+		// a small batch waits for its pacing even while the reads pause
 	default:
-		p.promote(ctx, id, r)
+		p.promote(ctx, id, r, st)
 	}
+}
+
+// worthABatch is how many misses make a batch worth promoting while the
+// volume reads, or at once after a promotion: a share of the cache's
+// blocks, since every batch writes all the cache's mappings again and
+// loads its table. Once the reads pause, a smaller batch (at least
+// MinPromoteBlocks) is promoted too, paced like a busy volume's: the last
+// blocks of a working set would otherwise never reach the cache of a
+// large cache, whose share is more than they missed.
+func worthABatch(st dm.CacheStatus) uint64 {
+	return max(MinPromoteBlocks, st.CacheTotal/promoteMissesShare)
 }
 
 // handOver lets smq replace the blocks of a cache the promoter no longer
@@ -231,11 +239,11 @@ func (p *Promoter) handOver(ctx context.Context, id string, st dm.CacheStatus, w
 
 // promote runs one promotion under the volume's lock; a busy volume keeps
 // its batch for the next tick.
-func (p *Promoter) promote(ctx context.Context, id string, r *recentReads) {
+func (p *Promoter) promote(ctx context.Context, id string, r *recentReads, st dm.CacheStatus) {
 	// Once begun, a promotion finishes on a context of its own (SIGTERM in
 	// a rollout must not leave the volume on its linear table), but the
 	// drop of a failing cache stops its copy into the cache (Yield).
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), promoteTimeout)
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cache.BatchTimeout(st.CacheTotal*st.BlockSectors*dm.SectorSize))
 	defer cancel()
 	if !p.locks.TryAcquireYielding(id, cancel) {
 		return

@@ -331,3 +331,34 @@ func TestPromoterLooksAfterAReloadWhateverTheMissCounter(t *testing.T) {
 		t.Fatalf("%d looks over two ticks after a reload, want 1", got)
 	}
 }
+
+// The last blocks of a working set on a large cache: fewer misses than a
+// share of the cache's blocks (worthABatch), so a reading volume keeps
+// collecting them, but once its reads pause they are promoted, however
+// large the cache.
+func TestPromoterPromotesASmallBatchOnceTheReadsPause(t *testing.T) {
+	n, name, p := warmPromoterNode(t)
+	n.dm.StatusOverride[name] = status(0, 0, 0, "rw -")
+	p.Tick(context.Background())
+	small := uint64(40) // 16,384 blocks: a batch is worth 128 misses while the volume reads
+	n.miss(name, 1000, small)
+	n.dm.StatusOverride[name] = status(0, small, 0, "rw -")
+	for i := range uint64(3) {
+		n.clock.Step(promoteBusyWait) // past every wait a busy volume has
+		p.Tick(context.Background())
+		n.miss(name, 1000, 1) // still reading (a block already in the batch)
+		n.dm.StatusOverride[name] = status(0, small+1+i, 0, "rw -")
+	}
+	if promotions(n) != 0 {
+		t.Fatalf("copies %v: promoted %d misses while the volume read, fewer than a batch is worth", n.dev.Copied, small)
+	}
+	p.Tick(context.Background()) // the last read
+	if promotions(n) != 0 {
+		t.Fatalf("copies %v: promoted while the volume read", n.dev.Copied)
+	}
+	p.Tick(context.Background()) // no miss since the last look: the reads paused
+	md, _ := n.meta.Get("/dev/nvme/" + vol + ".cache-meta")
+	if promotions(n) != 1 || uint64(len(md.Mappings)) != small {
+		t.Fatalf("after the reads paused: %d promotions, %d blocks mapped; want 1 and %d", promotions(n), len(md.Mappings), small)
+	}
+}

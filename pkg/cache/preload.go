@@ -80,7 +80,7 @@ func (e *Engine) Preload(ctx context.Context, volumeID string, paths []string) (
 		return r, fmt.Errorf("preload on volume %s: %w", volumeID, err)
 	}
 	r.Files, r.FileBytes, r.Missing, r.Truncated = found.Files, found.Bytes, found.Missing, found.Truncated
-	err = e.promoteAll(ctx, volumeID, set.sorted(), &r)
+	err = e.promoteAll(ctx, volumeID, set.sorted(), BatchTimeout(st.CacheTotal*r.BlockBytes), &r)
 	r.Duration = time.Since(start)
 	klog.InfoS("Preloaded named paths", "volumeID", volumeID, "files", r.Files, "fileBytes", r.FileBytes, "blocks", r.Blocks,
 		"held", r.Held, "left", r.Left, "missing", len(r.Missing), "duration", r.Duration, "err", err)
@@ -105,16 +105,12 @@ func (e *Engine) liveReadCache(ctx context.Context, volumeID string) (dm.CacheTa
 	return live, st, err
 }
 
-// preloadBatchTimeout bounds one batch: it reads at most maxBatchBytes
-// from the HDD.
-const preloadBatchTimeout = 10 * time.Minute
-
 // promoteAll promotes blocks batch by batch until every one is in the
 // cache, no free block is left or PreloadBatches were made, and counts
 // them in r. A cancelled ctx stops it between batches, never inside one:
 // a promotion stopped between its two table swaps would leave the volume
 // uncached.
-func (e *Engine) promoteAll(ctx context.Context, volumeID string, blocks []uint64, r *PreloadReport) error {
+func (e *Engine) promoteAll(ctx context.Context, volumeID string, blocks []uint64, batchTimeout time.Duration, r *PreloadReport) error {
 	todo := blocks
 	for batch := 0; len(todo) > 0; batch++ {
 		if batch == PreloadBatches {
@@ -124,7 +120,7 @@ func (e *Engine) promoteAll(ctx context.Context, volumeID string, blocks []uint6
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), preloadBatchTimeout)
+		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTimeout)
 		w, left, err := e.Promote(bctx, volumeID, todo)
 		cancel()
 		r.Blocks += w.Blocks // a failed batch may have mapped some

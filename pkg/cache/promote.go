@@ -152,10 +152,32 @@ func liveLVs(lvs []lvm.LV, live dm.CacheTarget) (meta, data lvm.LV, ok bool) {
 	return lvs[i], lvs[j], true
 }
 
-// maxBatchBytes bounds one promotion's copy, and so how long it reads the
-// HDD beside the application: about seven seconds at an HDD's 150 MB/s.
-// What is left is the next batch.
-const maxBatchBytes = 1 << 30
+// A promotion copies a batch of at most BatchBytes: what is left is the
+// next batch. Every batch writes all kept mappings again (cache_restore), so
+// a batch of a fixed size would make filling a cache cost batches x
+// mappings, quadratic in the cache's size; batches of a share of the cache
+// (at most fillBatches to fill it, and never less than minBatchBytes) make
+// it linear.
+const (
+	minBatchBytes = 1 << 30
+	fillBatches   = 16
+	// batchTimePerGiB bounds a batch's time per GiB copied: an HDD slowed
+	// to under 2 MB/s by its application gives way to it.
+	batchTimePerGiB = 10 * time.Minute
+)
+
+// BatchBytes is the most one promotion copies into a cache of cacheBytes:
+// a 32 GiB cache fills in 2 GiB batches, a 400 GB cache in 25 GB ones.
+func BatchBytes(cacheBytes uint64) uint64 {
+	return max(minBatchBytes, cacheBytes/fillBatches)
+}
+
+// BatchTimeout bounds one promotion or preload batch into a cache of
+// cacheBytes, whose copy reads at most BatchBytes from the HDD.
+func BatchTimeout(cacheBytes uint64) time.Duration {
+	gib := (BatchBytes(cacheBytes) + 1<<30 - 1) >> 30
+	return time.Duration(gib) * batchTimePerGiB
+}
 
 // maxSwappedOutBatchBytes bounds the copy of a promotion into a cache whose
 // mapped blocks are not known while it serves (layouts): the copy runs
@@ -186,7 +208,7 @@ func (a *applier) promote(ctx context.Context, table dm.Table, meta, data lvm.LV
 	switch {
 	case serving:
 		var picked []uint64
-		if picked, left = toFetch(w, mapped, blocks, maxBatchBytes); len(picked) == 0 {
+		if picked, left = toFetch(w, mapped, blocks, BatchBytes(w.cacheBytes())); len(picked) == 0 {
 			return nil, nil // all mapped, or no room
 		}
 		w.copies = intoFreeBlocks(mapped, picked, w.cacheBlocks, w.originBlocks)

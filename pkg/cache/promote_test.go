@@ -177,7 +177,7 @@ func TestPromoteLeavesTheCacheAloneWhenItHoldsEveryBlockRead(t *testing.T) {
 func TestToFetchIsBoundedByFreeBlocksAndTheBatch(t *testing.T) {
 	w := newWarming(blockSecs, 4, 100*blockSecs, dm.MaxTrackedAreas)
 	mapped := []dm.Mapping{{Cache: 0, Origin: 7}}
-	picked, left := toFetch(w, mapped, []uint64{9, 2, 7, 5, 100, 2}, maxBatchBytes)
+	picked, left := toFetch(w, mapped, []uint64{9, 2, 7, 5, 100, 2}, minBatchBytes)
 	if want := []uint64{2, 5, 9}; !reflect.DeepEqual(picked, want) || len(left) != 0 {
 		t.Fatalf("with 3 free blocks, 7 mapped: picked %v, left %v; want %v and none left (no room)", picked, left, want)
 	}
@@ -482,5 +482,49 @@ func TestPromotionWithNothingToCopyRewritesTheMetadata(t *testing.T) {
 	}
 	if got := restores(w.meta.Calls); res.Blocks != 0 || len(got) != 1 || got[0] != "restore "+metaPath+" 1 mappings" {
 		t.Fatalf("promoted %d, metadata writes %v; want none promoted and the one mapping written again", res.Blocks, got)
+	}
+}
+
+// Every batch writes all the cache's mappings again, so filling a cache
+// costs the sum of the mappings each batch writes: with batches of a share
+// of the cache, a constant times the cache's blocks at any size (about
+// (fillBatches+1)/2), where fixed 1 GiB batches made it grow with the
+// cache (16 times the blocks at 32 GiB, 32 times at 64 GiB).
+func TestFillingACacheWritesMappingsInProportionToItsSize(t *testing.T) {
+	const blockBytes = 256 << 10
+	for _, cacheBytes := range []uint64{1 << 30, 32 << 30, 64 << 30} {
+		cacheBlocks := cacheBytes / blockBytes
+		w := newWarming(blockBytes/dm.SectorSize, cacheBlocks, 4<<40/dm.SectorSize, dm.MaxTrackedAreas)
+		read := make([]uint64, cacheBlocks)
+		for i := range read {
+			read[i] = uint64(i) * 7 // a working set as large as the cache, spread over the volume
+		}
+		var mapped []dm.Mapping
+		batches, written := 0, uint64(0)
+		for todo := read; len(todo) > 0; batches++ {
+			picked, left := toFetch(w, mapped, todo, BatchBytes(cacheBytes))
+			if len(picked) == 0 {
+				break
+			}
+			mapped = append(mapped, intoFreeBlocks(mapped, picked, cacheBlocks, w.originBlocks)...)
+			written += uint64(len(mapped)) // the batch's cache_restore
+			todo = left
+		}
+		if uint64(len(mapped)) != cacheBlocks {
+			t.Fatalf("%d GiB cache: %d of %d blocks mapped", cacheBytes>>30, len(mapped), cacheBlocks)
+		}
+		if batches > fillBatches || written > (fillBatches+1)/2*cacheBlocks+cacheBlocks {
+			t.Errorf("%d GiB cache: filled in %d batches writing %d mappings (%.1f x its blocks); want at most %d batches and %d x",
+				cacheBytes>>30, batches, written, float64(written)/float64(cacheBlocks), fillBatches, (fillBatches+1)/2+1)
+		}
+	}
+}
+
+func TestBatchTimeoutCoversTheBatchAtTwoMBPerSecond(t *testing.T) {
+	for _, cacheBytes := range []uint64{1 << 30, 32 << 30, 400e9} {
+		batch, limit := BatchBytes(cacheBytes), BatchTimeout(cacheBytes)
+		if rate := float64(batch) / limit.Seconds(); rate > 2e6 {
+			t.Errorf("%d-byte cache: a %d-byte batch within %v needs %.1f MB/s from the HDD; want at most 2", cacheBytes, batch, limit, rate/1e6)
+		}
 	}
 }

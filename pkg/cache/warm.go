@@ -80,6 +80,8 @@ func trackingAreaBlocks(blockSectors, lengthSectors, maxAreas uint64) uint64 {
 
 func (w *warming) areaSectors() uint64 { return w.areaBlocks * w.blockSectors }
 
+func (w *warming) cacheBytes() uint64 { return w.cacheBlocks * w.blockSectors * dm.SectorSize }
+
 // saveHotSet reads which origin blocks the volume's idle cache metadata
 // maps and keeps them as the volume's hot set. It never fails the change:
 // metadata that cannot be read (zeroed, never loaded, on a failing device)
