@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/exec"
 
+	ssdv1 "github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
 	"github.com/ssdcache/ssdcache/pkg/bench"
 	"github.com/ssdcache/ssdcache/pkg/bench/reportcm"
 	"github.com/ssdcache/ssdcache/pkg/command"
@@ -170,7 +172,7 @@ func (l *listFlag) Set(v string) error {
 
 type rawFlags struct {
 	targets, dmDevices, workingSets, tests listFlag
-	cacheSize                              string
+	cacheSize, volumeSize                  string
 	disjoint                               bool
 	ioLimit                                string
 }
@@ -182,14 +184,15 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var opts options
 	opts.logging = logging.AddFlags(fs)
 	c := &opts.config
-	fs.Var(&raw.targets, "target", "name=path of a block device or a file in a mounted volume, or a directory of a mounted volume for -tests tree-read; repeat for side-by-side targets (e.g. raw-ssd=/dev/vdb)")
+	fs.Var(&raw.targets, "target", "name=path of a block device or a file in a mounted volume, or a directory of a mounted volume for -tests tree-read; repeat for side-by-side targets (e.g. raw-ssd=/dev/vdb). "+bench.WorkingSetPlaceholder+" in the path stands for the working set's number (1, 2, ...): volume=/data/ws-"+bench.WorkingSetPlaceholder+"/bench.dat reads a volume, and so a cache, of its own per working set")
 	fs.Var(&raw.dmDevices, "dm-cache", "name=dm-device: the target's dm-cache device (dm name or /dev/mapper path) whose counters are sampled around each test; repeatable")
 	fs.IntVar(&c.Runs, "runs", 6, "runs of the test matrix per working set")
 	fs.DurationVar(&c.Interval, "interval", 0, "pause between runs (e.g. 2m)")
 	fs.DurationVar(&c.TestInterval, "test-interval", 0, "pause after each test of a target other than -ssd-ref and -hdd-ref, as CrystalDiskMark pauses between tests: a cache's background work (promotions, migrations, writeback) runs in its own target's time, as between an application's bursts of reads, not during the next target's test")
 	fs.Var(&raw.workingSets, "working-sets", "working-set sizes: bytes, quantities (256Mi) or percentages of -cache-size (25%); comma-separated or repeated")
-	fs.StringVar(&raw.cacheSize, "cache-size", "", "cache size that percentage working sets refer to (e.g. 1Gi)")
-	fs.BoolVar(&raw.disjoint, "disjoint-working-sets", true, "place each working set after the previous one, so a set never starts on blocks a smaller set warmed")
+	fs.StringVar(&raw.cacheSize, "cache-size", "", "cache size that percentage working sets refer to: a quantity (e.g. 1Gi), or a percentage of -volume-size as a StorageClass's "+ssdv1.ParamCacheSize+" gives it (e.g. 10%), resolved as the driver resolves it")
+	fs.StringVar(&raw.volumeSize, "volume-size", "", "size of the volume a percentage -cache-size is of (the PVC's request, e.g. 100Gi)")
+	fs.BoolVar(&raw.disjoint, "disjoint-working-sets", true, "place each working set after the previous one, so a set never starts on blocks a smaller set warmed; ignored when every target's path names the working set ("+bench.WorkingSetPlaceholder+"), as each then reads its own volume")
 	fs.Var(&raw.tests, "tests", "tests to run: all, read, write (CrystalDiskMark's matrix) or test IDs ("+strings.Join(bench.TestIDs(), ", ")+
 		"); default all (read with -read-only). tree-read, the application-load profile, runs alone: it lays out a tree of a few thousand files of mixed sizes per working set in each directory target and times reading all of it")
 	fs.BoolVar(&c.ReadOnly, "read-only", false, "only read (fio --readonly); files are never laid out")
@@ -227,13 +230,16 @@ func (raw rawFlags) apply(c *bench.Config) error {
 	if c.Targets, err = parseTargets(raw.targets, raw.dmDevices); err != nil {
 		return err
 	}
-	var cacheSize int64
-	if raw.cacheSize != "" {
-		if cacheSize, err = bench.ParseBytes("cache-size", raw.cacheSize); err != nil {
-			return err
-		}
+	cacheSize, err := raw.resolveCacheSize()
+	if err != nil {
+		return err
 	}
-	if c.WorkingSets, err = bench.ParseWorkingSets(raw.workingSets, cacheSize, raw.disjoint); err != nil {
+	// Working sets on volumes of their own need no offsets.
+	ownVolumes := len(c.Targets) > 0 && !slices.ContainsFunc(c.Targets, func(t bench.Target) bool {
+		return !strings.Contains(t.Path, bench.WorkingSetPlaceholder)
+	})
+	disjoint := raw.disjoint && !ownVolumes
+	if c.WorkingSets, err = bench.ParseWorkingSets(raw.workingSets, cacheSize, disjoint); err != nil {
 		return err
 	}
 	if c.IOLimit, err = bench.ParseBytes("io-limit", raw.ioLimit); err != nil {
@@ -253,6 +259,34 @@ func (raw rawFlags) apply(c *bench.Config) error {
 		c.PlotTest = defaultPlotTest(c.Tests)
 	}
 	return nil
+}
+
+// resolveCacheSize is -cache-size in bytes (0 when not given): a quantity as
+// is, a percentage of -volume-size as the driver resolves a StorageClass's
+// cache size for a volume of that size.
+func (raw rawFlags) resolveCacheSize() (int64, error) {
+	if raw.cacheSize == "" {
+		return 0, nil
+	}
+	if !strings.HasSuffix(raw.cacheSize, "%") {
+		return bench.ParseBytes("cache-size", raw.cacheSize)
+	}
+	size, err := ssdv1.ParseCacheSize(raw.cacheSize)
+	if err != nil {
+		return 0, fmt.Errorf("cache-size: %w", err)
+	}
+	if raw.volumeSize == "" {
+		return 0, fmt.Errorf("cache-size: %q is a percentage of the volume, so -volume-size must be given (e.g. 100Gi)", raw.cacheSize)
+	}
+	volume, err := bench.ParseBytes("volume-size", raw.volumeSize)
+	if err != nil {
+		return 0, err
+	}
+	bytes, _, err := size.ResolveCapped(volume)
+	if err != nil {
+		return 0, fmt.Errorf("cache-size %s of volume-size %s: %w", raw.cacheSize, raw.volumeSize, err)
+	}
+	return bytes, nil
 }
 
 func parseTargets(specs, dmSpecs []string) ([]bench.Target, error) {

@@ -21,12 +21,50 @@ type Target struct {
 	DMDevice string `json:"dmDevice,omitempty"`
 }
 
+// WorkingSetPlaceholder in a target's path (and dm-cache device) stands for
+// the working set's number, 1-based: "/data/ws-{ws}/bench.dat" reads a volume
+// of its own per working set, so that no working set starts on a cache an
+// earlier one filled (the chart's bench Job mounts one PVC per working set).
+const WorkingSetPlaceholder = "{ws}"
+
+// For is the target as working set n (1-based) reads it.
+func (t Target) For(n int) Target {
+	num := strconv.Itoa(n)
+	t.Path = strings.ReplaceAll(t.Path, WorkingSetPlaceholder, num)
+	t.DMDevice = strings.ReplaceAll(t.DMDevice, WorkingSetPlaceholder, num)
+	return t
+}
+
 // WorkingSet is the region of every target that a working set's tests touch.
 type WorkingSet struct {
 	Label       string `json:"label"` // as given on the command line: "256Mi" or "25%"
 	Bytes       int64  `json:"bytes"`
 	OffsetBytes int64  `json:"offsetBytes"`
+	// CacheAtStart says, per measured target, what its cache could hold
+	// when the working set's first test began (set by Run; a merged report
+	// keeps each invocation's).
+	CacheAtStart []CacheStart `json:"cacheAtStart,omitempty"`
 }
+
+// CacheStart is what one target's cache could hold when a working set began.
+type CacheStart struct {
+	Target string `json:"target"`
+	Path   string `json:"path"`
+	// OwnPath: no other working set of the run reads this path. With one
+	// volume per path (the chart's bench Job: one PVC, so one cache, per
+	// working set) nothing else the run read is in its cache.
+	OwnPath bool `json:"ownPath"`
+	// LaidOut: this run wrote the path's file or tree before run 1, so the
+	// volume held none of the data before the run.
+	LaidOut bool `json:"laidOut"`
+	// After lists the working sets read earlier through the same path: the
+	// cache was not reset between them and may still hold what they read.
+	After []string `json:"after,omitempty"`
+}
+
+// Fresh says the cache held nothing of the working set or of any other:
+// its own volume, laid out by this run.
+func (c CacheStart) Fresh() bool { return c.OwnPath && c.LaidOut && len(c.After) == 0 }
 
 // Config is a validated benchmark plan's input.
 type Config struct {
@@ -198,11 +236,39 @@ func (c *Config) test(id string) (Test, bool) {
 	return Test{}, false
 }
 
-// span is the number of bytes from the start of each target that the plan touches.
+// span is the number of bytes from the start of a shared target path that the plan touches.
 func (c *Config) span() int64 {
 	var end int64
 	for _, ws := range c.WorkingSets {
 		end = max(end, ws.OffsetBytes+ws.Bytes)
 	}
 	return end
+}
+
+// layout is one path of a target that the plan reads, and the bytes from
+// its start that the working sets on it touch.
+type layout struct {
+	target Target // as the working sets on the path see it
+	span   int64
+}
+
+// layouts are the distinct paths of every target, in target and working
+// set order: one per target, or one per working set where the path names
+// it ({ws}).
+func (c *Config) layouts() []layout {
+	var out []layout
+	for _, t := range c.Targets {
+		index := map[string]int{}
+		for i, ws := range c.WorkingSets {
+			rt := t.For(i + 1)
+			j, seen := index[rt.Path]
+			if !seen {
+				j = len(out)
+				index[rt.Path] = j
+				out = append(out, layout{target: rt})
+			}
+			out[j].span = max(out[j].span, ws.OffsetBytes+ws.Bytes)
+		}
+	}
+	return out
 }

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +22,7 @@ func TestParseWorkingSets(t *testing.T) {
 		t.Fatalf("got %+v", sets)
 	}
 	for i := range want {
-		if sets[i] != want[i] {
+		if !reflect.DeepEqual(sets[i], want[i]) {
 			t.Errorf("set %d = %+v, want %+v", i, sets[i], want[i])
 		}
 	}

@@ -10,6 +10,7 @@ import (
 func WriteMarkdown(w io.Writer, r *Report) error {
 	var b strings.Builder
 	writeHeader(&b, r)
+	writeCacheAtStart(&b, r)
 	writeSummary(&b, r)
 	writeLoadTimes(&b, r)
 	writeWarmth(&b, r)
@@ -37,6 +38,11 @@ func writeHeader(b *strings.Builder, r *Report) {
 		fmt.Fprintf(b, "- converged: first run at or above %.0f%% of the raw SSD's median read MB/s (%s)\n",
 			c.ConvergeFraction*100, c.SSDReference)
 	}
+	if n, least, most := PartialPasses(r); n > 0 {
+		fmt.Fprintf(b, "- **%d of %d tests covered only part of their working set** (%.0f%% to %.0f%% of it: the runtime or I/O limit above cut them short); "+
+			"their passes are counted by the bytes they covered (column \"of set\"), and a cache warmed by them holds only that part; runtime 0 reads whole passes\n",
+			n, len(r.Results), least*100, most*100)
+	}
 	if short := shortTests(r.Results); short > 0 {
 		fmt.Fprintf(b, "- **%d of %d tests ran under 1 s**: fio measures in milliseconds, so their figures are coarse; use larger working sets\n", short, len(r.Results))
 	}
@@ -49,6 +55,38 @@ func writeHeader(b *strings.Builder, r *Report) {
 		fmt.Fprintf(b, "| %s | %s | %s |\n", ws.Label, mib(ws.Bytes), mib(ws.OffsetBytes))
 	}
 	b.WriteString("\n")
+}
+
+// writeCacheAtStart says, before any figure, whether each working set began
+// on a fresh cache: a cache that earlier working sets filled makes a larger
+// set look warm sooner, or evicts sooner, than it would alone.
+func writeCacheAtStart(b *strings.Builder, r *Report) {
+	var rows []string
+	for _, ws := range r.Config.WorkingSets {
+		for _, cs := range ws.CacheAtStart {
+			rows = append(rows, fmt.Sprintf("| %s | %s | `%s` | %s |\n", ws.Label, cs.Target, cs.Path, cacheStartCell(cs)))
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	b.WriteString("## Cache at the start of each working set\n\n| working set | target | path | cache |\n|---|---|---|---|\n")
+	b.WriteString(strings.Join(rows, ""))
+	b.WriteString("\n")
+}
+
+func cacheStartCell(cs CacheStart) string {
+	switch {
+	case cs.Fresh():
+		return "fresh: its own volume, laid out by this run"
+	case len(cs.After) > 0:
+		return "**not fresh**: the same volume served working sets " + strings.Join(cs.After, ", ") + " before, and its cache was not reset"
+	case cs.OwnPath:
+		return "its own volume, but its file was there before this run: the cache may hold it from an earlier run"
+	case cs.LaidOut:
+		return "first on this volume, laid out by this run; the later working sets on it start with the cache this one leaves"
+	}
+	return "first on this volume, whose file was there before this run; the later working sets on it start with the cache this one leaves"
 }
 
 func shortTests(results []Result) int {
@@ -231,7 +269,7 @@ func writeRuns(b *strings.Builder, r *Report) {
 	for _, ws := range r.Config.WorkingSets {
 		for _, t := range r.Config.Targets {
 			fmt.Fprintf(b, "## Runs: working set %s, %s\n\n", ws.Label, t.Name)
-			b.WriteString("| run | pass | test | MB/s | IOPS | p50 us | p99 us | of SSD | of HDD | of warm ceiling | hit ratio | promotions | demotions |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+			b.WriteString("| run | pass | test | MB/s | IOPS | p50 us | p99 us | MiB | of set | of SSD | of HDD | of warm ceiling | hit ratio | promotions | demotions |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 			for _, res := range r.Results {
 				if res.WorkingSet != ws.Label || res.Target != t.Name {
 					continue
@@ -240,8 +278,8 @@ func writeRuns(b *strings.Builder, r *Report) {
 				if res.Counters != nil {
 					prom, dem = fmt.Sprint(res.Counters.Promotions), fmt.Sprint(res.Counters.Demotions)
 				}
-				fmt.Fprintf(b, "| %d | %s | %s | %.1f | %.0f | %.0f | %.0f | %s | %s | %s | %s | %s | %s |\n", res.Run, passCell(res.Pass), label(res.Test),
-					res.MBps, res.IOPS, res.LatP50us, res.LatP99us, fmtFrac(res.FractionOfSSD), fmtFrac(res.FractionOfHDD),
+				fmt.Fprintf(b, "| %d | %s | %s | %.1f | %.0f | %.0f | %.0f | %.0f | %s | %s | %s | %s | %s | %s | %s |\n", res.Run, passCell(res.Pass), label(res.Test),
+					res.MBps, res.IOPS, res.LatP50us, res.LatP99us, float64(res.IOBytes)/(1<<20), fmtFrac(res.FractionOfWorkingSet), fmtFrac(res.FractionOfSSD), fmtFrac(res.FractionOfHDD),
 					fmtFrac(res.FractionOfCeiling), fmtFrac(res.HitRatio), prom, dem)
 			}
 			b.WriteString("\n")

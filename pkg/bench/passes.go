@@ -39,15 +39,24 @@ type Warmth struct {
 // numberPasses sets Pass on every read result: 1 + the whole passes over its
 // working set that the target's earlier read tests made (fio's bytes over the
 // working set's), so a test cut short by -runtime counts for what it read.
+// It also sets every fio test's FractionOfWorkingSet.
 func numberPasses(r *Report) {
 	wsBytes := map[string]int64{}
 	for _, ws := range r.Config.WorkingSets {
 		wsBytes[ws.Label] = ws.Bytes
 	}
+	tree := map[string]bool{}
+	for _, t := range r.Config.Tests {
+		tree[t.ID] = t.Tree
+	}
 	read := map[[2]string]int64{} // bytes read so far, by working set and target
 	for i := range r.Results {
 		res := &r.Results[i]
 		size := wsBytes[res.WorkingSet]
+		if size > 0 && !tree[res.Test] {
+			f := float64(res.IOBytes) / float64(size)
+			res.FractionOfWorkingSet = &f
+		}
 		if testDirection(r.Config, res.Test) != Read || size <= 0 {
 			continue
 		}
@@ -55,6 +64,28 @@ func numberPasses(r *Report) {
 		res.Pass = int(read[k]/size) + 1
 		read[k] += res.IOBytes
 	}
+}
+
+// partialPass is below the fraction of its working set a test must cover to
+// count as a whole pass (fio rounds the last block).
+const partialPass = 0.999
+
+// PartialPasses are the results that covered less than their working set
+// (a -runtime or -io-limit cut them short), and the least and most of it
+// they covered.
+func PartialPasses(r *Report) (n int, least, most float64) {
+	for _, res := range r.Results {
+		f := res.FractionOfWorkingSet
+		if f == nil || *f >= partialPass {
+			continue
+		}
+		if n == 0 || *f < least {
+			least = *f
+		}
+		most = max(most, *f)
+		n++
+	}
+	return n, least, most
 }
 
 // warmth derives every cached target's warm ceilings, each result's

@@ -51,6 +51,9 @@ type Result struct {
 	// Pass is the pass over the working set this read test made (1-based;
 	// every read test of every run is one pass). Absent for writes.
 	Pass int `json:"pass,omitempty"`
+	// FractionOfWorkingSet is IOBytes over the working set's bytes: below 1
+	// when -runtime or -io-limit cut the pass short. Absent for tree tests.
+	FractionOfWorkingSet *float64 `json:"fractionOfWorkingSet,omitempty"`
 	// FractionOfCeiling is MB/s over the target's warm ceiling (Warmth).
 	FractionOfCeiling *float64 `json:"fractionOfCeiling,omitempty"`
 	// Disks are iostat's figures of the target's device and the disks

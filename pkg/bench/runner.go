@@ -40,6 +40,8 @@ type Bench struct {
 	noDisks map[string]bool
 	// trees are the files of each working set's tree (tree test only).
 	trees [][]TreeFile
+	// laidOut are the target paths this run wrote before run 1.
+	laidOut map[string]bool
 }
 
 // New validates cfg and deps.
@@ -92,32 +94,38 @@ func (b *Bench) Run(ctx context.Context) (*Report, error) {
 
 // prepare checks every target before any I/O, then lays out files that are
 // too small, so run 1 reads written blocks and no layout I/O lands in a test.
+// A target whose path names the working set ({ws}) is checked and laid out
+// once per working set's path.
 func (b *Bench) prepare(ctx context.Context, r *Report) error {
+	b.laidOut = map[string]bool{}
 	if b.cfg.tree() {
 		return b.prepareTrees(ctx, r)
 	}
-	span := b.cfg.span()
-	var fill []Target
-	for _, t := range b.cfg.Targets {
-		info, err := b.deps.Inspector.Inspect(t.Path)
+	var fill []layout
+	for _, l := range b.cfg.layouts() {
+		info, err := b.deps.Inspector.Inspect(l.target.Path)
 		if err != nil {
-			return fmt.Errorf("target %s: inspecting %s: %w", t.Name, t.Path, err)
+			return fmt.Errorf("target %s: inspecting %s: %w", l.target.Name, l.target.Path, err)
 		}
-		need, err := prefillNeeded(t, info, span, b.cfg.ReadOnly)
+		need, err := prefillNeeded(l.target, info, l.span, b.cfg.ReadOnly)
 		if err != nil {
 			return err
 		}
 		if need {
-			fill = append(fill, t)
+			fill = append(fill, l)
 		}
 	}
-	for _, t := range fill {
-		fmt.Fprintf(b.deps.Progress, "prefill %s: writing %d bytes to %s\n", t.Name, span, t.Path)
-		job := fioJobSpec{Path: t.Path, Size: span, Test: prefillTest, RandSeed: b.cfg.RandSeed}
+	for _, l := range fill {
+		t := l.target
+		fmt.Fprintf(b.deps.Progress, "prefill %s: writing %d bytes to %s\n", t.Name, l.span, t.Path)
+		job := fioJobSpec{Path: t.Path, Size: l.span, Test: prefillTest, RandSeed: b.cfg.RandSeed}
 		if _, err := b.fio(ctx, job); err != nil {
-			return fmt.Errorf("target %s: prefill: %w", t.Name, err)
+			return fmt.Errorf("target %s: prefill of %s: %w", t.Name, t.Path, err)
 		}
-		r.Prefilled = append(r.Prefilled, t.Name)
+		b.laidOut[t.Path] = true
+		if !slices.Contains(r.Prefilled, t.Name) {
+			r.Prefilled = append(r.Prefilled, t.Name)
+		}
 	}
 	return nil
 }
@@ -125,7 +133,8 @@ func (b *Bench) prepare(ctx context.Context, r *Report) error {
 // prepareTrees checks that every target is a directory and lays out each
 // working set's tree where files are missing or of another size.
 func (b *Bench) prepareTrees(ctx context.Context, r *Report) error {
-	for _, t := range b.cfg.Targets {
+	for _, l := range b.cfg.layouts() {
+		t := l.target
 		info, err := b.deps.Inspector.Inspect(t.Path)
 		if err != nil {
 			return fmt.Errorf("target %s: inspecting %s: %w", t.Name, t.Path, err)
@@ -139,7 +148,7 @@ func (b *Bench) prepareTrees(ctx context.Context, r *Report) error {
 	}
 	for _, t := range b.cfg.Targets {
 		for i, ws := range b.cfg.WorkingSets {
-			if err := b.layOutTree(ctx, t, ws, b.trees[i], r); err != nil {
+			if err := b.layOutTree(ctx, t.For(i+1), ws, b.trees[i], r); err != nil {
 				return fmt.Errorf("target %s: %w", t.Name, err)
 			}
 		}
@@ -160,6 +169,7 @@ func (b *Bench) layOutTree(ctx context.Context, t Target, ws WorkingSet, plan []
 	if err := b.deps.Tree.Write(ctx, root, plan, missing); err != nil {
 		return fmt.Errorf("laying out the tree %s: %w", root, err)
 	}
+	b.laidOut[t.Path] = true
 	if !slices.Contains(r.Prefilled, t.Name) {
 		r.Prefilled = append(r.Prefilled, t.Name)
 	}
@@ -172,7 +182,9 @@ var prefillTest = Test{ID: "prefill", Label: "prefill", BlockSize: 1 << 20, Queu
 // set, run k measures every target before run k+1 starts, so the targets are
 // compared under the same conditions and one interval serves them all.
 func (b *Bench) runWorkingSets(ctx context.Context, r *Report) error {
+	r.Config.WorkingSets = slices.Clone(b.cfg.WorkingSets) // CacheAtStart is the report's, not the plan's
 	for wi, ws := range b.cfg.WorkingSets {
+		r.Config.WorkingSets[wi].CacheAtStart = b.cacheAtStart(wi)
 		for run := 1; run <= b.cfg.Runs; run++ {
 			if run > 1 {
 				if err := b.sleep(ctx, b.cfg.Interval); err != nil {
@@ -181,7 +193,7 @@ func (b *Bench) runWorkingSets(ctx context.Context, r *Report) error {
 			}
 			klog.InfoS("Starting run", "workingSet", ws.Label, "run", run, "runs", b.cfg.Runs)
 			for _, t := range b.cfg.Targets {
-				pos := position{wsIndex: wi, ws: ws, run: run, target: t}
+				pos := position{wsIndex: wi, ws: ws, run: run, target: t.For(wi + 1)}
 				if err := b.runTests(ctx, pos, r); err != nil {
 					return err
 				}
@@ -189,6 +201,31 @@ func (b *Bench) runWorkingSets(ctx context.Context, r *Report) error {
 		}
 	}
 	return nil
+}
+
+// cacheAtStart says what each measured target's cache could hold as
+// working set wi begins: whether the path is the working set's own, laid
+// out by this run, and which working sets read it before.
+func (b *Bench) cacheAtStart(wi int) []CacheStart {
+	var out []CacheStart
+	for _, t := range b.cfg.Targets {
+		if b.isReference(t) {
+			continue // a raw disk has no cache
+		}
+		path := t.For(wi + 1).Path
+		cs := CacheStart{Target: t.Name, Path: path, OwnPath: true, LaidOut: b.laidOut[path]}
+		for wj, other := range b.cfg.WorkingSets {
+			if wj == wi || t.For(wj+1).Path != path {
+				continue
+			}
+			cs.OwnPath = false
+			if wj < wi {
+				cs.After = append(cs.After, other.Label)
+			}
+		}
+		out = append(out, cs)
+	}
+	return out
 }
 
 type position struct {
