@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -59,19 +60,19 @@ func (c *CapacityReporter) Start(ctx context.Context) error {
 		return nil
 	case <-c.pools.Scanned():
 	}
-	ticker := time.NewTicker(c.interval)
-	defer ticker.Stop()
-	for {
+	// Jittered as kubelet's node status loop is: every node of the cluster
+	// writes its Node object once an interval, and need not do so in step.
+	wait.JitterUntilWithContext(ctx, func(ctx context.Context) {
 		if err := c.Report(ctx); err != nil {
 			klog.ErrorS(err, "Reporting cache capacity", "node", c.nodeName)
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-ticker.C:
-		}
-	}
+	}, c.interval, capacityJitter, true)
+	return nil
 }
+
+// capacityJitter delays each report by up to 4 % of the interval (kubelet's
+// factor for its node status).
+const capacityJitter = 0.04
 
 // Report writes the annotations if they changed.
 func (c *CapacityReporter) Report(ctx context.Context) error {

@@ -7,6 +7,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -25,6 +26,10 @@ const DefaultLeaseRenewInterval = 10 * time.Second
 // so that the controller can tell an agent that is gone for good (helm
 // uninstall, a node that no longer runs the DaemonSet) from a busy one, and
 // release the finalizers of the bindings admitted to its node.
+//
+// Hand-written rather than k8s.io/component-helpers/apimachinery/lease:
+// that controller writes through a typed clientset, and the agent is given
+// the manager's controller-runtime clients (an uncached reader, as below).
 type LeaseRenewer struct {
 	reader    client.Reader
 	writer    client.Client
@@ -47,19 +52,22 @@ func NewLeaseRenewer(reader client.Reader, writer client.Client, namespace, node
 	return &LeaseRenewer{reader: reader, writer: writer, namespace: namespace, nodeName: nodeName, interval: interval, clock: clk}
 }
 
-// Start renews until ctx ends; it is a controller-runtime Runnable.
+// Start renews every interval (jittered by up to leaseJitter of it, as
+// component-helpers' lease controller does) until ctx ends; it is a
+// controller-runtime Runnable. It paces with real time: tests call Renew.
 func (l *LeaseRenewer) Start(ctx context.Context) error {
-	for {
+	wait.JitterUntilWithContext(ctx, func(ctx context.Context) {
 		if err := l.Renew(ctx); err != nil {
 			klog.ErrorS(err, "Renewing the node agent's Lease", "namespace", l.namespace, "node", l.nodeName)
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-l.clock.After(l.interval):
-		}
-	}
+	}, l.interval, leaseJitter, true)
+	return nil
 }
+
+// leaseJitter is component-helpers' lease controller's: renewals of a
+// cluster's agents drift apart, and a Lease that holds for four intervals
+// never lapses for it.
+const leaseJitter = 0.04
 
 // Renew creates the Lease or moves its renew time to now.
 func (l *LeaseRenewer) Renew(ctx context.Context) error {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -117,18 +118,12 @@ func NewMonitor(e *cache.Engine, dev blockdev.Interface, locks *cache.VolumeLock
 	return mon
 }
 
-// Start checks volumes until ctx ends; it is a controller-runtime Runnable.
+// Start checks volumes every healthInterval, counted from the start of
+// each tick as a ticker would, until ctx ends; it is a controller-runtime
+// Runnable. It paces with real time: tests drive Tick with their clock.
 func (m *Monitor) Start(ctx context.Context) error {
-	ticker := m.clock.NewTicker(m.healthInterval)
-	defer ticker.Stop()
-	for {
-		m.Tick(ctx)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-ticker.C():
-		}
-	}
+	wait.NonSlidingUntilWithContext(ctx, m.Tick, m.healthInterval)
+	return nil
 }
 
 // Tick checks every staged volume once. Each volume's device reads and

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -93,20 +94,16 @@ func (w *PoolWatch) SetCacheVGs(vgs []string) {
 	w.cacheVGs = slices.Clone(vgs)
 }
 
-// Start scans until ctx ends; it is a controller-runtime Runnable.
+// Start scans every interval, counted from the start of each scan, until
+// ctx ends; it is a controller-runtime Runnable. It paces with real time:
+// tests call Scan with their clock.
 func (w *PoolWatch) Start(ctx context.Context) error {
-	ticker := w.clock.NewTicker(w.interval)
-	defer ticker.Stop()
-	for {
+	wait.NonSlidingUntilWithContext(ctx, func(ctx context.Context) {
 		if err := w.Scan(ctx); err != nil && ctx.Err() == nil {
 			klog.ErrorS(err, "Reading the volume groups")
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-ticker.C():
-		}
-	}
+	}, w.interval)
+	return nil
 }
 
 // Scan reads every pool once, under its own deadline (never a caller's
