@@ -277,5 +277,5 @@ func (p *Promoter) promote(ctx context.Context, id string, r *recentReads, st dm
 		p.metrics.add(p.metrics.batchPromoted, id, float64(res.Blocks))
 	}
 	klog.InfoS("Promoted the blocks read", "volumeID", id, "read", len(blocks), "promoted", res.Blocks,
-		"kept", res.Kept, "writtenMeanwhile", res.Dropped, "left", len(left), "duration", took, "uncached", res.Uncached, "copiedWhileServing", res.CopiedWhileServing)
+		"kept", res.Kept, "writtenMeanwhile", res.Dropped, "left", len(left), "duration", took, "uncached", res.Uncached, "suspended", res.Suspended, "copiedWhileServing", res.CopiedWhileServing)
 }

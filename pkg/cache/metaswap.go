@@ -53,7 +53,7 @@ func (a *applier) swapMetadata(ctx context.Context, table dm.Table, meta lvm.LV,
 	swapped := dm.Table{Length: table.Length, Target: live}
 	start := time.Now()
 	md, err := a.loadOverNext(ctx, swapped, next, w)
-	a.warmed.Uncached, a.warmed.CopiedWhileServing = time.Since(start), true
+	a.warmed.Suspended, a.warmed.CopiedWhileServing = time.Since(start), true
 	a.warmed.Dropped += droppedEarly
 	if err != nil {
 		// Rolled back: the cache serves on its old metadata, as before.

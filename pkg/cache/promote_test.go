@@ -305,13 +305,16 @@ func (w *world) restartedEngine() *Engine {
 func promoteOrder(t *testing.T, w *world, blocks ...uint64) string {
 	t.Helper()
 	w.events = nil
-	if _, _, err := w.engine.Promote(context.Background(), vol, blocks); err != nil {
+	res, _, err := w.engine.Promote(context.Background(), vol, blocks)
+	if err != nil {
 		t.Fatal(err)
 	}
 	copied, linear, cache := indexOf(w.events, "copy "), indexOf(w.events, "dm load", " linear "), indexOf(w.events, "dm load", " cache ")
 	switch {
 	case copied < 0 || cache < copied || cache < linear || indexOf(w.events, "track-writes") > copied:
 		t.Fatalf("promotion of %v out of order:\n%s", blocks, strings.Join(w.events, "\n"))
+	case (linear < 0) != (res.Uncached == 0 && res.Suspended > 0):
+		t.Fatalf("promotion of %v reports %v uncached and %v suspended; linear table loaded: %v", blocks, res.Uncached, res.Suspended, linear >= 0)
 	case linear < 0:
 		return "serving"
 	case copied < linear:

@@ -41,6 +41,10 @@ type WarmReport struct {
 	// Uncached is how long a promotion had the cache swapped out, the
 	// volume serving from its origin alone.
 	Uncached time.Duration
+	// Suspended is how long a promotion that swapped the metadata kept the
+	// device suspended to load its table over the new metadata: the
+	// volume's I/O waited meanwhile, and was then served by the cache.
+	Suspended time.Duration
 	// CopiedWhileServing: a promotion copied while the cache served (the
 	// engine knew which blocks it maps), not with the cache swapped out.
 	CopiedWhileServing bool

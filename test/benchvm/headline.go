@@ -150,10 +150,11 @@ func orUnknown(known bool, s string) string {
 
 // promotionFigures are ssdcache's copies into the cache during one cold part.
 type promotionFigures struct {
-	batches       int
-	blocks        int64
-	longestWindow time.Duration // longest time the volume read from the HDD only
-	peakRSS       float64       // ssdcache-node's peak resident memory, bytes
+	batches          int
+	blocks           int64
+	longestUncached  time.Duration // longest time the volume read from the HDD only (a swap to linear)
+	longestSuspended time.Duration // longest time its I/O waited for a table load (a metadata swap)
+	peakRSS          float64       // ssdcache-node's peak resident memory, bytes
 }
 
 // writePromotions is ssdcache's side of the headline: what its batches
@@ -163,7 +164,7 @@ func writePromotions(b *strings.Builder, o options) {
 	dir := filepath.Join(o.outputDir, "parts")
 	b.WriteString("ssdcache's promotions per working set (node log and metrics over the part's runs; origin: the block layer's count of the volume's origin LV, " +
 		"which every pass's misses and every copy read; a cache that reads each byte once for the first pass and once more for its copy reads working set + promoted):\n\n")
-	b.WriteString("| working set | batches | promoted x WS | origin read x (WS + promoted) | longest uncached window | node plugin peak RSS |\n|---|---|---|---|---|---|\n")
+	b.WriteString("| working set | batches | promoted x WS | origin read x (WS + promoted) | longest uncached window (HDD only) | longest suspended (I/O waits) | node plugin peak RSS |\n|---|---|---|---|---|---|---|\n")
 	for _, ws := range o.workingSets {
 		partDir := filepath.Join(dir, parts.WorkingSet(ws))
 		rep, err := parts.ReadReport(partDir)
@@ -172,14 +173,14 @@ func writePromotions(b *strings.Builder, o options) {
 		}
 		origin, ok, err := parts.ReadOrigin(partDir)
 		if err != nil || !ok || origin.BlockBytes == 0 {
-			fmt.Fprintf(b, "| %s | no origin figures recorded | | | | |\n", ws)
+			fmt.Fprintf(b, "| %s | no origin figures recorded | | | | | |\n", ws)
 			continue
 		}
 		p := promotionsDuring(filepath.Join(dir, "ssdcache-node.log"), filepath.Join(dir, parts.MetricsLog), rep.StartedAt, rep.FinishedAt)
 		setBytes := float64(rep.Config.WorkingSets[0].Bytes)
 		promoted := float64(p.blocks * origin.BlockBytes)
-		fmt.Fprintf(b, "| %s | %d | %.2f | %.2f | %s | %s |\n", ws, p.batches, promoted/setBytes,
-			float64(origin.ReadBytes)/(setBytes+promoted), p.longestWindow.Round(time.Millisecond), mib(p.peakRSS))
+		fmt.Fprintf(b, "| %s | %d | %.2f | %.2f | %s | %s | %s |\n", ws, p.batches, promoted/setBytes,
+			float64(origin.ReadBytes)/(setBytes+promoted), p.longestUncached.Round(time.Millisecond), p.longestSuspended.Round(time.Millisecond), mib(p.peakRSS))
 	}
 	b.WriteString("\n")
 }
@@ -191,8 +192,9 @@ func mib(bytes float64) string {
 	return fmt.Sprintf("%.0f MiB", bytes/(1<<20))
 }
 
-// promotedLine is the promoter's log line of one batch (pkg/agent/promoter.go).
-var promotedLine = regexp.MustCompile(`^I(\d{4} \d{2}:\d{2}:\d{2}\.\d+)\s.*"Promoted the blocks read" .* promoted=(\d+) .* uncached="([^"]+)"`)
+// promotedLine is the promoter's log line of one batch (pkg/agent/promoter.go);
+// logs before the metadata swap have no suspended field.
+var promotedLine = regexp.MustCompile(`^I(\d{4} \d{2}:\d{2}:\d{2}\.\d+)\s.*"Promoted the blocks read" .* promoted=(\d+) .* uncached="([^"]+)"(?: suspended="([^"]+)")?`)
 
 // promotionsDuring reads the batches the node logged and its peak memory
 // between from and to; a log it cannot read gives zeros, which the table
@@ -211,13 +213,15 @@ func promotionsDuring(nodeLog, metricsLog string, from, to time.Time) promotionF
 			}
 			at = at.AddDate(from.Year(), 0, 0)
 			blocks, _ := strconv.ParseInt(m[2], 10, 64)
-			window, _ := time.ParseDuration(m[3])
+			uncached, _ := time.ParseDuration(m[3])
+			suspended, _ := time.ParseDuration(m[4])
 			if at.Before(from) || at.After(to) || blocks == 0 {
 				continue
 			}
 			p.batches++
 			p.blocks += blocks
-			p.longestWindow = max(p.longestWindow, window)
+			p.longestUncached = max(p.longestUncached, uncached)
+			p.longestSuspended = max(p.longestSuspended, suspended)
 		}
 	}
 	p.peakRSS = peakRSS(metricsLog, from, to)

@@ -56,15 +56,16 @@ func TestHeadlineNamesTheFirstRunWarmByHitRatioAndHDDBytes(t *testing.T) {
 func TestPromotionsDuringCountsTheBatchesAndPeakMemoryOfThePart(t *testing.T) {
 	dir := t.TempDir()
 	from := time.Date(2026, 12, 5, 11, 0, 0, 0, time.UTC)
-	line := func(at time.Time, promoted int, uncached string) string {
-		return fmt.Sprintf(`I%s   123 promoter.go:271] "Promoted the blocks read" volumeID="pvc-bench" read=%d promoted=%d kept=0 writtenMeanwhile=0 left=0 duration="2.1s" uncached="%s" copiedWhileServing=true`,
-			at.Format("0102 15:04:05.000000"), promoted, promoted, uncached)
+	line := func(at time.Time, promoted int, uncached, suspended string) string {
+		return fmt.Sprintf(`I%s   123 promoter.go:271] "Promoted the blocks read" volumeID="pvc-bench" read=%d promoted=%d kept=0 writtenMeanwhile=0 left=0 duration="2.1s" uncached="%s"%s copiedWhileServing=true`,
+			at.Format("0102 15:04:05.000000"), promoted, promoted, uncached, suspended)
 	}
 	nodeLog := strings.Join([]string{
-		line(from.Add(-time.Minute), 99, "9s"), // an earlier part's
-		line(from.Add(time.Minute), 4096, "812.5ms"),
-		line(from.Add(2*time.Minute), 1024, "1.25s"),
-		line(from.Add(3*time.Minute), 0, "5s"), // nothing promoted: no batch
+		line(from.Add(-time.Minute), 99, "9s", ""),       // an earlier part's
+		line(from.Add(time.Minute), 4096, "812.5ms", ""), // a log from before the metadata swap
+		line(from.Add(2*time.Minute), 1024, "1.25s", ` suspended="0s"`),
+		line(from.Add(150*time.Second), 1024, "0s", ` suspended="420ms"`),
+		line(from.Add(3*time.Minute), 0, "5s", ` suspended="3s"`), // nothing promoted: no batch
 	}, "\n")
 	scrape := func(at time.Time, rss string) string {
 		return fmt.Sprintf("%s%d\nprocess_resident_memory_bytes %s\n", scrapelog.Marker, at.UnixMilli(), rss)
@@ -77,7 +78,7 @@ func TestPromotionsDuringCountsTheBatchesAndPeakMemoryOfThePart(t *testing.T) {
 		}
 	}
 	p := promotionsDuring(filepath.Join(dir, "node.log"), filepath.Join(dir, "metrics.log"), from, from.Add(10*time.Minute))
-	want := promotionFigures{batches: 2, blocks: 5120, longestWindow: 1250 * time.Millisecond, peakRSS: 50 << 20}
+	want := promotionFigures{batches: 3, blocks: 6144, longestUncached: 1250 * time.Millisecond, longestSuspended: 420 * time.Millisecond, peakRSS: 50 << 20}
 	if p != want {
 		t.Errorf("figures %+v, want %+v", p, want)
 	}
