@@ -85,13 +85,17 @@ func TestListFlagSplitsAndRepeats(t *testing.T) {
 
 // Every series the node serves must gather together: one conflicting
 // family fails the whole scrape (the e2e found process_start_time_seconds
-// registered twice with different help texts).
+// registered twice with different help texts). Every ssdcache series names
+// the node (issue 38 point 8: the alerts and the dashboard take it from there).
 func TestMetricsGatherWithoutConflicts(t *testing.T) {
 	csiMetrics := newCSIMetrics("ssdcache.io")
 	csiMetrics.RecordMetrics("/csi.v1.Node/NodeStageVolume", nil, time.Second)
-	if _, err := registerMetrics(ctrlmetrics.Registry); err != nil {
+	m, err := registerMetrics(ctrlmetrics.Registry, "node-a")
+	if err != nil {
 		t.Fatal(err)
 	}
+	m.SetNodePoolReady(agent.PoolOrigin, true)
+	m.SetPools([]agent.PoolBytes{{Pool: agent.PoolOrigin, VG: "ssdcache-hdd", Found: true, Size: 1 << 40, Free: 1 << 39}})
 	families, err := nodeGatherer(csiMetrics).Gather()
 	if err != nil {
 		t.Fatalf("gathering /metrics: %v", err)
@@ -101,6 +105,18 @@ func TestMetricsGatherWithoutConflicts(t *testing.T) {
 		names[f.GetName()] = true
 		if f.GetName() == "ssdcache_build_info" {
 			checkBuildInfo(t, f)
+		}
+		if strings.HasPrefix(f.GetName(), "ssdcache_") {
+			for _, s := range f.GetMetric() {
+				if !slices.ContainsFunc(s.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == agent.LabelNode && l.GetValue() == "node-a" }) {
+					t.Errorf("%s%v does not name the node", f.GetName(), s.GetLabel())
+				}
+			}
+		}
+	}
+	for _, want := range []string{"ssdcache_cache_pool_up", "ssdcache_node_pool_ready", "ssdcache_pool_size_bytes"} {
+		if !names[want] {
+			t.Errorf("/metrics lacks %s", want)
 		}
 	}
 	for _, want := range []string{"csi_plugin_operations_seconds", "process_start_time_seconds", "ssdcache_build_info"} {

@@ -25,7 +25,7 @@ import (
 )
 
 func run(ctx context.Context, o options) error {
-	m, err := registerMetrics(ctrlmetrics.Registry)
+	m, err := registerMetrics(ctrlmetrics.Registry, o.nodeName)
 	if err != nil {
 		return err
 	}
@@ -72,8 +72,10 @@ func newMetricsEndpoint(o options, n *node) *metricsEndpoint {
 }
 
 // registerMetrics puts the agent's cache series and ssdcache_build_info on
-// reg, the registry that /metrics serves (nodeGatherer).
-func registerMetrics(reg prometheus.Registerer) (*agent.Metrics, error) {
+// reg, the registry that /metrics serves (nodeGatherer), each labelled with
+// the node's name (agent.LabelNode).
+func registerMetrics(reg prometheus.Registerer, nodeName string) (*agent.Metrics, error) {
+	reg = prometheus.WrapRegistererWith(prometheus.Labels{agent.LabelNode: nodeName}, reg)
 	m, err := agent.NewMetrics(reg)
 	if err != nil {
 		return nil, err

@@ -18,6 +18,15 @@ const (
 	LabelPVC       = "persistentvolumeclaim"
 )
 
+// LabelNode is the node's name on every series the node plugin registers
+// (the caller wraps the registerer given to NewMetrics with it, see
+// cmd/ssdcache-node): the alerts and the dashboard name and filter by node
+// from the series themselves, however Prometheus scrapes them (the chart's
+// ServiceMonitor, another scrape config, make bench's scrape log), as
+// TopoLVM's node metrics do. The controller's per-binding series carry the
+// same label for the binding's node.
+const LabelNode = "node"
+
 // VolumeOwner is the PVC a volume belongs to, as far as this node knows:
 // from the volume context NodeStage received (csi-provisioner's
 // --extra-create-metadata) or from the volume's CacheBinding.

@@ -15,7 +15,10 @@ import (
 // BindingCollector exports one series per CacheBinding, read from the
 // manager's cache at scrape time (so a deleted binding leaves no stale
 // series): whether its volume has its cache, with the phase and the reason
-// that say why not. The alert for a volume running without its cache reads it.
+// that say why not, and the node of its volume. The alert for a volume
+// running without its cache reads it (aggregating phase and reason away, so
+// that a change of reason does not start its wait again), and so does the
+// dashboard's bindings-by-phase panel.
 type BindingCollector struct {
 	reader client.Reader
 	// elected is closed once this replica leads; the others export nothing,
@@ -29,7 +32,7 @@ func NewBindingCollector(reader client.Reader, elected <-chan struct{}) *Binding
 	return &BindingCollector{reader: reader, elected: elected, desc: prometheus.NewDesc(
 		"ssdcache_cachebinding_cache_attached",
 		"1 while a CacheBinding's cache is attached to its volume (phase Attached or Paused), 0 otherwise; "+
-			"phase and reason (the Ready condition's) say why not.",
+			"phase and reason (the Ready condition's) say why not; node is its volume's.",
 		[]string{"namespace", "cachebinding", "persistentvolumeclaim", "node", "phase", "reason"}, nil)}
 }
 
@@ -62,6 +65,22 @@ func (c *BindingCollector) Collect(ch chan<- prometheus.Metric) {
 			reason = ready.Reason
 		}
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, attached,
-			b.Namespace, b.Name, b.Spec.PVCName, b.Status.NodeName, string(b.Status.Phase), reason)
+			b.Namespace, b.Name, b.Spec.PVCName, c.nodeOf(ctx, b), string(b.Status.Phase), reason)
 	}
+}
+
+// nodeOf is the node of b's volume: status.nodeName once admitted, before
+// that the node its PV is pinned to, so that a binding Pending for the
+// node's capacity is labelled with that node from the start and keeps the
+// label when admitted. "" while the PVC is unbound or its PV is not an
+// ssdcache volume pinned to one node.
+func (c *BindingCollector) nodeOf(ctx context.Context, b *ssdv1.CacheBinding) string {
+	if b.Status.NodeName != "" {
+		return b.Status.NodeName
+	}
+	t, err := resolveTarget(ctx, c.reader, b)
+	if _, err := asPending(err); err != nil {
+		klog.ErrorS(err, "Reading the volume of a CacheBinding for the metrics", "binding", klog.KObj(b))
+	}
+	return t.nodeName
 }

@@ -13,10 +13,13 @@ import (
 // per-volume cache counters for the cached volume.
 func (s *suite) metrics(ctx context.Context, t *testing.T) {
 	handle := s.volumeHandle(ctx, t, "cached-data")
+	pv := s.jsonpath(ctx, t, "pvc/cached-data", "{.spec.volumeName}", "-n", "default")
+	node := s.jsonpath(ctx, t, "pv/"+pv, "{.spec.nodeAffinity.required.nodeSelectorTerms[0].matchExpressions[0].values[0]}")
 	// One series per volume, labelled with its PVC (labels in the exposition's
 	// alphabetical order): the provisioner's --extra-create-metadata reached
-	// NodeStage, or the agent read the CacheBinding.
-	labels := `{namespace="default",persistentvolumeclaim="cached-data",volume="` + handle + `"}`
+	// NodeStage, or the agent read the CacheBinding. Every series names the
+	// node, which the alerts and the dashboard read.
+	labels := `{namespace="default",node="` + node + `",persistentvolumeclaim="cached-data",volume="` + handle + `"}`
 	path := "/api/v1/namespaces/" + namespace + "/services/" + release + "-node-metrics:metrics/proxy/metrics"
 	var body string
 	service := object{ns: namespace, name: "service/" + release + "-node-metrics", pods: nodeSelector}
@@ -38,7 +41,7 @@ func (s *suite) metrics(ctx context.Context, t *testing.T) {
 	if !strings.Contains(body, "ssdcache_disk_reads_completed_total"+diskLabels) {
 		t.Errorf("metrics lack ssdcache_disk_reads_completed_total%s", diskLabels)
 	}
-	if !strings.Contains(body, "ssdcache_cache_pool_up 1") {
+	if !strings.Contains(body, `ssdcache_cache_pool_up{node="`+node+`"} 1`) {
 		t.Errorf("metrics do not report the cache pool up")
 	}
 	for _, pool := range []string{"origin", "cache"} {

@@ -134,7 +134,7 @@ func probeReady(socket string) (bool, error) {
 // expectPoolReadyMetric checks ssdcache_node_pool_ready{pool=...} on /metrics.
 func expectPoolReadyMetric(t *testing.T, pool, want string) {
 	t.Helper()
-	series := fmt.Sprintf(`ssdcache_node_pool_ready{pool=%q} %s`, pool, want)
+	series := fmt.Sprintf(`ssdcache_node_pool_ready{node=%q,pool=%q} %s`, nodeName, pool, want)
 	var body string
 	err := poll(series+" on /metrics", 200*time.Millisecond, func() (bool, string, error) {
 		resp, err := http.Get("http://" + readyMetricsAddr + "/metrics")
