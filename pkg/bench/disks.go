@@ -92,7 +92,10 @@ func diskFigures(d Disk, delta blockdev.IOStats, elapsed time.Duration) DiskFigu
 }
 
 // SysfsDisks reads the disks' stack and counters from sysfs (Root is /sys
-// but in tests). It needs no privilege: a pod sees the node's sysfs.
+// but in tests). It needs no privilege: a pod sees the node's sysfs. The
+// counters come through prometheus/procfs' blockdevice (blockdev.ReadIOStats);
+// the stack and attributes are read here, since that reader goes by
+// /sys/block name and has no model, and a partition's flag is its disk's.
 type SysfsDisks struct {
 	Root string
 }

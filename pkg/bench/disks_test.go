@@ -17,7 +17,8 @@ import (
 
 // fakeSysfs lays out what sysfs shows for a cached volume: dm-3 (the
 // volume) over dm-0 (the origin LV, on sdb) and dm-1, dm-2 (cache data and
-// metadata LVs, on the partition nvme0n1p1).
+// metadata LVs, on the partition nvme0n1p1), each device linked from
+// /sys/dev/block and, but for the partition, from /sys/block.
 func fakeSysfs(t *testing.T) string {
 	t.Helper()
 	root := t.TempDir()
@@ -51,6 +52,9 @@ func fakeSysfs(t *testing.T) string {
 		write(filepath.Join(dir, "dev"), num)
 		write(filepath.Join(dir, "stat"), "1 0 8 2 0 0 0 0 0 3 4")
 		link(dir, filepath.Join(root, "dev", "block", num))
+		if filepath.Base(filepath.Dir(dir)) == "block" { // not a partition: /sys/block lists it
+			link(dir, filepath.Join(root, "block", filepath.Base(dir)))
+		}
 	}
 	for i, name := range []string{"ssdcache--hdd-pvc--1", "ssdcache--nvme-pvc--1.cache--data", "ssdcache--nvme-pvc--1.cache--meta", "ssdcache-pvc-1"} {
 		write(filepath.Join(blocks, "dm-"+string(rune('0'+i)), "dm", "name"), name)
@@ -90,12 +94,14 @@ func TestSysfsDisksFindsTheDisksUnderACachedVolume(t *testing.T) {
 			t.Errorf("disk %d: %+v, want %+v", i, disks[i], want[i])
 		}
 	}
-	st, err := s.Read(disks[2])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.ReadIOs != 1 || st.ReadBytes != 8*dm.SectorSize || st.IOTicks != 3 {
-		t.Errorf("counters of sdb %+v", st)
+	for _, d := range disks {
+		st, err := s.Read(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.ReadIOs != 1 || st.ReadBytes != 8*dm.SectorSize || st.IOTicks != 3 {
+			t.Errorf("counters of %s %+v", d.Name, st)
+		}
 	}
 }
 

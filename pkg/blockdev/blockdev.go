@@ -14,6 +14,7 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/prometheus/procfs/blockdevice"
 	"golang.org/x/sys/unix"
 
 	"github.com/ssdcache/ssdcache/pkg/command"
@@ -203,39 +204,55 @@ func (h *Host) ZeroHead(path string, want dm.DevNum, n uint64) error {
 func (h *Host) IOStats(num dm.DevNum) (IOStats, error) { return ReadIOStats("/sys", num) }
 
 // ReadIOStats reads device num's counters from sysfs mounted at sysRoot
-// (/sys on a node; readable without privilege, from a pod too).
+// (/sys on a node; readable without privilege, from a pod too) with
+// prometheus/procfs' blockdevice reader of /sys/block/<dev>/stat
+// (Documentation/block/stat.rst): eleven fields on every kernel, four
+// discard fields since 4.18 and two flush fields since 5.5.
 func ReadIOStats(sysRoot string, num dm.DevNum) (IOStats, error) {
-	data, err := os.ReadFile(filepath.Join(sysRoot, "dev", "block", num.String(), "stat"))
+	name, err := sysBlockName(sysRoot, num)
 	if err != nil {
 		return IOStats{}, err
 	}
-	return ParseStat(string(data))
+	// Only sysfs is read: sysRoot stands in for the proc root the reader
+	// also wants to exist.
+	fs, err := blockdevice.NewFS(sysRoot, sysRoot)
+	if err != nil {
+		return IOStats{}, err
+	}
+	st, fields, err := fs.SysBlockDeviceStat(name)
+	if err != nil {
+		return IOStats{}, fmt.Errorf("block stat of %s (%s): %w", num, name, err)
+	}
+	if fields < 11 {
+		return IOStats{}, fmt.Errorf("block stat of %s (%s): %d fields, want at least 11", num, name, fields)
+	}
+	return fromProcfs(st), nil
 }
 
-// ParseStat parses /sys/block/<dev>/stat (Documentation/block/stat.rst):
-// eleven fields on every kernel, four discard fields since 4.18 and two
-// flush fields since 5.5. Sectors are 512-byte units whatever the device's
-// block size.
-func ParseStat(s string) (IOStats, error) {
-	f := strings.Fields(s)
-	if len(f) < 11 {
-		return IOStats{}, fmt.Errorf("block stat %q: want at least 11 fields", s)
+// sysBlockName is device num's path under /sys/block, which the
+// blockdevice reader takes: its kernel name for a disk or a dm device, and
+// <disk>/<partition> for a partition, which /sys/block lists under its disk.
+func sysBlockName(sysRoot string, num dm.DevNum) (string, error) {
+	dir, err := filepath.EvalSymlinks(filepath.Join(sysRoot, "dev", "block", num.String()))
+	if err != nil {
+		return "", fmt.Errorf("device %s in sysfs: %w", num, err)
 	}
-	v := make([]uint64, 17)
-	for i := 0; i < len(f) && i < len(v); i++ {
-		n, err := strconv.ParseUint(f[i], 10, 64)
-		if err != nil {
-			return IOStats{}, fmt.Errorf("block stat %q: field %d is not a number", s, i+1)
-		}
-		v[i] = n
+	if _, err := os.Stat(filepath.Join(dir, "partition")); err == nil {
+		return filepath.Join(filepath.Base(filepath.Dir(dir)), filepath.Base(dir)), nil
 	}
+	return filepath.Base(dir), nil
+}
+
+// fromProcfs converts the blockdevice reader's counters: sectors are
+// 512-byte units whatever the device's block size.
+func fromProcfs(s blockdevice.IOStats) IOStats {
 	return IOStats{
-		ReadIOs: v[0], ReadMerges: v[1], ReadBytes: v[2] * dm.SectorSize, ReadTicks: v[3],
-		WriteIOs: v[4], WriteMerges: v[5], WriteBytes: v[6] * dm.SectorSize, WriteTicks: v[7],
-		InFlight: v[8], IOTicks: v[9], TimeInQueue: v[10],
-		DiscardIOs: v[11], DiscardMerges: v[12], DiscardBytes: v[13] * dm.SectorSize, DiscardTicks: v[14],
-		FlushIOs: v[15], FlushTicks: v[16],
-	}, nil
+		ReadIOs: s.ReadIOs, ReadMerges: s.ReadMerges, ReadBytes: s.ReadSectors * dm.SectorSize, ReadTicks: s.ReadTicks,
+		WriteIOs: s.WriteIOs, WriteMerges: s.WriteMerges, WriteBytes: s.WriteSectors * dm.SectorSize, WriteTicks: s.WriteTicks,
+		InFlight: s.IOsInProgress, IOTicks: s.IOsTotalTicks, TimeInQueue: s.WeightedIOTicks,
+		DiscardIOs: s.DiscardIOs, DiscardMerges: s.DiscardMerges, DiscardBytes: s.DiscardSectors * dm.SectorSize,
+		DiscardTicks: s.DiscardTicks, FlushIOs: s.FlushRequestsCompleted, FlushTicks: s.TimeSpentFlushing,
+	}
 }
 
 func (h *Host) Holders(path string) ([]string, error) {

@@ -53,8 +53,37 @@ func FuzzParseWipefs(f *testing.F) {
 	})
 }
 
-func TestParseStat(t *testing.T) {
-	st, err := ParseStat("    1234        5    8000     100     40        0     160      30        2     120     130        7        1       64        3        9        4\n")
+// statSysfs lays out sysfs as a node shows it: /sys/dev/block/M:m links to
+// each device's directory, /sys/block links to the disks and dm devices, a
+// partition is a directory of its disk. stats are the stat files' lines.
+func statSysfs(t *testing.T, stats map[string]string) string {
+	t.Helper()
+	root := t.TempDir()
+	dirs := map[string]struct{ dir, num string }{
+		"dm-3":      {filepath.Join(root, "devices", "virtual", "block", "dm-3"), "253:3"},
+		"nvme0n1":   {filepath.Join(root, "devices", "pci1", "block", "nvme0n1"), "259:0"},
+		"nvme0n1p1": {filepath.Join(root, "devices", "pci1", "block", "nvme0n1", "nvme0n1p1"), "259:1"},
+	}
+	for name, d := range dirs {
+		writeFile(t, filepath.Join(d.dir, "stat"), stats[name])
+		symlink(t, d.dir, filepath.Join(root, "dev", "block", d.num))
+		if name == "nvme0n1p1" {
+			writeFile(t, filepath.Join(d.dir, "partition"), "1")
+		} else {
+			symlink(t, d.dir, filepath.Join(root, "block", name))
+		}
+	}
+	return root
+}
+
+func TestReadIOStats(t *testing.T) {
+	root := statSysfs(t, map[string]string{
+		"dm-3": "    1234        5    8000     100     40        0     160      30        2     120     130        7        1       64        3        9        4\n",
+		// Kernels before 4.18 print the first eleven fields only.
+		"nvme0n1p1": "1 0 8 2 3 0 16 4 0 5 6\n",
+		"nvme0n1":   "1 2 3 4 5 6 7 8 9 10\n",
+	})
+	st, err := ReadIOStats(root, dm.DevNum{Major: 253, Minor: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,16 +91,21 @@ func TestParseStat(t *testing.T) {
 		WriteIOs: 40, WriteBytes: 160 * 512, WriteTicks: 30, InFlight: 2, IOTicks: 120, TimeInQueue: 130,
 		DiscardIOs: 7, DiscardMerges: 1, DiscardBytes: 64 * 512, DiscardTicks: 3, FlushIOs: 9, FlushTicks: 4}
 	if st != want {
-		t.Fatalf("got %+v, want %+v", st, want)
+		t.Fatalf("dm-3: got %+v, want %+v", st, want)
 	}
-	// Kernels before 4.18 print the first eleven fields only.
-	if st, err := ParseStat("1 0 8 2 3 0 16 4 0 5 6"); err != nil || st.IOTicks != 5 || st.TimeInQueue != 6 || st.DiscardIOs != 0 {
-		t.Fatalf("eleven fields: %+v, %v", st, err)
+	// A partition is read under its disk in /sys/block.
+	if st, err := ReadIOStats(root, dm.DevNum{Major: 259, Minor: 1}); err != nil || st.ReadBytes != 8*512 || st.IOTicks != 5 || st.TimeInQueue != 6 || st.DiscardIOs != 0 {
+		t.Fatalf("partition with eleven fields: %+v, %v", st, err)
 	}
-	for _, bad := range []string{"1 2 3 4 5 6 7 8 9 10", "1 2 3 4 5 6 7 8 9 10 x"} {
-		if _, err := ParseStat(bad); err == nil {
-			t.Errorf("%q accepted", bad)
-		}
+	if _, err := ReadIOStats(root, dm.DevNum{Major: 259, Minor: 0}); err == nil || !strings.Contains(err.Error(), "10 fields") {
+		t.Errorf("ten fields: err = %v, want a refusal naming the count", err)
+	}
+	if _, err := ReadIOStats(root, dm.DevNum{Major: 8, Minor: 0}); err == nil || !strings.Contains(err.Error(), "8:0") {
+		t.Errorf("absent device: err = %v, want an error naming 8:0", err)
+	}
+	bad := statSysfs(t, map[string]string{"dm-3": "1 2 3 4 5 6 7 8 9 10 x\n"})
+	if _, err := ReadIOStats(bad, dm.DevNum{Major: 253, Minor: 3}); err == nil {
+		t.Error("a field that is not a number was accepted")
 	}
 }
 
@@ -87,16 +121,6 @@ func TestIOStatsSince(t *testing.T) {
 	if got := again.Since(cur); got != again {
 		t.Fatalf("after a re-creation: %+v, want %+v", got, again)
 	}
-}
-
-func FuzzParseStat(f *testing.F) {
-	f.Add("1 2 3 4 5 6 7 8 9 10 11")
-	f.Fuzz(func(t *testing.T, s string) {
-		st, err := ParseStat(s)
-		if err == nil && (st.ReadBytes%512 != 0 || st.WriteBytes%512 != 0 || st.DiscardBytes%512 != 0) {
-			t.Fatalf("byte counts not in sectors: %+v", st)
-		}
-	})
 }
 
 // ZeroHead writes only to the device the table will use: a path that opens

@@ -89,7 +89,9 @@ func (s SysInventory) Disks() ([]Disk, error) {
 	return disks, nil
 }
 
-// describe reads one device's attributes from sysfs.
+// describe reads one device's attributes from sysfs. Hand-written rather
+// than prometheus/procfs' blockdevice, which reads /sys/block (no
+// partitions) and has no device/model.
 func (s SysInventory) describe(node string) (*Disk, error) {
 	dir := filepath.Join(s.SysBlock, filepath.Base(node))
 	read := func(name string) (string, bool) { return SysfsAttr(filepath.Join(dir, name)) }
