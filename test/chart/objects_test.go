@@ -372,7 +372,7 @@ func TestStorageClassParameters(t *testing.T) {
 func TestBenchJob(t *testing.T) {
 	r := render(t, "testdata/full.yaml")
 	job := r.benchJob(t)
-	pvc := typed[corev1.PersistentVolumeClaim](t, r.one(t, "PersistentVolumeClaim", "ssd-ssdcache-bench"))
+	pvc := typed[corev1.PersistentVolumeClaim](t, r.one(t, "PersistentVolumeClaim", "ssd-ssdcache-bench-1-ws1"))
 	if pvc.Spec.StorageClassName == nil || *pvc.Spec.StorageClassName != "hdd-cached" {
 		t.Errorf("bench PVC class = %v, want the chart's StorageClass", pvc.Spec.StorageClassName)
 	}
@@ -381,7 +381,7 @@ func TestBenchJob(t *testing.T) {
 	if len(c.Command) != 1 || c.Command[0] != "/usr/local/bin/ssdcache-bench" {
 		t.Errorf("command = %q", c.Command)
 	}
-	mustHaveArgs(t, c, "-target=volume=/data/bench.dat", "-cache-size=2Gi", "-working-sets=50%", "-runs=3", "-interval=30s")
+	mustHaveArgs(t, c, "-target=volume=/data/ws-{ws}/bench.dat", "-cache-size=2Gi", "-working-sets=50%", "-runs=3", "-interval=30s")
 	if spec.SecurityContext == nil || spec.SecurityContext.FSGroup == nil || *spec.SecurityContext.FSGroup != 65532 {
 		t.Error("the bench runs as 65532 and needs fsGroup 65532 to write to the new filesystem")
 	}
@@ -409,8 +409,9 @@ func TestBenchJobWithExternalRBAC(t *testing.T) {
 	if spec.ServiceAccountName != "storage-bench" {
 		t.Errorf("serviceAccountName = %q, want storage-bench from the values", spec.ServiceAccountName)
 	}
-	mustHaveArgs(t, container(t, spec, "bench"), "-report-configmap=bench-results")
-	pvc := typed[corev1.PersistentVolumeClaim](t, r.one(t, "PersistentVolumeClaim", "ssd-ssdcache-bench"))
+	// helm template cannot read the class, so the values give its cache size.
+	mustHaveArgs(t, container(t, spec, "bench"), "-report-configmap=bench-results", "-cache-size=5%", "-volume-size=50Gi")
+	pvc := typed[corev1.PersistentVolumeClaim](t, r.one(t, "PersistentVolumeClaim", "ssd-ssdcache-bench-1-ws1"))
 	if pvc.Spec.StorageClassName == nil || *pvc.Spec.StorageClassName != "cached-by-platform-team" {
 		t.Errorf("bench PVC class = %v, want bench.storageClassName", pvc.Spec.StorageClassName)
 	}
@@ -422,7 +423,7 @@ func TestTinyBenchValues(t *testing.T) {
 	c := container(t, r.benchJob(t).Spec.Template.Spec, "bench")
 	mustHaveArgs(t, c, "-cache-size=64Mi", "-working-sets=50%", "-runs=2", "-interval=2s", "-tests=read",
 		"-report-configmap=ssd-ssdcache-bench-report")
-	pvc := typed[corev1.PersistentVolumeClaim](t, r.one(t, "PersistentVolumeClaim", "ssd-ssdcache-bench"))
+	pvc := typed[corev1.PersistentVolumeClaim](t, r.one(t, "PersistentVolumeClaim", "ssd-ssdcache-bench-1-ws1"))
 	if got := pvc.Spec.Resources.Requests.Storage().String(); got != "1Gi" {
 		t.Errorf("bench PVC requests %s, want 1Gi", got)
 	}

@@ -200,7 +200,7 @@ func (r rendered) one(t *testing.T, kind, name string) *unstructured.Unstructure
 	return nil
 }
 
-// benchJob is the one bench Job; its name ends in a hash of its pod template.
+// benchJob is the one bench Job, <fullname>-bench-<runId>.
 func (r rendered) benchJob(t *testing.T) *batchv1.Job {
 	t.Helper()
 	jobs := r.ofKind("Job")
@@ -208,7 +208,7 @@ func (r rendered) benchJob(t *testing.T) *batchv1.Job {
 		t.Fatalf("%d Jobs rendered, want the bench Job: %v", len(jobs), r.names())
 	}
 	if !strings.HasPrefix(jobs[0].GetName(), releaseName+"-ssdcache-bench-") {
-		t.Fatalf("Job %q is not named <fullname>-bench-<hash>", jobs[0].GetName())
+		t.Fatalf("Job %q is not named <fullname>-bench-<runId>", jobs[0].GetName())
 	}
 	return typed[batchv1.Job](t, jobs[0])
 }
