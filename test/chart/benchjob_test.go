@@ -478,3 +478,18 @@ func exampleObjects(t *testing.T) []*unstructured.Unstructured {
 	}
 	return objs
 }
+
+// TestBenchRunIDUnsetByReuseValues: `helm upgrade --reuse-values` from a
+// chart without bench.runId hands the templates no runId; the run is 1.
+func TestBenchRunIDUnsetByReuseValues(t *testing.T) {
+	ch := loadChart(t)
+	bench := ch.Values["bench"].(map[string]any)
+	delete(bench, "runId")
+	r, err := renderRevision(ch, benchOn(nil), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.benchJob(t).Name; got != "ssd-ssdcache-bench-1" {
+		t.Errorf("without bench.runId the Job is %s, want ssd-ssdcache-bench-1", got)
+	}
+}
