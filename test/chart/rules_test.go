@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -28,10 +29,12 @@ import (
 // that runs without a cache on purpose.
 //
 // The series are scraped every 30 s (the chart's serviceMonitor.interval) and
-// the rules evaluated every 30 s for an hour. They carry the labels a
-// Prometheus scrape through the chart's ServiceMonitors gives them (job,
-// instance, pod, service, endpoint; the series' own namespace wins, as
-// honorLabels is set).
+// the rules evaluated every 30 s for an hour. They carry the labels the node
+// plugin and the controller export (node among them: cmd/ssdcache-node's
+// TestMetricsGatherWithoutConflicts and pkg/controller's collector test show
+// it) and those a Prometheus scrape through the chart's ServiceMonitors gives
+// them (job, instance, pod, service, endpoint; the series' own namespace
+// wins, as honorLabels is set).
 
 const (
 	scrapeInterval = 30 * time.Second
@@ -67,9 +70,11 @@ func points(from ...any) string {
 	return strings.Join(out, " ")
 }
 
-// nodeSeries is a series of the node plugin on pod, with its own labels.
-func nodeSeries(name, pod, own string) string {
-	target := fmt.Sprintf(`job="ssd-ssdcache-node",service="ssd-ssdcache-node-metrics",endpoint="metrics",pod=%q,instance="%s:9808"`, pod, pod)
+// nodeSeries is a series of the node plugin of node, with its own labels
+// (the node's name among them); its pod is podOf(node).
+func nodeSeries(name, node, own string) string {
+	pod := podOf(node)
+	target := fmt.Sprintf(`node=%q,job="ssd-ssdcache-node",service="ssd-ssdcache-node-metrics",endpoint="metrics",pod=%q,instance="%s:9808"`, node, pod, pod)
 	if !strings.Contains(own, "namespace=") {
 		target += `,namespace="ssdcache-system"`
 	}
@@ -78,6 +83,9 @@ func nodeSeries(name, pod, own string) string {
 	}
 	return name + "{" + target + "}"
 }
+
+// podOf is the node plugin's pod on node ("node-a": "ssd-ssdcache-node-a").
+func podOf(node string) string { return "ssd-ssdcache-node-" + strings.TrimPrefix(node, "node-") }
 
 // volume is the per-volume labels of pvc-1, which PVC data in namespace app owns.
 const volume = `volume="pvc-1",namespace="app",persistentvolumeclaim="data"`
@@ -89,11 +97,11 @@ func bindingSeries(name, phase, reason string) string {
 }
 
 // healthyNode is the series of a node plugin with both pools up.
-func healthyNode(pod string) []string {
+func healthyNode(node string) []string {
 	return []string{
-		nodeSeries("ssdcache_node_pool_ready", pod, `pool="origin"`) + " " + points(0*time.Minute, "1"),
-		nodeSeries("ssdcache_node_pool_ready", pod, `pool="cache"`) + " " + points(0*time.Minute, "1"),
-		nodeSeries("ssdcache_cache_pool_up", pod, "") + " " + points(0*time.Minute, "1"),
+		nodeSeries("ssdcache_node_pool_ready", node, `pool="origin"`) + " " + points(0*time.Minute, "1"),
+		nodeSeries("ssdcache_node_pool_ready", node, `pool="cache"`) + " " + points(0*time.Minute, "1"),
+		nodeSeries("ssdcache_cache_pool_up", node, "") + " " + points(0*time.Minute, "1"),
 	}
 }
 
@@ -211,6 +219,23 @@ var rulesCases = []rulesCase{{
 		{59 * time.Minute, []string{"SSDCacheVolumeWithoutCache/attaching", "SSDCacheVolumeWithoutCache/capacity"}},
 	},
 }, {
+	// A binding stuck without its cache whose reason and phase change
+	// during the wait: the node had not reported its capacity, then had too
+	// little, then admitted it and the attach hangs. It has been without its
+	// cache since 0, so it fires at the values' 10m; with phase and reason
+	// in the alert's labels each change started the wait again (it fired at
+	// 17m, 10m after the last). A binding waiting for its volume's stage is
+	// not alerted, so its wait starts when it begins attaching (5m).
+	name:   "stuck binding whose reason changes",
+	series: append(healthyNode("node-a"), reasonChangeSeries()...),
+	expect: []expect{
+		{9*time.Minute + 30*time.Second, nil},
+		{10 * time.Minute, []string{"SSDCacheVolumeWithoutCache/moving"}},
+		{14*time.Minute + 30*time.Second, []string{"SSDCacheVolumeWithoutCache/moving"}},
+		{15 * time.Minute, []string{"SSDCacheVolumeWithoutCache/moving", "SSDCacheVolumeWithoutCache/staged"}},
+		{59 * time.Minute, []string{"SSDCacheVolumeWithoutCache/moving", "SSDCacheVolumeWithoutCache/staged"}},
+	},
+}, {
 	// A node group configured without cache devices: its origin pool is
 	// ready, it has no cache pool (no pool="cache" series) and pool_up is 0;
 	// its volumes are staged uncached (drops_total at 0). Nothing is wrong.
@@ -227,13 +252,41 @@ var rulesCases = []rulesCase{{
 	never:  []string{"SSDCacheDropped", "SSDCacheFailing", "SSDCachePoolDown", "SSDCacheNodeNotReady", "SSDCacheOriginPoolFull", "SSDCacheVolumeWithoutCache"},
 }}
 
+// reasonChangeSeries are the controller's series of binding "moving", whose
+// phase and reason change three times while it stays without its cache,
+// and of binding "staged", waiting for its volume's stage until 5m and then
+// attaching. Each change is a new series, the old one gone at the same
+// scrape (the collector reads the bindings at every scrape).
+func reasonChangeSeries() []string {
+	return []string{
+		bindingSeries("moving", "Pending", "CacheCapacityUnknown") + " " + points(0*time.Minute, "0", 3*time.Minute, "stale"),
+		bindingSeries("moving", "Pending", "InsufficientCache") + " " + points(0*time.Minute, "_", 3*time.Minute, "0", 7*time.Minute, "stale"),
+		bindingSeries("moving", "Admitted", "Attaching") + " " + points(0*time.Minute, "_", 7*time.Minute, "0"),
+		bindingSeries("staged", "Admitted", "VolumeNotStaged") + " " + points(0*time.Minute, "0", 5*time.Minute, "stale"),
+		bindingSeries("staged", "Admitted", "Attaching") + " " + points(0*time.Minute, "_", 5*time.Minute, "0"),
+	}
+}
+
 // TestPrometheusRulesFire evaluates the rendered PrometheusRule (full.yaml:
-// for 10m, severity critical) over each case's series.
+// for 10m, severity critical) over each case's series. Every alert is about
+// a node or a volume on one: each firing alert carries a node label, its
+// description names that node, and its annotations expand without error.
 func TestPrometheusRulesFire(t *testing.T) {
 	file := ruleFileOf(t, render(t, "testdata/full.yaml").one(t, "PrometheusRule", "ssd-ssdcache"))
 	for _, c := range rulesCases {
 		t.Run(c.name, func(t *testing.T) {
-			got := evaluateRules(t, file, c.series)
+			var got [][]string
+			checked := map[string]bool{}
+			runRules(t, file, c.series, func(_ time.Duration, firing []alert) bool {
+				got = append(got, alertIDs(firing))
+				for _, a := range firing {
+					if id := alertID(a); !checked[id] {
+						checked[id] = true
+						checkNamesNode(t, a)
+					}
+				}
+				return true
+			})
 			for _, e := range c.expect {
 				firing := got[at(e.at)]
 				if !slices.Equal(firing, e.firing) {
@@ -253,8 +306,25 @@ func TestPrometheusRulesFire(t *testing.T) {
 	}
 }
 
-// The drop alert names the volume, its PVC and the node plugin's pod, and
-// carries the values' severity.
+// checkNamesNode wants a's node label set and named by its description, and
+// no annotation that failed to expand.
+func checkNamesNode(t *testing.T, a alert) {
+	t.Helper()
+	node := a.labels.Get("node")
+	if node == "" {
+		t.Errorf("%s has no node label (labels %v)", alertID(a), a.labels)
+	} else if d := a.annotations["description"]; !strings.Contains(strings.ToLower(d), "node "+node) {
+		t.Errorf("%s: description %q does not name node %s", alertID(a), d, node)
+	}
+	for k, v := range a.annotations {
+		if strings.Contains(v, "<error expanding template") {
+			t.Errorf("%s: annotation %s: %s", alertID(a), k, v)
+		}
+	}
+}
+
+// The drop alert names the volume, its PVC, the node and the node plugin's
+// pod, and carries the values' severity.
 func TestPrometheusRuleDropAlertLabels(t *testing.T) {
 	file := ruleFileOf(t, render(t, "testdata/full.yaml").one(t, "PrometheusRule", "ssd-ssdcache"))
 	var dropped []alert
@@ -273,14 +343,43 @@ func TestPrometheusRuleDropAlertLabels(t *testing.T) {
 		t.Fatalf("%d SSDCacheDropped alerts at the drop, want 1", len(dropped))
 	}
 	l, desc := dropped[0].labels, dropped[0].annotations["description"]
-	for name, want := range map[string]string{"volume": "pvc-1", "namespace": "app", "persistentvolumeclaim": "data", "pod": "node-a", "severity": "critical"} {
+	for name, want := range map[string]string{"volume": "pvc-1", "namespace": "app", "persistentvolumeclaim": "data", "node": "node-a", "pod": "ssd-ssdcache-node-a", "severity": "critical"} {
 		if got := l.Get(name); got != want {
 			t.Errorf("label %s %q, want %q (labels %v)", name, got, want, l)
 		}
 	}
-	for _, want := range []string{"pvc-1", "app/data", "node-a"} {
+	for _, want := range []string{"pvc-1", "app/data", "node node-a"} {
 		if !strings.Contains(desc, want) {
 			t.Errorf("description %q does not name %s", desc, want)
+		}
+	}
+}
+
+// The binding alert is labelled as the binding and its node, without phase
+// and reason (whose changes would start its wait again), and its
+// description reads the binding's phase and reason at the time.
+func TestPrometheusRuleBindingAlertReadsTheCurrentReason(t *testing.T) {
+	file := ruleFileOf(t, render(t, "testdata/full.yaml").one(t, "PrometheusRule", "ssd-ssdcache"))
+	var moving *alert
+	runRules(t, file, append(healthyNode("node-a"), reasonChangeSeries()...), func(ts time.Duration, firing []alert) bool {
+		for _, a := range firing {
+			if a.labels.Get("cachebinding") == "moving" {
+				moving = &a
+			}
+		}
+		return moving == nil
+	})
+	if moving == nil {
+		t.Fatal("SSDCacheVolumeWithoutCache never fired for binding moving")
+	}
+	want := map[string]string{"alertname": "SSDCacheVolumeWithoutCache", "namespace": "app", "cachebinding": "moving",
+		"persistentvolumeclaim": "moving", "node": "node-a", "severity": "critical"}
+	if got := moving.labels.Map(); !maps.Equal(got, want) {
+		t.Errorf("labels %v, want %v", got, want)
+	}
+	for _, text := range []string{"app/moving", "node node-a", "for 10m", "it is Admitted (Attaching);"} {
+		if d := moving.annotations["description"]; !strings.Contains(d, text) {
+			t.Errorf("description %q lacks %q", d, text)
 		}
 	}
 }
@@ -307,22 +406,14 @@ type alert struct {
 	annotations map[string]string
 }
 
-// evaluateRules loads series and evaluates the rule file every
-// scrapeInterval from 0 to rulesEnd; it returns, per evaluation, the firing
-// alerts as sorted alertIDs.
-func evaluateRules(t *testing.T, file []byte, series []string) [][]string {
-	t.Helper()
-	var out [][]string
-	runRules(t, file, series, func(_ time.Duration, alerts []alert) bool {
-		var firing []string
-		for _, a := range alerts {
-			firing = append(firing, alertID(a))
-		}
-		slices.Sort(firing)
-		out = append(out, firing)
-		return true
-	})
-	return out
+// alertIDs are the alerts' sorted alertIDs.
+func alertIDs(alerts []alert) []string {
+	var ids []string
+	for _, a := range alerts {
+		ids = append(ids, alertID(a))
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 // activeAlert is an alert's state between evaluations.
@@ -461,9 +552,9 @@ func expandAlert(ctx context.Context, r rulefmt.Rule, smpl promql.Sample, now ti
 }
 
 // alertID is "Alert/what": the alert's name and the CacheBinding, volume or
-// pod it is about.
+// node it is about.
 func alertID(a alert) string {
-	for _, l := range []string{"cachebinding", "volume", "pod"} {
+	for _, l := range []string{"cachebinding", "volume", "node"} {
 		if v := a.labels.Get(l); v != "" {
 			return a.labels.Get(labels.AlertName) + "/" + v
 		}
