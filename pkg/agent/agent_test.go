@@ -95,17 +95,23 @@ func newNode(t *testing.T, layers ...func(*cache.Layers)) *fakeNode {
 
 func (n *fakeNode) stage(t *testing.T, spec *cache.Spec) {
 	t.Helper()
-	origin, err := n.engine.OriginLV(context.Background(), vol)
+	n.stageVolume(t, vol, spec)
+}
+
+// stageVolume stages volume id, whose origin LV exists, with spec's cache.
+func (n *fakeNode) stageVolume(t *testing.T, id string, spec *cache.Spec) {
+	t.Helper()
+	origin, err := n.engine.OriginLV(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n.engine.Stage(context.Background(), cache.StageSpec{VolumeID: vol, Origin: origin}); err != nil {
+	if _, err := n.engine.Stage(context.Background(), cache.StageSpec{VolumeID: id, Origin: origin}); err != nil {
 		t.Fatal(err)
 	}
 	if spec == nil {
 		return
 	}
-	if err := n.engine.Attach(context.Background(), vol, *spec); err != nil {
+	if err := n.engine.Attach(context.Background(), id, *spec); err != nil {
 		t.Fatal(err)
 	}
 }

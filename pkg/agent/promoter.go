@@ -37,8 +37,36 @@ type Promoter struct {
 	interval time.Duration
 	// cacheLost is told about a cache a failed promotion could not load back.
 	cacheLost func(volumeID, why string)
-	// reads are what each volume read since its last promotion.
+	// reads are what each volume read since its last promotion; only
+	// Tick's goroutine touches them.
 	reads map[string]*recentReads
+	// jobs are the promotions and hand-overs in flight, one per volume at
+	// most and maxPromotions in all: a promotion copies for minutes, and
+	// one into a device that stopped answering waits where no signal
+	// reaches (an O_DIRECT write), so each runs in a goroutine of its own
+	// and holds up only its volume.
+	jobs *volumeWork[batchResult]
+}
+
+// maxPromotions bounds the promotions and hand-overs running at once on a
+// node: each reads the HDD that the applications read too.
+const maxPromotions = 2
+
+// batchResult is what a promotion or hand-over in flight reports to the
+// tick that takes it.
+type batchResult struct {
+	// ran is false when the volume was busy: blocks are the batch, to try
+	// again, and missed the misses it counted.
+	ran    bool
+	blocks []uint64
+	missed uint64
+	start  time.Time
+	took   time.Duration
+	report cache.WarmReport
+	left   []uint64
+	err    error
+	// handOver is set for a hand-over, which leaves the reads alone.
+	handOver bool
 }
 
 type recentReads struct {
@@ -90,7 +118,8 @@ func NewPromoter(e *cache.Engine, locks *cache.VolumeLocks, m *Metrics, c clock.
 	if cacheLost == nil {
 		cacheLost = func(string, string) {}
 	}
-	return &Promoter{engine: e, locks: locks, metrics: m, clock: c, interval: interval, cacheLost: cacheLost, reads: map[string]*recentReads{}}
+	return &Promoter{engine: e, locks: locks, metrics: m, clock: c, interval: interval, cacheLost: cacheLost,
+		reads: map[string]*recentReads{}, jobs: newVolumeWork[batchResult]()}
 }
 
 // Start promotes until ctx ends; it is a controller-runtime Runnable.
@@ -107,36 +136,49 @@ func (p *Promoter) Start(ctx context.Context) error {
 	}
 }
 
-// Tick collects the reads of every staged volume and promotes the batches due.
+// Tick collects the reads of every staged volume and starts the batches
+// due. It waits up to one interval for the batches it started, so that a
+// quick promotion's result is taken at once; a longer one is taken by a
+// later tick, and its volume's reads wait for it meanwhile.
 func (p *Promoter) Tick(ctx context.Context) {
 	states, err := p.engine.Health(ctx)
 	if err != nil {
 		klog.ErrorS(err, "Reading the state of staged volumes")
 		return
 	}
+	var started []*volumeJob[batchResult]
 	for id, st := range states {
+		p.takeFinished(id)
+		if _, busy := p.jobs.inFlight(id); busy {
+			continue
+		}
 		if st.Status == nil || !st.Status.Usable() {
 			delete(p.reads, id)
 			continue
 		}
-		p.collect(ctx, id, st)
+		if j := p.collect(ctx, id, st); j != nil {
+			started = append(started, j)
+		}
 	}
+	waitAll(started, p.interval)
 	for id := range p.reads {
-		if _, ok := states[id]; !ok {
-			delete(p.reads, id)
+		p.takeFinished(id)
+		if _, staged := states[id]; !staged {
+			if _, busy := p.jobs.inFlight(id); !busy {
+				delete(p.reads, id)
+			}
 		}
 	}
 }
 
-// collect adds a volume's new misses to its batch and promotes the batch
-// when it is worth it and the cache has room.
-func (p *Promoter) collect(ctx context.Context, id string, st cache.State) {
+// collect adds a volume's new misses to its batch and starts the batch's
+// promotion (the job returned) when it is worth it and the cache has room.
+func (p *Promoter) collect(ctx context.Context, id string, st cache.State) *volumeJob[batchResult] {
 	if r, known := p.reads[id]; known {
 		if !r.reloaded && st.Status.ReadMisses == r.misses {
 			// No read went to the origin since the last look: a warm
 			// volume costs a status read per tick, not a look at its misses.
-			p.add(ctx, id, nil, *st.Status)
-			return
+			return p.add(ctx, id, nil, *st.Status)
 		}
 		r.reloaded = false
 	}
@@ -147,11 +189,11 @@ func (p *Promoter) collect(ctx context.Context, id string, st cache.State) {
 		}
 		delete(p.reads, id)
 		if err == nil {
-			p.handOver(ctx, id, *st.Status, "its misses are not recorded")
+			return p.handOver(ctx, id, *st.Status, "its misses are not recorded")
 		}
-		return
+		return nil
 	}
-	p.add(ctx, id, missed, *st.Status)
+	return p.add(ctx, id, missed, *st.Status)
 }
 
 // add counts a tick's misses (origin blocks the cache does not hold) into
@@ -162,7 +204,7 @@ func (p *Promoter) collect(ctx context.Context, id string, st cache.State) {
 // blocks at the device's end and delays the next batch by one look). The
 // batch holds at most as many blocks as the cache has free: the
 // promoter's memory follows the cache's size, not the volume's.
-func (p *Promoter) add(ctx context.Context, id string, missed []uint64, st dm.CacheStatus) {
+func (p *Promoter) add(ctx context.Context, id string, missed []uint64, st dm.CacheStatus) *volumeJob[batchResult] {
 	r, known := p.reads[id]
 	if !known {
 		// Reads before the first look may have missed: Promote skips what is mapped.
@@ -198,7 +240,7 @@ func (p *Promoter) add(ctx context.Context, id string, missed []uint64, st dm.Ca
 		// written while a promotion ran are left out of it, and nothing
 		// else would fill the last few (smq's cleaner maps nothing).
 		r.blocks, r.missed = map[uint64]struct{}{}, 0
-		p.handOver(ctx, id, st, "the cache is full")
+		return p.handOver(ctx, id, st, "the cache is full")
 	case len(r.blocks) > 0 && r.missed == 0:
 		r.blocks, r.missed = map[uint64]struct{}{}, 0 // every read hit
 	case len(r.blocks) < MinPromoteBlocks:
@@ -208,8 +250,9 @@ func (p *Promoter) add(ctx context.Context, id string, missed []uint64, st dm.Ca
 	case !busy && r.missed < worthABatch(st) && now.Before(r.notBefore):
 		// a small batch waits for its pacing even while the reads pause
 	default:
-		p.promote(ctx, id, r, st)
+		return p.promote(ctx, id, r, st)
 	}
+	return nil
 }
 
 // worthABatch is how many misses make a batch worth promoting while the
@@ -223,59 +266,95 @@ func worthABatch(st dm.CacheStatus) uint64 {
 	return max(MinPromoteBlocks, st.CacheTotal/promoteMissesShare)
 }
 
-// handOver lets smq replace the blocks of a cache the promoter no longer
-// fills (cache.Engine.HandOver); a busy volume is handed over at a later tick.
-func (p *Promoter) handOver(ctx context.Context, id string, st dm.CacheStatus, why string) {
-	if st.Policy != cache.PolicyFilling || !p.locks.TryAcquire(id) {
-		return
+// handOver starts letting smq replace the blocks of a cache the promoter
+// no longer fills (cache.Engine.HandOver); a busy volume is handed over at
+// a later tick.
+func (p *Promoter) handOver(ctx context.Context, id string, st dm.CacheStatus, why string) *volumeJob[batchResult] {
+	if st.Policy != cache.PolicyFilling || p.jobs.inFlightCount() >= maxPromotions {
+		return nil
 	}
-	defer p.locks.Release(id)
-	if err := p.engine.HandOver(ctx, id); err != nil {
-		klog.ErrorS(err, "Handing the cache over to smq", "volumeID", id)
-		return
-	}
-	klog.InfoS("Handed the cache over to smq, which replaces blocks by use", "volumeID", id, "reason", why)
+	return p.jobs.start(id, p.clock.Now(), func(*volumeJob[batchResult]) batchResult {
+		if !p.locks.TryAcquire(id) {
+			return batchResult{handOver: true}
+		}
+		defer p.locks.Release(id)
+		if err := p.engine.HandOver(ctx, id); err != nil {
+			klog.ErrorS(err, "Handing the cache over to smq", "volumeID", id)
+			return batchResult{handOver: true, ran: true, err: err}
+		}
+		klog.InfoS("Handed the cache over to smq, which replaces blocks by use", "volumeID", id, "reason", why)
+		return batchResult{handOver: true, ran: true}
+	})
 }
 
-// promote runs one promotion under the volume's lock; a busy volume keeps
-// its batch for the next tick.
-func (p *Promoter) promote(ctx context.Context, id string, r *recentReads, st dm.CacheStatus) {
-	// Once begun, a promotion finishes on a context of its own (SIGTERM in
-	// a rollout must not leave the volume on its linear table), but the
-	// drop of a failing cache stops its copy into the cache (Yield).
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cache.BatchTimeout(st.CacheTotal*st.BlockSectors*dm.SectorSize))
-	defer cancel()
-	if !p.locks.TryAcquireYielding(id, cancel) {
-		return
+// promote starts one promotion of the volume's batch, under its lock, in a
+// job of its own; a busy volume keeps its batch for a later tick, and so
+// does a node already running maxPromotions.
+func (p *Promoter) promote(ctx context.Context, id string, r *recentReads, st dm.CacheStatus) *volumeJob[batchResult] {
+	if p.jobs.inFlightCount() >= maxPromotions {
+		return nil
 	}
-	defer p.locks.Release(id)
 	blocks := make([]uint64, 0, len(r.blocks))
 	for b := range r.blocks {
 		blocks = append(blocks, b)
 	}
+	missed := r.missed
 	r.blocks, r.missed = map[uint64]struct{}{}, 0
-	klog.V(2).InfoS("Promoting the blocks read", "volumeID", id, "read", len(blocks))
-	start := p.clock.Now()
-	res, left, err := p.engine.Promote(pctx, id, blocks)
-	took := p.clock.Since(start)
-	r.notBefore = start.Add(took * (1 + promoteIdleFactor))
-	r.afterBatch = err == nil && res.Blocks >= MinPromoteBlocks
-	r.reloaded = err != nil || res.Blocks > 0
+	timeout := cache.BatchTimeout(st.CacheTotal * st.BlockSectors * dm.SectorSize)
+	return p.jobs.start(id, p.clock.Now(), func(*volumeJob[batchResult]) batchResult {
+		// Once begun, a promotion finishes on a context of its own (SIGTERM
+		// in a rollout must not leave the volume on its linear table), but
+		// the drop of a failing cache stops its copy into the cache (Yield).
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+		defer cancel()
+		if !p.locks.TryAcquireYielding(id, cancel) {
+			return batchResult{blocks: blocks, missed: missed}
+		}
+		defer p.locks.Release(id)
+		klog.V(2).InfoS("Promoting the blocks read", "volumeID", id, "read", len(blocks))
+		res := batchResult{ran: true, blocks: blocks, start: p.clock.Now()}
+		res.report, res.left, res.err = p.engine.Promote(pctx, id, blocks)
+		res.took = p.clock.Since(res.start)
+		return res
+	})
+}
+
+// takeFinished takes the volume's promotion or hand-over that ended, if
+// any, into its reads: pacing, what it left for the next batch, and what
+// the log, the metrics and the monitor are told.
+func (p *Promoter) takeFinished(id string) {
+	res, done := p.jobs.take(id)
+	r, known := p.reads[id]
+	if !done || res.handOver || !known {
+		return
+	}
+	if !res.ran {
+		for _, b := range res.blocks {
+			r.blocks[b] = struct{}{} // the volume was busy: the same batch next time
+		}
+		r.missed += res.missed
+		return
+	}
+	r.notBefore = res.start.Add(res.took * (1 + promoteIdleFactor))
+	r.afterBatch = res.err == nil && res.report.Blocks >= MinPromoteBlocks
+	r.reloaded = res.err != nil || res.report.Blocks > 0
 	// What one promotion could not hold is the next batch: known misses.
-	for _, b := range left {
+	for _, b := range res.left {
 		r.blocks[b] = struct{}{}
 	}
-	r.missed = uint64(len(left))
-	if err != nil {
-		klog.ErrorS(err, "Promoting the blocks read", "volumeID", id, "blocks", len(blocks))
-		if errors.Is(err, cache.ErrCacheLeftOut) {
-			p.cacheLost(id, "a promotion could not load the cache again: "+err.Error())
+	r.missed += uint64(len(res.left))
+	if res.err != nil {
+		klog.ErrorS(res.err, "Promoting the blocks read", "volumeID", id, "blocks", len(res.blocks))
+		if errors.Is(res.err, cache.ErrCacheLeftOut) {
+			p.cacheLost(id, "a promotion could not load the cache again: "+res.err.Error())
 		}
 		return
 	}
-	if res.Blocks > 0 && p.metrics != nil {
-		p.metrics.add(p.metrics.batchPromoted, id, float64(res.Blocks))
+	if res.report.Blocks > 0 && p.metrics != nil {
+		p.metrics.add(p.metrics.batchPromoted, id, float64(res.report.Blocks))
 	}
-	klog.InfoS("Promoted the blocks read", "volumeID", id, "read", len(blocks), "promoted", res.Blocks,
-		"kept", res.Kept, "writtenMeanwhile", res.Dropped, "left", len(left), "duration", took, "uncached", res.Uncached, "suspended", res.Suspended, "copiedWhileServing", res.CopiedWhileServing)
+	w := res.report
+	klog.InfoS("Promoted the blocks read", "volumeID", id, "read", len(res.blocks), "promoted", w.Blocks, "kept", w.Kept,
+		"writtenMeanwhile", w.Dropped, "left", len(res.left), "duration", res.took, "uncached", w.Uncached, "suspended", w.Suspended,
+		"copiedWhileServing", w.CopiedWhileServing)
 }

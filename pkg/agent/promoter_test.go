@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -360,5 +361,58 @@ func TestPromoterPromotesASmallBatchOnceTheReadsPause(t *testing.T) {
 	md, _ := n.meta.Get("/dev/nvme/" + vol + ".cache-meta")
 	if promotions(n) != 1 || uint64(len(md.Mappings)) != small {
 		t.Fatalf("after the reads paused: %d promotions, %d blocks mapped; want 1 and %d", promotions(n), len(md.Mappings), small)
+	}
+}
+
+// A promotion whose copy waits on a cache device that stopped answering
+// holds up only its own volume: another volume's batch is promoted
+// meanwhile, and the hung one's result is taken once its device answers.
+func TestAPromotionThatHangsHoldsUpNoOtherVolume(t *testing.T) {
+	n, name, _ := warmPromoterNode(t)
+	p := NewPromoter(n.engine, n.locks, n.metrics, n.clock, 20*time.Millisecond, nil)
+	const other = "pvc-2"
+	if _, err := n.lvm.CreateLV(context.Background(), "hdd", other, 10*gib, lvm.Tags(other, lvm.RoleOrigin)); err != nil {
+		t.Fatal(err)
+	}
+	n.stageVolume(t, other, &cache.Spec{SizeBytes: gib, Mode: cache.ModeReadCache, Warm: true})
+	n.meta.Put("/dev/nvme/"+other+".cache-meta", dm.CacheMetadata{BlockSectors: 128, CacheBlocks: gib / (128 * 512), Policy: "smq"})
+	otherName := cache.DeviceName(other)
+	answer := make(chan struct{})
+	n.dev.Hung = map[string]chan struct{}{"/dev/nvme/" + vol + ".cache-data": answer}
+	defer func() {
+		if answer != nil {
+			close(answer)
+		}
+	}()
+
+	n.dm.StatusOverride[name], n.dm.StatusOverride[otherName] = status(0, 0, 0, "rw -"), status(0, 0, 0, "rw -")
+	p.Tick(context.Background())
+	n.miss(name, 0, 20)
+	n.dm.StatusOverride[name] = status(0, 500, 0, "rw -")
+	p.Tick(context.Background())
+	p.Tick(context.Background()) // the reads paused: the promotion starts, and hangs
+	if _, hung := p.jobs.inFlight(vol); !hung {
+		t.Fatalf("no promotion of %s in flight: copies %v", vol, n.dev.Copied)
+	}
+	n.miss(otherName, 0, 20)
+	n.dm.SetStatus(otherName, status(0, 500, 0, "rw -")) // the hung promotion reads statuses too
+	p.Tick(context.Background())
+	p.Tick(context.Background())
+	md, _ := n.meta.Get("/dev/nvme/" + other + ".cache-meta")
+	if len(md.Mappings) != 20 {
+		t.Fatalf("with %s's promotion hung, %s has %d blocks mapped, want 20: copies %v", vol, other, len(md.Mappings), n.dev.Copied)
+	}
+
+	close(answer)
+	answer = nil
+	for range 100 {
+		if _, hung := p.jobs.inFlight(vol); !hung {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	p.Tick(context.Background())
+	if md, _ := n.meta.Get("/dev/nvme/" + vol + ".cache-meta"); len(md.Mappings) != 20 {
+		t.Fatalf("once its device answered, %s has %d blocks mapped, want 20", vol, len(md.Mappings))
 	}
 }

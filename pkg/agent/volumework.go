@@ -93,6 +93,13 @@ func (w *volumeWork[T]) start(id string, now time.Time, call func(*volumeJob[T])
 	return j
 }
 
+// inFlightCount is how many jobs are in flight, over all volumes.
+func (w *volumeWork[T]) inFlightCount() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.running)
+}
+
 // inFlight returns id's job in flight, if any.
 func (w *volumeWork[T]) inFlight(id string) (*volumeJob[T], bool) {
 	w.mu.Lock()

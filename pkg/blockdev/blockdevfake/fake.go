@@ -42,6 +42,9 @@ type Devices struct {
 	Stats map[dm.DevNum]blockdev.IOStats
 	// Failing lists paths whose reads fail, as a dead SSD's would.
 	Failing map[string]bool
+	// Hung holds copies into a path until its channel closes, as a write
+	// to a device that stopped answering waits.
+	Hung map[string]chan struct{}
 }
 
 // New returns an empty fake.
@@ -228,6 +231,12 @@ func (f *Devices) CopyExtents(_ context.Context, src dm.DevNum, dst string, want
 }
 
 func (f *Devices) transfer(op, src, dst string, want dm.DevNum, extents []blockdev.Extent) error {
+	f.mu.Lock()
+	hung := f.Hung[dst]
+	f.mu.Unlock()
+	if hung != nil {
+		<-hung
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if d, ok := f.devices[dst]; ok && !d.DevNum.IsZero() && d.DevNum != want {

@@ -177,6 +177,13 @@ func (f *DM) Table(_ context.Context, name string) (dm.Table, error) {
 }
 
 // Status synthesises a healthy status line for cache tables unless overridden.
+// SetStatus sets StatusOverride[name] while other goroutines may read it.
+func (f *DM) SetStatus(name, line string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.StatusOverride[name] = line
+}
+
 func (f *DM) Status(_ context.Context, name string) (string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
