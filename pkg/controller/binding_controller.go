@@ -38,6 +38,8 @@ type BindingReconciler struct {
 	recorder      events.EventRecorder
 	pendingResync time.Duration
 	agents        agentLeases
+	workers       int
+	arbiter       arbiter
 }
 
 // NewBindingReconciler returns a reconciler that reads through c (normally the
@@ -45,7 +47,7 @@ type BindingReconciler struct {
 // (uncached) and reports state changes as Events through recorder.
 func NewBindingReconciler(c client.Client, reader client.Reader, recorder events.EventRecorder, opts Options) *BindingReconciler {
 	return &BindingReconciler{client: c, reader: reader, recorder: recorder, pendingResync: opts.pendingResync(),
-		agents: newAgentLeases(reader, opts)}
+		agents: newAgentLeases(reader, opts), workers: opts.workers()}
 }
 
 // conflictRetry is the delay before retrying a write that lost an optimistic-lock race.
@@ -63,8 +65,9 @@ func (r *BindingReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	return res, err
 }
 
-// reconcile runs the steps: release on deletion, make sure of the finalizer, decide
-// admission, write the status.
+// reconcile runs the steps: release on deletion, decide admission holding the
+// locks of its node and namespace, make sure of the finalizer and the node label,
+// write the status.
 func (r *BindingReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	b := &ssdv1.CacheBinding{}
 	if err := r.client.Get(ctx, req.NamespacedName, b); err != nil {
@@ -74,11 +77,27 @@ func (r *BindingReconciler) reconcile(ctx context.Context, req ctrl.Request) (ct
 		// The agent's Lease is not watched: look again until it releases the binding.
 		return ctrl.Result{RequeueAfter: r.agents.recheck()}, r.reconcileDelete(ctx, b)
 	}
-	if err := r.ensureFinalizer(ctx, b); err != nil {
+	node := ""
+	if t, err := resolveTarget(ctx, r.client, b); err == nil {
+		node = t.nodeName
+	} else if _, err := asPending(err); err != nil {
 		return ctrl.Result{}, err
 	}
+	release, err := r.arbiter.hold(ctx, r.client, b, node)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	defer release()
 	d, err := r.decide(ctx, b)
 	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if d.node != node && d.admit {
+		// The volume was bound, or moved, since the lock was taken: decide again
+		// holding the lock of the node it is on now.
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+	}
+	if err := r.ensureMeta(ctx, b, d.node); err != nil {
 		return ctrl.Result{}, err
 	}
 	if err := r.applyDecision(ctx, b, d); err != nil {
@@ -92,13 +111,25 @@ func (r *BindingReconciler) reconcile(ctx context.Context, req ctrl.Request) (ct
 	return ctrl.Result{}, nil
 }
 
-// ensureFinalizer adds the finalizer that makes deletion wait for the detach.
-func (r *BindingReconciler) ensureFinalizer(ctx context.Context, b *ssdv1.CacheBinding) error {
-	if controllerutil.ContainsFinalizer(b, ssdv1.Finalizer) {
+// ensureMeta adds, in one patch written before any admission, the finalizer that
+// makes deletion wait for the detach and the label naming the node of the
+// binding's volume ("" while unknown leaves the label as it is), by which that
+// node's agent selects the bindings it watches. Neither is ever removed here: a
+// binding revoked from a node stays labelled with it, so its agent sees the
+// revocation and detaches the cache.
+func (r *BindingReconciler) ensureMeta(ctx context.Context, b *ssdv1.CacheBinding, node string) error {
+	labelled := node == "" || b.Labels[ssdv1.LabelNode] == node
+	if controllerutil.ContainsFinalizer(b, ssdv1.Finalizer) && labelled {
 		return nil
 	}
 	before := b.DeepCopy()
 	controllerutil.AddFinalizer(b, ssdv1.Finalizer)
+	if !labelled {
+		if b.Labels == nil {
+			b.Labels = map[string]string{}
+		}
+		b.Labels[ssdv1.LabelNode] = node
+	}
 	return r.client.Patch(ctx, b, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
 }
 

@@ -22,6 +22,9 @@ type decision struct {
 	// sizeNote says that spec.size was capped at the volume's size; it is added to the
 	// Pending condition's message whatever the verdict.
 	sizeNote string
+	// node is the node holding the binding's volume, "" while unknown: the
+	// binding's ssdv1.LabelNode, whatever the verdict.
+	node string
 }
 
 func admitted(t target, size int64) decision {
@@ -51,7 +54,7 @@ func (r *BindingReconciler) decide(ctx context.Context, b *ssdv1.CacheBinding) (
 	} else {
 		d, err = r.decideCandidate(ctx, b, t, sz.bytes)
 	}
-	d.sizeNote = sz.note
+	d.sizeNote, d.node = sz.note, t.nodeName
 	return d, err
 }
 
@@ -174,13 +177,24 @@ type pool struct {
 	// cache is the node's pool, which charges each cache what LVM allocates for
 	// it; zero for a namespace, whose limit counts the caches' sizes.
 	cache nodeCache
+	// count: each binding weighs 1, for a namespace's limit on admitted bindings.
+	count bool
+}
+
+// weight is what a cache of size bytes takes of the pool.
+func (p pool) weight(size int64) int64 {
+	if p.count {
+		return 1
+	}
+	return p.cache.charge(size)
 }
 
 // loadOf sums what other bindings take of a pool. With withPending it also collects
 // the pending bindings older than b that would take from it.
 func (r *BindingReconciler) loadOf(ctx context.Context, b *ssdv1.CacheBinding, p pool, capacity int64, withPending bool) (nodeLoad, error) {
 	list := &ssdv1.CacheBindingList{}
-	if err := p.reader.List(ctx, list, client.InNamespace(p.namespace)); err != nil {
+	// Read-only: the cache's own objects, not a copy of every binding per reconcile.
+	if err := p.reader.List(ctx, list, client.InNamespace(p.namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nodeLoad{}, err
 	}
 	load := nodeLoad{capacity: capacity}
@@ -193,20 +207,30 @@ func (r *BindingReconciler) loadOf(ctx context.Context, b *ssdv1.CacheBinding, p
 			// Deleting bindings still hold their cache until the agent detaches it. The
 			// sum saturates: sizes admitted by an older controller may pass 2^63 together.
 			if p.node == "" || o.Status.NodeName == p.node {
-				load.admittedBytes, _ = addBytes(load.admittedBytes, p.cache.charge(max(o.Status.ResolvedSizeBytes, 0)))
+				load.admittedBytes, _ = addBytes(load.admittedBytes, p.weight(max(o.Status.ResolvedSizeBytes, 0)))
 			}
-		case withPending && o.DeletionTimestamp.IsZero() && compareAge(claimOf(o, 0), self) < 0:
+		case withPending && o.DeletionTimestamp.IsZero() && compareAge(claimOf(o, 0), self) < 0 && mayTarget(o, p.node):
 			c, err := r.pendingClaim(ctx, o, p.node)
 			if err != nil {
 				return nodeLoad{}, err
 			}
 			if c != nil {
-				c.sizeBytes = p.cache.charge(c.sizeBytes)
+				c.sizeBytes = p.weight(c.sizeBytes)
 				load.olderPending = append(load.olderPending, *c)
 			}
 		}
 	}
 	return load, nil
+}
+
+// mayTarget tells whether the pending binding o may be for node ("" for any):
+// its ssdv1.LabelNode names the node its last reconcile resolved, which spares
+// resolving the volumes of every other node's pending bindings. Without the
+// label (never reconciled since its volume was known) it may be for any node;
+// pendingClaim resolves it.
+func mayTarget(o *ssdv1.CacheBinding, node string) bool {
+	l, set := o.Labels[ssdv1.LabelNode]
+	return node == "" || !set || l == node
 }
 
 // pendingClaim returns the claim of a pending binding on nodeName ("" for any node),

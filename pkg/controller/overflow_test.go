@@ -57,6 +57,9 @@ func newWorld(t *testing.T, capacity int64) *world {
 		WithIndex(&ssdv1.CacheBinding{}, indexPVCName, func(o client.Object) []string {
 			return []string{o.(*ssdv1.CacheBinding).Spec.PVCName}
 		}).
+		WithIndex(&ssdv1.CacheBinding{}, indexNodeName, func(o client.Object) []string {
+			return []string{o.(*ssdv1.CacheBinding).Status.NodeName}
+		}).
 		Build()
 	return &world{t: t, ctx: context.Background(), c: c, r: NewBindingReconciler(c, c, &events.FakeRecorder{}, Options{})}
 }

@@ -48,6 +48,16 @@ type Options struct {
 	// Registry gets the per-binding metrics (BindingCollector);
 	// controller-runtime's, which the manager serves, when nil.
 	Registry prometheus.Registerer
+	// Workers is how many bindings are reconciled at once; DefaultWorkers
+	// when zero.
+	Workers int
+}
+
+func (o Options) workers() int {
+	if o.Workers <= 0 {
+		return DefaultWorkers
+	}
+	return o.Workers
 }
 
 func (o Options) pendingResync() time.Duration {

@@ -29,13 +29,13 @@ func (r *BindingReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.PersistentVolume{}, handler.EnqueueRequestsFromMapFunc(r.bindingsOfVolume)).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.bindingsOfNode),
 			builder.WithPredicates(nodeCapacityChanged())).
-		Watches(&ssdv1.CacheBinding{}, handler.EnqueueRequestsFromMapFunc(r.pendingBindings),
+		Watches(&ssdv1.CacheBinding{}, handler.EnqueueRequestsFromMapFunc(r.pendingBeside),
 			builder.WithPredicates(capacityReleased())).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.bindingsOfNamespace),
 			builder.WithPredicates(namespaceLimitChanged())).
-		// One reconcile at a time: namespaceLimit counts on every earlier admission
-		// being on the API server, which two reconciles running together would break.
-		WithOptions(crcontroller.Options{MaxConcurrentReconciles: 1}).
+		// Decisions on the same node or limited namespace are serialised by the
+		// arbiter; the others run side by side.
+		WithOptions(crcontroller.Options{MaxConcurrentReconciles: r.workers}).
 		Complete(r)
 }
 
@@ -49,8 +49,13 @@ func namespaceLimitChanged() predicate.Predicate {
 		CreateFunc: func(event.CreateEvent) bool { return false },
 		DeleteFunc: func(event.DeleteEvent) bool { return false },
 		UpdateFunc: func(e event.UpdateEvent) bool {
-			return e.ObjectOld.GetAnnotations()[ssdv1.AnnotationNamespaceCacheLimit] !=
-				e.ObjectNew.GetAnnotations()[ssdv1.AnnotationNamespaceCacheLimit]
+			o, n := e.ObjectOld.GetAnnotations(), e.ObjectNew.GetAnnotations()
+			for _, l := range namespaceLimits() {
+				if o[l.annotation] != n[l.annotation] {
+					return true
+				}
+			}
+			return false
 		},
 		GenericFunc: func(event.GenericEvent) bool { return false },
 	}
@@ -74,6 +79,28 @@ func (r *BindingReconciler) bindingsOfNode(ctx context.Context, o client.Object)
 	return append(r.requests(ctx, client.MatchingFields{indexNodeName: o.GetName()}), r.pendingBindings(ctx, o)...)
 }
 
+// pendingBeside wakes the pending bindings whose admission a change of binding o
+// may allow: those labelled with a node o was admitted to or is labelled with,
+// and those of its namespace when the namespace has a limit. Waking every pending
+// binding of the cluster on each admission made a burst quadratic.
+func (r *BindingReconciler) pendingBeside(ctx context.Context, o client.Object) []reconcile.Request {
+	b, ok := o.(*ssdv1.CacheBinding)
+	if !ok {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i, node := range []string{b.Status.NodeName, b.Labels[ssdv1.LabelNode]} {
+		if node != "" && (i == 0 || node != b.Status.NodeName) {
+			reqs = append(reqs, r.requests(ctx, client.MatchingFields{indexNodeName: ""}, client.MatchingLabels{ssdv1.LabelNode: node})...)
+		}
+	}
+	ns := &corev1.Namespace{}
+	if err := r.client.Get(ctx, client.ObjectKey{Name: b.Namespace}, ns); err == nil && limited(ns) {
+		reqs = append(reqs, r.requests(ctx, client.InNamespace(b.Namespace), client.MatchingFields{indexNodeName: ""})...)
+	}
+	return reqs
+}
+
 // pendingBindings wakes every binding not admitted yet.
 func (r *BindingReconciler) pendingBindings(ctx context.Context, _ client.Object) []reconcile.Request {
 	return r.requests(ctx, client.MatchingFields{indexNodeName: ""})
@@ -81,7 +108,7 @@ func (r *BindingReconciler) pendingBindings(ctx context.Context, _ client.Object
 
 func (r *BindingReconciler) requests(ctx context.Context, opts ...client.ListOption) []reconcile.Request {
 	list := &ssdv1.CacheBindingList{}
-	if err := r.client.List(ctx, list, opts...); err != nil {
+	if err := r.client.List(ctx, list, append(opts, client.UnsafeDisableDeepCopy)...); err != nil {
 		klog.FromContext(ctx).Error(err, "Listing CacheBindings to requeue failed")
 		return nil
 	}

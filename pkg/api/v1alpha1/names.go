@@ -60,6 +60,21 @@ const (
 	// tenant's quota is on what it asks for, whatever the extent size of the nodes
 	// its volumes land on, and the nodes' pools are kept from overcommit by admission.
 	AnnotationNamespaceCacheLimit = "ssdcache.io/cache-bytes-limit"
+	// AnnotationNamespaceBindingLimit, set on a Namespace by an operator, caps
+	// how many of the namespace's CacheBindings may be admitted at once (a whole
+	// number such as 50); a binding beyond it stays Pending with
+	// NamespaceBindingLimit. Each admitted binding is a cache its node's agent
+	// works on and watches; the number of CacheBinding objects a namespace may
+	// create at all is capped by a ResourceQuota on count/cachebindings.ssdcache.io.
+	AnnotationNamespaceBindingLimit = "ssdcache.io/cache-bindings-limit"
+
+	// LabelNode, set by the controller on a CacheBinding once it knows the node
+	// holding the binding's volume, names that node. Each node agent watches
+	// only the bindings carrying its node's name, so that its memory does not
+	// grow with the cluster's bindings. It is a selector, not an authority:
+	// the agent acts on status.nodeName alone, and the controller puts the
+	// label back when a user changes it.
+	LabelNode = "ssdcache.io/node"
 
 	// AgentLeasePrefix starts the name of the coordination.k8s.io Lease each node
 	// agent renews in its namespace (see AgentLeaseName).
@@ -121,6 +136,8 @@ const (
 	ReasonDuplicateBinding     = "DuplicateBinding"
 	// ReasonNamespaceCacheLimit: the namespace's cache limit would be exceeded.
 	ReasonNamespaceCacheLimit = "NamespaceCacheLimit"
+	// ReasonNamespaceBindingLimit: the namespace's limit on admitted bindings would be exceeded.
+	ReasonNamespaceBindingLimit = "NamespaceBindingLimit"
 	// ReasonDeviceClassUnavailable: the volume's node has no cache pool of spec.deviceClass.
 	ReasonDeviceClassUnavailable = "DeviceClassUnavailable"
 	// ReasonAdmitted is the reason of Pending=False once a node was chosen.
