@@ -118,7 +118,8 @@ func newManager(o options) (ctrl.Manager, error) {
 	}
 	return ctrl.NewManager(restCfg, ctrl.Options{Scheme: scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"}, // served by metricsEndpoint with the CSI series
-		HealthProbeBindAddress: o.probeAddr})
+		HealthProbeBindAddress: o.probeAddr,
+		Cache:                  agent.CacheOptions(o.nodeName)})
 }
 
 func runManager(ctx context.Context, o options, mgr ctrl.Manager, n *node, cfg agent.Config, metrics *metricsEndpoint) error {

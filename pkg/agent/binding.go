@@ -43,6 +43,7 @@ const (
 // BindingReconciler applies the CacheBindings admitted to this node.
 type BindingReconciler struct {
 	client          client.Client
+	apiReader       client.Reader // uncached: a cache's owner, before detaching it
 	recorder        events.EventRecorder
 	engine          *cache.Engine
 	locks           *cache.VolumeLocks
@@ -66,6 +67,12 @@ type BindingOptions struct {
 	// CacheLost (Monitor.CacheLost) is told about a cache that a preload
 	// swapped out and could not load back; nil: only the error says so.
 	CacheLost func(volumeID, why string)
+	// APIReader reads a cache's owning binding from the API server before the
+	// cache is detached as unclaimed: the client's cache holds only the
+	// bindings labelled with this node (CacheOptions), and one admitted by an
+	// older controller, or whose label a user removed, is not among them.
+	// Nil reads through the client.
+	APIReader client.Reader
 }
 
 // NewBindingReconciler returns the reconciler of node nodeName.
@@ -84,6 +91,10 @@ func NewBindingReconciler(c client.Client, rec events.EventRecorder, e *cache.En
 	}
 	if r.cacheLost == nil {
 		r.cacheLost = func(string, string) {}
+	}
+	r.apiReader = o.APIReader
+	if r.apiReader == nil {
+		r.apiReader = c
 	}
 	return r
 }

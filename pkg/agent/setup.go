@@ -5,9 +5,11 @@ import (
 	"context"
 	"time"
 
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -84,7 +86,7 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 		}
 	}
 	r := NewBindingReconciler(mgr.GetClient(), mgr.GetEventRecorder(EventSource), cfg.Engine, cfg.Locks, samples, cfg.NodeName,
-		BindingOptions{FiguresInterval: cfg.FiguresInterval, Metrics: cfg.Metrics, CacheLost: monitor.CacheLost})
+		BindingOptions{FiguresInterval: cfg.FiguresInterval, Metrics: cfg.Metrics, CacheLost: monitor.CacheLost, APIReader: mgr.GetAPIReader()})
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("cachebinding-agent").
 		For(&ssdv1.CacheBinding{}, builder.WithPredicates(onNode(cfg.NodeName), relevantChange())).
@@ -110,6 +112,21 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 	}
 	return mgr.Add(NewCapacityReporter(mgr.GetAPIReader(), mgr.GetClient(), cfg.Pools, cfg.NodeName, cfg.CacheClass,
 		cfg.Engine.BlockSectors(), cfg.CapacityInterval))
+}
+
+// CacheOptions is what the node's manager caches: of the CacheBindings, only
+// those the controller labelled with this node (ssdv1.LabelNode), so that an
+// agent's memory and its sweeps grow with its own node's bindings, not the
+// cluster's; and no object's managedFields, which nothing here reads.
+// Claims stay cluster-wide: the resizer must see a claim of this node's
+// volumes grow, and a claim names no node a selector could match.
+func CacheOptions(nodeName string) crcache.Options {
+	return crcache.Options{
+		DefaultTransform: crcache.TransformStripManagedFields(),
+		ByObject: map[client.Object]crcache.ByObject{
+			&ssdv1.CacheBinding{}: {Label: labels.SelectorFromSet(labels.Set{ssdv1.LabelNode: nodeName})},
+		},
+	}
 }
 
 // onNode keeps the bindings admitted to this node, and those that just
@@ -145,7 +162,7 @@ func relevantChange() predicate.Predicate {
 // bindingsOfVolume maps a volume event to the bindings admitted here that name the volume.
 func (r *BindingReconciler) bindingsOfVolume(ctx context.Context, volumeID string) []reconcile.Request {
 	var list ssdv1.CacheBindingList
-	if err := r.client.List(ctx, &list); err != nil {
+	if err := r.client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
 	var reqs []reconcile.Request

@@ -8,7 +8,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ssdv1 "github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
 	"github.com/ssdcache/ssdcache/pkg/cache"
@@ -34,19 +36,25 @@ func (r *BindingReconciler) DetachUnclaimed(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// One read of the bindings for the whole sweep, not one per volume.
+	claimed, err := r.claimedVolumes(ctx)
+	if err != nil {
+		return err // unknown: keep every cache
+	}
 	var errs []error
 	for _, v := range vols {
-		if claimed, err := r.claimed(ctx, v.ID); claimed || err != nil {
-			errs = append(errs, err)
-			continue
+		if !claimed.Has(v.ID) {
+			errs = append(errs, r.detachIfUnclaimed(ctx, v.ID, withLVs[v.ID]))
 		}
-		errs = append(errs, r.detachIfUnclaimed(ctx, v.ID, withLVs[v.ID]))
 	}
 	return errors.Join(errs...)
 }
 
 // detachIfUnclaimed checks again holding the volume's lock: a binding the
-// reconciler admitted and attached meanwhile is in the cache by then.
+// reconciler admitted and attached meanwhile is in the cache by then. The
+// binding the cache was made for is last read from the API server itself,
+// which also sees a binding admitted here that is not labelled with this node
+// (yet): the client's cache does not hold it.
 func (r *BindingReconciler) detachIfUnclaimed(ctx context.Context, vol string, hasLVs bool) error {
 	if !r.locks.TryAcquire(vol) {
 		return nil
@@ -55,48 +63,66 @@ func (r *BindingReconciler) detachIfUnclaimed(ctx context.Context, vol string, h
 	if cached, err := r.engine.IsCached(ctx, vol); err != nil || (!cached && !hasLVs) {
 		return err
 	}
-	if claimed, err := r.claimed(ctx, vol); claimed || err != nil {
+	if claimed, err := r.claimedVolumes(ctx); claimed.Has(vol) || err != nil {
 		return err
 	}
 	st, err := r.engine.Inspect(ctx, vol)
 	if err != nil {
 		return err
 	}
+	owner, err := r.ownerOf(ctx, st.Spec.Owner)
+	if err != nil {
+		return err // unknown: keep the cache
+	}
+	if owner != nil && owner.Status.NodeName == r.nodeName && owner.Status.VolumeHandle == vol {
+		klog.V(2).InfoS("Keeping a cache whose binding is admitted here but not labelled with this node yet",
+			"volumeID", vol, "binding", klog.KObj(owner), "label", ssdv1.LabelNode)
+		return nil
+	}
 	if err := r.engine.Detach(ctx, vol); err != nil && !errors.Is(err, cache.ErrNotStaged) {
 		return err
 	}
 	klog.InfoS("Detached a cache that no binding admitted to this node claims", "volumeID", vol, "owner", st.Spec.Owner)
-	r.tellOwner(ctx, st.Spec.Owner, vol)
+	if owner != nil {
+		r.recorder.Eventf(owner, nil, corev1.EventTypeNormal, "CacheDetached", "Detach",
+			"cache detached from volume %s: the binding is no longer admitted to node %s", vol, r.nodeName)
+	}
 	return nil
 }
 
-// claimed says whether a binding admitted to this node names vol.
-func (r *BindingReconciler) claimed(ctx context.Context, vol string) (bool, error) {
+// claimedVolumes returns the volumes the bindings admitted to this node name.
+// The list is read-only: the client's cache holds this node's bindings alone,
+// and they are not copied.
+func (r *BindingReconciler) claimedVolumes(ctx context.Context) (sets.Set[string], error) {
 	var list ssdv1.CacheBindingList
-	if err := r.client.List(ctx, &list); err != nil {
-		return true, err // unknown: keep the cache
+	if err := r.client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
 	}
-	for _, b := range list.Items {
-		if b.Status.NodeName == r.nodeName && b.Status.VolumeHandle == vol {
-			return true, nil
+	vols := sets.New[string]()
+	for i := range list.Items {
+		if b := &list.Items[i]; b.Status.NodeName == r.nodeName && b.Status.VolumeHandle != "" {
+			vols.Insert(b.Status.VolumeHandle)
 		}
 	}
-	return false, nil
+	return vols, nil
 }
 
-// tellOwner puts an Event on the binding an unclaimed cache was made for,
-// if it still exists (same UID).
-func (r *BindingReconciler) tellOwner(ctx context.Context, owner, vol string) {
+// ownerOf reads from the API server the binding a cache was made for (its
+// owner, "namespace/name/uid"); nil when it no longer exists, has another
+// UID, or the owner is not a binding's.
+func (r *BindingReconciler) ownerOf(ctx context.Context, owner string) (*ssdv1.CacheBinding, error) {
 	parts := strings.Split(owner, "/")
 	if len(parts) != 3 {
-		return
+		return nil, nil
 	}
 	b := &ssdv1.CacheBinding{}
-	if err := r.client.Get(ctx, types.NamespacedName{Namespace: parts[0], Name: parts[1]}, b); err != nil || string(b.UID) != parts[2] {
-		return
+	if err := r.apiReader.Get(ctx, types.NamespacedName{Namespace: parts[0], Name: parts[1]}, b); err != nil {
+		return nil, client.IgnoreNotFound(err)
 	}
-	r.recorder.Eventf(b, nil, corev1.EventTypeNormal, "CacheDetached", "Detach",
-		"cache detached from volume %s: the binding is no longer admitted to node %s", vol, r.nodeName)
+	if string(b.UID) != parts[2] {
+		return nil, nil
+	}
+	return b, nil
 }
 
 // unclaimedSweep runs DetachUnclaimed once the API cache has synced, then
