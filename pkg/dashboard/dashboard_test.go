@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -16,13 +17,26 @@ import (
 
 var start = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 
-// scrapeLog is a minute of scrapes every 2 s of one volume reading 3 hits
-// and 1 miss per second, and of NodeStageVolume calls of 0.05 s, once a second.
+// scrapeLog is a minute of scrapes every 2 s of node-a's plugin: one volume
+// reading 3 hits and 1 miss per second, NodeStageVolume calls of 0.05 s,
+// once a second, and the node's pools; and, as a scrape of the controller
+// adds them, three CacheBindings, two Attached and one Pending.
 func scrapeLog() string {
 	var b strings.Builder
 	for s := 0; s <= 60; s += 2 {
 		fmt.Fprintf(&b, "%s%d\n", scrapelog.Marker, start.Add(time.Duration(s)*time.Second).UnixMilli())
-		vol := `namespace="team-a",persistentvolumeclaim="data",volume="pvc-a"`
+		fmt.Fprintf(&b, "# TYPE ssdcache_cache_pool_up gauge\nssdcache_cache_pool_up{node=\"node-a\"} 1\n")
+		fmt.Fprintf(&b, "ssdcache_node_pool_ready{node=\"node-a\",pool=\"origin\"} 1\nssdcache_node_pool_ready{node=\"node-a\",pool=\"cache\"} 1\n")
+		for _, pool := range []string{`class="",node="node-a",pool="origin",vg="ssdcache-hdd"} 4e+12 3e+12`, `class="nvme",node="node-a",pool="cache",vg="ssdcache-ssd"} 1e+12 5e+11`} {
+			l, v, _ := strings.Cut(pool, "} ")
+			size, free, _ := strings.Cut(v, " ")
+			fmt.Fprintf(&b, "ssdcache_pool_size_bytes{%s} %s\nssdcache_pool_free_bytes{%s} %s\n", l, size, l, free)
+		}
+		for _, bd := range []string{`cachebinding="a",phase="Attached",reason="Attached"} 1`, `cachebinding="b",phase="Attached",reason="Attached"} 1`,
+			`cachebinding="c",phase="Pending",reason="InsufficientCache"} 0`} {
+			fmt.Fprintf(&b, "ssdcache_cachebinding_cache_attached{namespace=\"team-a\",node=\"node-a\",%s\n", bd)
+		}
+		vol := `namespace="team-a",node="node-a",persistentvolumeclaim="data",volume="pvc-a"`
 		fmt.Fprintf(&b, "# TYPE ssdcache_cache_read_hits_total counter\nssdcache_cache_read_hits_total{%s} %d\n", vol, 3*s)
 		fmt.Fprintf(&b, "# TYPE ssdcache_cache_read_misses_total counter\nssdcache_cache_read_misses_total{%s} %d\n", vol, s)
 		fmt.Fprintf(&b, "# TYPE ssdcache_cache_used_blocks gauge\nssdcache_cache_used_blocks{%s} 512\n", vol)
@@ -90,6 +104,22 @@ func TestRenderDrawsTheChartsDashboard(t *testing.T) {
 		pts := s.Lines[0].Points
 		if got := pts[len(pts)-1].F; math.Abs(got-w.value) > 0.001 {
 			t.Errorf("panel %q: last value %g, want %g", title, got, w.value)
+		}
+	}
+	for title, want := range map[string]map[string]float64{
+		"Pool capacity by node": {"node-a origin ssdcache-hdd size": 4e12, "node-a origin ssdcache-hdd free": 3e12,
+			"node-a cache ssdcache-ssd size": 1e12, "node-a cache ssdcache-ssd free": 5e11},
+		"CacheBindings by phase": {"Attached": 2, "Pending": 1},
+		// A node with a cache pool configured (pool="cache").
+		"Cache health": {"pool up node-a": 1},
+	} {
+		s := shownPanel(t, shown, title)
+		got := map[string]float64{}
+		for _, l := range s.Lines {
+			got[l.Legend] = l.Points[len(l.Points)-1].F
+		}
+		if len(s.Errors) > 0 || !maps.Equal(got, want) {
+			t.Errorf("panel %q: last values %v (errors %v), want %v", title, got, s.Errors, want)
 		}
 	}
 	if s := shownPanel(t, shown, "CSI calls per second (external-provisioner)"); len(s.Lines) != 0 || len(s.Errors) != 0 {
