@@ -3,7 +3,9 @@
 SHELL := /usr/bin/env bash
 GO ?= go
 CACHE_DIR ?= $(HOME)/.cache/ssdcache
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# One version for binaries, image tag and chart: git describe made semantic
+# (v0.2.0 -> 0.2.0, a bare hash abc1234 -> 0.0.0-gabc1234); see hack/version.sh.
+VERSION ?= $(shell hack/version.sh)
 IMAGE ?= ssdcache/ssdcache:$(VERSION)
 export CACHE_DIR
 
@@ -74,11 +76,16 @@ stress:
 bench-api:
 	SSDCACHE_API_SCALE=1 hack/test-api.sh -run '^TestScaleAdmission$$' -v -timeout 30m
 
-## release: binaries, image (OCI archive), chart, CRDs and SHA256SUMS of one VERSION (x.y.z) into _output/release/
+## release: binaries (amd64, arm64), image (OCI archive, amd64), chart, Helm repository index.yaml, CRDs and SHA256SUMS of one VERSION into _output/release/; with OCI_REGISTRY=host/path also pushes chart and image there (hack/release.sh)
 release:
 	hack/release.sh "$(VERSION)" _output/release
 
-## image: the container image, where a container engine exists
+## image: the container image tagged $(VERSION), the chart's appVersion in a release of the same VERSION: docker build where docker runs, else the OCI archive hack/release.sh builds (no container engine), into _output/image/
 image:
-	@command -v docker >/dev/null && docker info >/dev/null 2>&1 || { echo "make image needs a running container engine (docker)"; exit 1; }
-	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
+	@if command -v docker >/dev/null && docker info >/dev/null 2>&1; then \
+		docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) . ; \
+	else \
+		mkdir -p _output/image && \
+		$(GO) run ./test/e2e/images/cmd/mkimages -out _output/image -repo . -project docker.io/$(IMAGE) -version $(VERSION) ; \
+	fi
+	@echo "image $(IMAGE): install a chart of another version with --set image.tag=$(VERSION)"
