@@ -52,87 +52,100 @@ func (c ControlDevice) Ioctl(cmd uintptr, buf []byte) error {
 	return nil
 }
 
-// The kernel's struct dm_ioctl (include/uapi/linux/dm-ioctl.h, interface
-// version 4): field offsets, commands and flags used here.
+// The kernel's struct dm_ioctl and struct dm_target_spec (include/uapi/
+// linux/dm-ioctl.h, interface version 4) as golang.org/x/sys/unix declares
+// them (DmIoctl, DmTargetSpec), with its commands and flags: the offsets of
+// the fields used here, for reading and writing them in a byte buffer that
+// carries the data after the struct.
 const (
-	ioctlHeaderSize = 312
+	ioctlHeaderSize = unix.SizeofDmIoctl
 	// offData is offsetof(struct dm_ioctl, data): the data_size the kernel
 	// leaves in an answer that carries no data, such as the table of a
 	// device that has none live yet (between its creation and first resume).
-	offData        = 305
-	offDataSize    = 12
-	offDataStart   = 16
-	offTargetCount = 20
-	offOpenCount   = 24
-	offFlags       = 28
-	offDev         = 40
-	offName        = 48
-	nameLen        = 128
+	offData        = int(unsafe.Offsetof(unix.DmIoctl{}.Data))
+	offDataSize    = int(unsafe.Offsetof(unix.DmIoctl{}.Data_size))
+	offDataStart   = int(unsafe.Offsetof(unix.DmIoctl{}.Data_start))
+	offTargetCount = int(unsafe.Offsetof(unix.DmIoctl{}.Target_count))
+	offOpenCount   = int(unsafe.Offsetof(unix.DmIoctl{}.Open_count))
+	offFlags       = int(unsafe.Offsetof(unix.DmIoctl{}.Flags))
+	offDev         = int(unsafe.Offsetof(unix.DmIoctl{}.Dev))
+	offName        = int(unsafe.Offsetof(unix.DmIoctl{}.Name))
+	nameLen        = unix.DM_NAME_LEN
 
-	cmdListDevices = 2
-	cmdDevSuspend  = 6
-	cmdDevStatus   = 7
-	cmdTableLoad   = 9
-	cmdTableStatus = 12
-	cmdTargetMsg   = 14
+	cmdListDevices = unix.DM_LIST_DEVICES
+	cmdDevSuspend  = unix.DM_DEV_SUSPEND
+	cmdDevStatus   = unix.DM_DEV_STATUS
+	cmdTableLoad   = unix.DM_TABLE_LOAD
+	cmdTableStatus = unix.DM_TABLE_STATUS
+	cmdTargetMsg   = unix.DM_TARGET_MSG
 
-	flagSuspend          = 1 << 1
-	flagStatusTable      = 1 << 4
-	flagInactivePresent  = 1 << 6
-	flagBufferFull       = 1 << 8
-	flagSkipLockfs       = 1 << 10
-	flagNoFlush          = 1 << 11
-	flagDataOut          = 1 << 16
-	targetSpecHeaderSize = 40 // struct dm_target_spec, before its parameter string
+	flagSuspend         = unix.DM_SUSPEND_FLAG
+	flagStatusTable     = unix.DM_STATUS_TABLE_FLAG
+	flagInactivePresent = unix.DM_INACTIVE_PRESENT_FLAG
+	flagBufferFull      = unix.DM_BUFFER_FULL_FLAG
+	flagSkipLockfs      = unix.DM_SKIP_LOCKFS_FLAG
+	flagNoFlush         = unix.DM_NOFLUSH_FLAG
+	flagDataOut         = unix.DM_DATA_OUT_FLAG
+
+	// targetSpecHeaderSize is struct dm_target_spec, before its parameter string.
+	targetSpecHeaderSize = unix.SizeofDmTargetSpec
+	offSpecLength        = int(unsafe.Offsetof(unix.DmTargetSpec{}.Length))
+	offSpecNext          = int(unsafe.Offsetof(unix.DmTargetSpec{}.Next))
+	offSpecType          = int(unsafe.Offsetof(unix.DmTargetSpec{}.Target_type))
+	typeLen              = unix.DM_MAX_TYPE_NAME
+	// msgHeaderSize is struct dm_target_msg, before its text.
+	msgHeaderSize = int(unsafe.Sizeof(unix.DmTargetMsg{}))
+
+	// struct dm_name_list, which x/sys/unix does not declare: dev (u64),
+	// next (u32), then the name.
+	offNameListNext = 8
+	offNameListName = 12
 
 	firstBufferSize = 16 << 10
 	maxBufferSize   = 16 << 20
 )
 
-// ioctlCmd is _IOWR(DM_IOCTL, nr, struct dm_ioctl).
-func ioctlCmd(nr uintptr) uintptr { return 3<<30 | ioctlHeaderSize<<16 | 0xfd<<8 | nr }
-
 // kernelIoctls answers the reads of Interface, and makes its table loads,
 // suspends and resumes, with ioctls.
 type kernelIoctls struct{ ctl Control }
 
-// call runs command nr on device name ("" for none) with flags, growing the
-// buffer while the kernel says its answer did not fit.
-func (k kernelIoctls) call(nr uintptr, name string, flags uint32) (dmReply, error) {
-	return k.callWith(nr, name, flags, nil, 0)
+// call runs command cmd (unix.DM_*) on device name ("" for none) with
+// flags, growing the buffer while the kernel says its answer did not fit.
+func (k kernelIoctls) call(cmd uintptr, name string, flags uint32) (dmReply, error) {
+	return k.callWith(cmd, name, flags, nil, 0)
 }
 
 // callWith is call with payload (a struct the command reads, or targets
 // target specs) at data_start.
-func (k kernelIoctls) callWith(nr uintptr, name string, flags uint32, payload []byte, targets uint32) (dmReply, error) {
+func (k kernelIoctls) callWith(cmd uintptr, name string, flags uint32, payload []byte, targets uint32) (dmReply, error) {
 	if len(name) >= nameLen {
 		return nil, fmt.Errorf("device-mapper name %q: longer than %d bytes", name, nameLen-1)
 	}
 	if ioctlHeaderSize+len(payload) > maxBufferSize {
-		return nil, fmt.Errorf("device-mapper ioctl %d on %q: %d bytes of payload exceed %d", nr, name, len(payload), maxBufferSize-ioctlHeaderSize)
+		return nil, fmt.Errorf("device-mapper ioctl %#x on %q: %d bytes of payload exceed %d", cmd, name, len(payload), maxBufferSize-ioctlHeaderSize)
 	}
 	first := max(firstBufferSize, align8(ioctlHeaderSize+len(payload)))
 	for size := first; ; size = min(size*2, maxBufferSize) {
 		buf := make([]byte, size)
 		ne := binary.NativeEndian
-		ne.PutUint32(buf[0:], 4) // interface version 4.0.0: any 4.x kernel answers
+		ne.PutUint32(buf[0:], unix.DM_VERSION_MAJOR) // version 4.0.0: any 4.x kernel answers
 		ne.PutUint32(buf[offDataSize:], uint32(size))
 		ne.PutUint32(buf[offDataStart:], ioctlHeaderSize)
 		ne.PutUint32(buf[offFlags:], flags)
 		ne.PutUint32(buf[offTargetCount:], targets)
 		copy(buf[offName:], name)
 		copy(buf[ioctlHeaderSize:], payload)
-		if err := k.ctl.Ioctl(ioctlCmd(nr), buf); err != nil {
+		if err := k.ctl.Ioctl(cmd, buf); err != nil {
 			if errors.Is(err, unix.ENXIO) {
 				return nil, fmt.Errorf("device-mapper device %s: %w", name, ErrNotFound)
 			}
-			return nil, fmt.Errorf("device-mapper ioctl %d on %q: %w", nr, name, err)
+			return nil, fmt.Errorf("device-mapper ioctl %#x on %q: %w", cmd, name, err)
 		}
 		if reply := dmReply(buf); reply.flags()&flagBufferFull == 0 {
 			return reply, nil
 		}
 		if size == maxBufferSize {
-			return nil, fmt.Errorf("device-mapper ioctl %d on %q: the answer exceeds %d bytes", nr, name, maxBufferSize)
+			return nil, fmt.Errorf("device-mapper ioctl %#x on %q: the answer exceeds %d bytes", cmd, name, maxBufferSize)
 		}
 	}
 }
@@ -169,15 +182,15 @@ func (k kernelIoctls) suspendWith(ctx context.Context, name string, flags uint32
 // length, status, next, target type) followed by its parameter string.
 func (k kernelIoctls) load(ctx context.Context, name string, t Table) error {
 	typ, params := t.Target.Type(), t.Target.Params()
-	if len(typ) >= 16 {
-		return fmt.Errorf("device-mapper target type %q: longer than 15 bytes", typ)
+	if len(typ) >= typeLen {
+		return fmt.Errorf("device-mapper target type %q: longer than %d bytes", typ, typeLen-1)
 	}
 	spec := make([]byte, align8(targetSpecHeaderSize+len(params)+1))
 	ne := binary.NativeEndian
-	ne.PutUint64(spec[0:], 0)
-	ne.PutUint64(spec[8:], t.Length)
-	ne.PutUint32(spec[20:], uint32(len(spec)))
-	copy(spec[24:40], typ)
+	// sector_start and status stay 0.
+	ne.PutUint64(spec[offSpecLength:], t.Length)
+	ne.PutUint32(spec[offSpecNext:], uint32(len(spec)))
+	copy(spec[offSpecType:offSpecType+typeLen], typ)
 	copy(spec[targetSpecHeaderSize:], params)
 	return interruptible(ctx, func() error {
 		_, err := k.callWith(cmdTableLoad, name, 0, spec, 1)
@@ -269,8 +282,8 @@ func signalUntil(done <-chan struct{}, pid, tid int) {
 // answer where the message was, as libdevmapper lays it out; an answer that
 // did not fit is asked again with a larger buffer.
 func (k kernelIoctls) message(name, msg string) (string, error) {
-	payload := make([]byte, 8+len(msg)+1) // sector 0, the text, its NUL
-	copy(payload[8:], msg)
+	payload := make([]byte, msgHeaderSize+len(msg)+1) // sector 0, the text, its NUL
+	copy(payload[msgHeaderSize:], msg)
 	reply, err := k.callWith(cmdTargetMsg, name, 0, payload, 0)
 	if err != nil {
 		return "", err
@@ -326,16 +339,16 @@ func (k kernelIoctls) names() ([]string, error) {
 		return nil, err
 	}
 	data, err := reply.data()
-	if err != nil || len(data) < 12 || binary.NativeEndian.Uint64(data) == 0 {
+	if err != nil || len(data) < offNameListName || binary.NativeEndian.Uint64(data) == 0 {
 		return nil, err // a zero dev in the first record: no devices
 	}
 	var names []string
 	for off := 0; ; {
-		if off+12 > len(data) {
+		if off+offNameListName > len(data) {
 			return nil, fmt.Errorf("device-mapper device list: record at %d past its %d bytes", off, len(data))
 		}
-		names = append(names, cString(data[off+12:]))
-		next := int(binary.NativeEndian.Uint32(data[off+8:]))
+		names = append(names, cString(data[off+offNameListName:]))
+		next := int(binary.NativeEndian.Uint32(data[off+offNameListNext:]))
 		if next == 0 {
 			return names, nil
 		}
@@ -392,10 +405,10 @@ func (k kernelIoctls) lines(name string, table bool) ([]string, error) {
 			return nil, fmt.Errorf("device-mapper table of %s: target %d at %d past its %d bytes", name, i, off, len(data))
 		}
 		spec := data[off:]
-		start, length := binary.NativeEndian.Uint64(spec[0:]), binary.NativeEndian.Uint64(spec[8:])
-		line := fmt.Sprintf("%d %d %s %s", start, length, cString(spec[24:40]), cString(spec[targetSpecHeaderSize:]))
+		start, length := binary.NativeEndian.Uint64(spec[0:]), binary.NativeEndian.Uint64(spec[offSpecLength:])
+		line := fmt.Sprintf("%d %d %s %s", start, length, cString(spec[offSpecType:offSpecType+typeLen]), cString(spec[targetSpecHeaderSize:]))
 		lines = append(lines, strings.TrimRight(line, " "))
-		off = int(binary.NativeEndian.Uint32(spec[20:])) // from the start of the data
+		off = int(binary.NativeEndian.Uint32(spec[offSpecNext:])) // from the start of the data
 	}
 	return lines, nil
 }

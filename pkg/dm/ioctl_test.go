@@ -18,12 +18,28 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The command numbers of include/uapi/linux/dm-ioctl.h, as strace shows them.
-func TestIoctlCommandsAreTheKernels(t *testing.T) {
-	for nr, want := range map[uintptr]uintptr{cmdListDevices: 0xc138fd02, cmdDevSuspend: 0xc138fd06, cmdDevStatus: 0xc138fd07,
-		cmdTableLoad: 0xc138fd09, cmdTableStatus: 0xc138fd0c, cmdTargetMsg: 0xc138fd0e} {
-		if got := ioctlCmd(nr); got != want {
-			t.Errorf("ioctl %d = %#x, want %#x", nr, got, want)
+// The fields named here are the ones of include/uapi/linux/dm-ioctl.h at
+// the kernel's offsets (pahole's), and the commands its numbers (strace's):
+// a constant taken from the wrong x/sys/unix field or command fails here.
+func TestIoctlLayoutIsTheKernels(t *testing.T) {
+	for name, c := range map[string]struct{ got, want int }{
+		"sizeof(struct dm_ioctl)": {ioctlHeaderSize, 312}, "data_size": {offDataSize, 12}, "data_start": {offDataStart, 16},
+		"target_count": {offTargetCount, 20}, "open_count": {offOpenCount, 24}, "flags": {offFlags, 28}, "dev": {offDev, 40},
+		"name": {offName, 48}, "data": {offData, 305}, "DM_NAME_LEN": {nameLen, 128},
+		"sizeof(struct dm_target_spec)": {targetSpecHeaderSize, 40}, "length": {offSpecLength, 8}, "next": {offSpecNext, 20},
+		"target_type": {offSpecType, 24}, "DM_MAX_TYPE_NAME": {typeLen, 16}, "sizeof(struct dm_target_msg)": {msgHeaderSize, 8},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %d, want %d", name, c.got, c.want)
+		}
+	}
+	for name, c := range map[string]struct{ got, want uintptr }{
+		"DM_LIST_DEVICES": {cmdListDevices, 0xc138fd02}, "DM_DEV_SUSPEND": {cmdDevSuspend, 0xc138fd06},
+		"DM_DEV_STATUS": {cmdDevStatus, 0xc138fd07}, "DM_TABLE_LOAD": {cmdTableLoad, 0xc138fd09},
+		"DM_TABLE_STATUS": {cmdTableStatus, 0xc138fd0c}, "DM_TARGET_MSG": {cmdTargetMsg, 0xc138fd0e},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %#x, want %#x", name, c.got, c.want)
 		}
 	}
 }
@@ -69,7 +85,7 @@ func (k *fakeKernel) Ioctl(cmd uintptr, buf []byte) error {
 	name := cString(buf[offName : offName+nameLen])
 	out, room := buf[start:size], size-start
 	full := func() error { ne.PutUint32(buf[offFlags:], flags|flagBufferFull); return nil }
-	if cmd&0xff == cmdListDevices {
+	if cmd == cmdListDevices {
 		names := make([]string, 0, len(k.devices))
 		for n := range k.devices {
 			names = append(names, n)
@@ -106,11 +122,11 @@ func (k *fakeKernel) Ioctl(cmd uintptr, buf []byte) error {
 		flags |= flagInactivePresent
 	}
 	ne.PutUint32(buf[offFlags:], flags)
-	if nr := cmd & 0xff; (nr == cmdDevSuspend || nr == cmdTableLoad) && k.interrupted > 0 {
+	if (cmd == cmdDevSuspend || cmd == cmdTableLoad) && k.interrupted > 0 {
 		k.interrupted--
 		return unix.EINTR
 	}
-	switch cmd & 0xff {
+	switch cmd {
 	case cmdTargetMsg:
 		return k.message(buf, name, start, size, flags)
 	case cmdTableLoad:
@@ -120,7 +136,7 @@ func (k *fakeKernel) Ioctl(cmd uintptr, buf []byte) error {
 		k.suspendOrResume(name, asked&flagSuspend != 0)
 		return nil
 	}
-	if cmd&0xff != cmdTableStatus {
+	if cmd != cmdTableStatus {
 		return nil
 	}
 	lines := d.status
@@ -128,7 +144,7 @@ func (k *fakeKernel) Ioctl(cmd uintptr, buf []byte) error {
 		lines = d.table
 	}
 	if lines == nil { // no live table: the kernel writes no data
-		ne.PutUint32(buf[offDataSize:], offData)
+		ne.PutUint32(buf[offDataSize:], uint32(offData))
 		return nil
 	}
 	off := 0
