@@ -232,15 +232,19 @@ func ReadIOStats(sysRoot string, num dm.DevNum) (IOStats, error) {
 // sysBlockName is device num's path under /sys/block, which the
 // blockdevice reader takes: its kernel name for a disk or a dm device, and
 // <disk>/<partition> for a partition, which /sys/block lists under its disk.
+// /sys/dev/block/M:m links to .../block/<disk> or .../block/<disk>/<partition>;
+// one readlink tells which (the monitor reads every volume's devices every
+// second, so no walk of the path).
 func sysBlockName(sysRoot string, num dm.DevNum) (string, error) {
-	dir, err := filepath.EvalSymlinks(filepath.Join(sysRoot, "dev", "block", num.String()))
+	target, err := os.Readlink(filepath.Join(sysRoot, "dev", "block", num.String()))
 	if err != nil {
 		return "", fmt.Errorf("device %s in sysfs: %w", num, err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "partition")); err == nil {
-		return filepath.Join(filepath.Base(filepath.Dir(dir)), filepath.Base(dir)), nil
+	name, parent := filepath.Base(target), filepath.Dir(target)
+	if filepath.Base(parent) == "block" {
+		return name, nil
 	}
-	return filepath.Base(dir), nil
+	return filepath.Join(filepath.Base(parent), name), nil
 }
 
 // fromProcfs converts the blockdevice reader's counters: sectors are
