@@ -91,6 +91,7 @@ func run(f flags) error {
 		LeaderElectionNamespace: f.leaderElectionNamespace,
 		// Step down at once on SIGTERM so that a rolling update does not wait out the lease.
 		LeaderElectionReleaseOnCancel: true,
+		Cache:                         controller.CacheOptions(),
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
