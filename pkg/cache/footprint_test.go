@@ -7,8 +7,9 @@ import (
 	"github.com/ssdcache/ssdcache/pkg/cachesize"
 )
 
-// Admission charges each cache cachesize.Footprint of its node's pool; that
-// must be what the engine's two LVs take of the pool, whatever the size: a
+// Admission charges each cache cachesize.Footprint of its node's pool: what
+// the engine's two LVs take of the pool (cachesize.AttachedBytes) and room
+// for a promotion's second metadata LV. The attached part must be exact, whatever the size: a
 // 16 MiB cache takes 24 MiB of 4 MiB extents, a size that is not whole
 // extents is rounded up, and a cache of more than a million blocks gets
 // larger blocks and so less metadata. (The fake LVM rounds sizes up to
@@ -22,9 +23,9 @@ func TestCacheLVsTakeTheirFootprint(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := cachesize.Footprint(size, vg.ExtentSize, w.engine.BlockSectors())
+		want := cachesize.AttachedBytes(size, vg.ExtentSize, w.engine.BlockSectors())
 		if used := vg.Size - vg.Free; used != want {
-			t.Errorf("a cache of %d bytes: its LVs take %d bytes of the pool, Footprint says %d", size, used, want)
+			t.Errorf("a cache of %d bytes: its LVs take %d bytes of the pool, AttachedBytes says %d", size, used, want)
 		}
 	}
 }

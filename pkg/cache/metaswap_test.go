@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ssdcache/ssdcache/pkg/cachesize"
 	"github.com/ssdcache/ssdcache/pkg/dm"
 	"github.com/ssdcache/ssdcache/pkg/lvm"
 )
@@ -62,6 +63,27 @@ func TestPromotionWithoutRoomForSecondMetadataSwapsTheCacheOut(t *testing.T) {
 	}
 	if got := w.liveMeta(t).Mappings; len(got) != 2 {
 		t.Fatalf("mappings %v, want the two promoted", got)
+	}
+}
+
+// Admission charges a cache its footprint (cachesize.Footprint), which
+// holds room for the second metadata LV: a pool with no more free than
+// that beyond the attached cache's two LVs still takes the swap, and the
+// promotion never swaps the cache out.
+func TestPromotionSwapsMetadataWithinTheCachesFootprint(t *testing.T) {
+	w := promotingWorld(t)
+	w.stage(t, warmCache(gib))
+	w.used(t)
+	vg, err := w.lvm.GetVG(context.Background(), "ssdcache-nvme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spare := cachesize.Footprint(gib, vg.ExtentSize, w.engine.BlockSectors()) - cachesize.AttachedBytes(gib, vg.ExtentSize, w.engine.BlockSectors())
+	if _, err := w.lvm.CreateLV(context.Background(), vg.Name, "filler", vg.Free-spare, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := promoteOrder(t, w, 5, 6); got != "serving" {
+		t.Fatalf("promotion with the footprint's %d spare bytes free: %s, want serving throughout", spare, got)
 	}
 }
 

@@ -69,21 +69,39 @@ func MetadataBytesFor(dataBytes, blockSectors uint64) uint64 {
 	return min(max(size, MinMetadataBytes), MaxMetadataBytes)
 }
 
-// Footprint is the bytes of a cache pool that a cache of dataBytes takes once
-// lvcreate has allocated its two LVs: the data LV of dataBytes and the
-// metadata LV (for blocks of minBlockSectors, a valid block size, doubled as
-// BlockSectorsFor does), each rounded up to whole extents of extentBytes.
-// Admission charges this, not dataBytes, against the pool's size: a 16 MiB
-// cache takes 24 MiB of a pool of 4 MiB extents, so a pool filled with small
-// caches charged their data alone would fail the later ones at lvcreate.
+// Footprint is the bytes of a cache pool that a cache of dataBytes may take:
+// the two LVs lvcreate allocates when it is attached (AttachedBytes), and a
+// second metadata LV of the same size, which a promotion into the serving
+// cache writes beside the live one before it swaps them (pkg/cache's
+// metadata swap). Admission charges this, not dataBytes, against the pool's
+// size: a 16 MiB cache takes 24 MiB of a pool of 4 MiB extents once
+// attached and 32 MiB during a promotion, so a pool filled with small caches
+// charged their data alone would fail the later ones at lvcreate, and their
+// promotions would find no room for the second metadata LV.
 // It saturates at math.MaxUint64 instead of wrapping.
 func Footprint(dataBytes, extentBytes, minBlockSectors uint64) uint64 {
-	meta := MetadataBytesFor(dataBytes, BlockSectorsFor(dataBytes, minBlockSectors))
-	sum, carry := bits.Add64(roundUp(dataBytes, extentBytes), roundUp(meta, extentBytes), 0)
+	sum, carry := bits.Add64(AttachedBytes(dataBytes, extentBytes, minBlockSectors), metadataLVBytes(dataBytes, extentBytes, minBlockSectors), 0)
 	if carry != 0 {
 		return math.MaxUint64
 	}
 	return sum
+}
+
+// AttachedBytes is what lvcreate allocates for an attached cache of
+// dataBytes: the data LV of dataBytes and the metadata LV (for blocks of
+// minBlockSectors, a valid block size, doubled as BlockSectorsFor does),
+// each rounded up to whole extents of extentBytes. It saturates at
+// math.MaxUint64 instead of wrapping.
+func AttachedBytes(dataBytes, extentBytes, minBlockSectors uint64) uint64 {
+	sum, carry := bits.Add64(roundUp(dataBytes, extentBytes), metadataLVBytes(dataBytes, extentBytes, minBlockSectors), 0)
+	if carry != 0 {
+		return math.MaxUint64
+	}
+	return sum
+}
+
+func metadataLVBytes(dataBytes, extentBytes, minBlockSectors uint64) uint64 {
+	return roundUp(MetadataBytesFor(dataBytes, BlockSectorsFor(dataBytes, minBlockSectors)), extentBytes)
 }
 
 // MaxDataBytes is the largest cache whose Footprint fits in poolBytes (0

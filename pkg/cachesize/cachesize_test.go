@@ -78,45 +78,49 @@ func TestValidateBlockSectors(t *testing.T) {
 	}
 }
 
-// What lvcreate allocates for the two LVs of a cache: each rounded up to
-// whole extents. The metadata LV of even the smallest cache is 4 MiB and a
-// few bytes, so two extents of 4 MiB.
+// What lvcreate allocates for the two LVs of an attached cache: each
+// rounded up to whole extents. The metadata LV of even the smallest cache
+// is 4 MiB and a few bytes, so two extents of 4 MiB. The footprint adds a
+// second metadata LV, which a promotion writes beside the live one.
 func TestFootprint(t *testing.T) {
 	const mi = 1 << 20
 	cases := []struct {
-		name                      string
-		data, extent, block, want uint64
+		name                                string
+		data, extent, block, attached, want uint64
 	}{
-		{"smallest cache", 16 * mi, 4 * mi, DefaultBlockSectors, 16*mi + 8*mi},
-		{"1 GiB", 1 << 30, 4 * mi, DefaultBlockSectors, 1<<30 + 8*mi},
-		{"data not a whole extent", 10*mi + 1, 4 * mi, DefaultBlockSectors, 12*mi + 8*mi},
-		{"large extents", 16 * mi, 32 * mi, DefaultBlockSectors, 64 * mi},
+		{"smallest cache", 16 * mi, 4 * mi, DefaultBlockSectors, 16*mi + 8*mi, 16*mi + 16*mi},
+		{"1 GiB", 1 << 30, 4 * mi, DefaultBlockSectors, 1<<30 + 8*mi, 1<<30 + 16*mi},
+		{"data not a whole extent", 10*mi + 1, 4 * mi, DefaultBlockSectors, 12*mi + 8*mi, 12*mi + 16*mi},
+		{"large extents", 16 * mi, 32 * mi, DefaultBlockSectors, 64 * mi, 96 * mi},
 		// 240 GiB from 64 KiB blocks doubles twice, to 983,040 blocks of 256 KiB:
 		// 4 MiB + 43,253,760 bytes of metadata, 12 extents.
-		{"doubled blocks", 240 << 30, 4 * mi, 128, 240<<30 + 48*mi},
-		{"no extent size: the bytes asked for", 16 * mi, 0, DefaultBlockSectors, 16*mi + 4*mi + 3072},
-		{"saturates", math.MaxUint64 - 1, 4 * mi, DefaultBlockSectors, math.MaxUint64},
+		{"doubled blocks", 240 << 30, 4 * mi, 128, 240<<30 + 48*mi, 240<<30 + 96*mi},
+		{"no extent size: the bytes asked for", 16 * mi, 0, DefaultBlockSectors, 16*mi + 4*mi + 3072, 16*mi + 8*mi + 6144},
+		{"saturates", math.MaxUint64 - 1, 4 * mi, DefaultBlockSectors, math.MaxUint64, math.MaxUint64},
 	}
 	for _, c := range cases {
+		if got := AttachedBytes(c.data, c.extent, c.block); got != c.attached {
+			t.Errorf("%s: AttachedBytes(%d, %d, %d) = %d, want %d", c.name, c.data, c.extent, c.block, got, c.attached)
+		}
 		if got := Footprint(c.data, c.extent, c.block); got != c.want {
 			t.Errorf("%s: Footprint(%d, %d, %d) = %d, want %d", c.name, c.data, c.extent, c.block, got, c.want)
 		}
 	}
 }
 
-// The largest cache a pool takes leaves room for its metadata LV, in whole
-// extents; it is what the controller tells a binding too large for its node.
+// The largest cache a pool takes leaves room for its two metadata LVs, in
+// whole extents; it is what the controller tells a binding too large for its node.
 func TestMaxDataBytes(t *testing.T) {
 	const mi = 1 << 20
 	cases := []struct {
 		name                      string
 		pool, extent, block, want uint64
 	}{
-		{"1 GiB of 4 MiB extents", 1 << 30, 4 * mi, DefaultBlockSectors, 1<<30 - 8*mi},
-		{"no room for the metadata", 4 * mi, 4 * mi, DefaultBlockSectors, 0},
-		{"one extent of data", 12 * mi, 4 * mi, DefaultBlockSectors, 4 * mi},
+		{"1 GiB of 4 MiB extents", 1 << 30, 4 * mi, DefaultBlockSectors, 1<<30 - 16*mi},
+		{"no room for the metadata", 8 * mi, 4 * mi, DefaultBlockSectors, 0},
+		{"one extent of data", 20 * mi, 4 * mi, DefaultBlockSectors, 4 * mi},
 		{"empty pool", 0, 4 * mi, DefaultBlockSectors, 0},
-		{"huge pool", math.MaxInt64, 4 * mi, DefaultBlockSectors, math.MaxInt64 + 1 - 16<<30 - 4*mi},
+		{"huge pool", math.MaxInt64, 4 * mi, DefaultBlockSectors, math.MaxInt64 + 1 - 32<<30 - 4*mi},
 	}
 	for _, c := range cases {
 		got := MaxDataBytes(c.pool, c.extent, c.block)

@@ -24,9 +24,10 @@ type nodeCache struct {
 }
 
 // charge is what a cache of size bytes takes of the node's capacity: its data
-// and metadata LVs in whole extents. Charged its size alone, a node filled with
-// small caches was overcommitted (a 16 MiB cache takes 24 MiB of 4 MiB extents),
-// and the later ones failed at lvcreate on the node. The zero nodeCache charges
+// and metadata LVs in whole extents, and the second metadata LV a promotion
+// writes beside the live one. Charged its size alone, a node filled with
+// small caches was overcommitted (a 16 MiB cache takes 32 MiB of 4 MiB
+// extents), and the later ones failed at lvcreate on the node. The zero nodeCache charges
 // the size, which is also what a namespace's limit counts.
 func (n nodeCache) charge(size int64) int64 {
 	if n.blockSectors == 0 || size <= 0 {
@@ -48,7 +49,7 @@ func (n nodeCache) explain(size int64) string {
 	if n.blockSectors == 0 {
 		return ""
 	}
-	return fmt.Sprintf(" (%d bytes of data and a metadata LV, in whole extents of %d bytes)", size, n.extentBytes)
+	return fmt.Sprintf(" (%d bytes of data and two metadata LVs, one for promotions, in whole extents of %d bytes)", size, n.extentBytes)
 }
 
 // parseNodeCache reads the cache pool annotations of node; a node without

@@ -90,10 +90,11 @@ func (w *world) smallBindings(count int) []string {
 	return names
 }
 
-// The overcommit: a 16Mi cache takes 24 MiB of the pool (its metadata LV is
-// 4 MiB and 2,816 bytes, two extents), so 1 GiB holds 42 of them. Charged their
-// 16 MiB against the capacity the node reported, all 60 were admitted, 1,440 MiB
-// of LVs for a 1,024 MiB pool, and the last 18 failed at lvcreate on the node.
+// The overcommit: a 16Mi cache takes 32 MiB of the pool (its metadata LV is
+// 4 MiB and 2,816 bytes, two extents, and a promotion writes a second one beside
+// it), so 1 GiB holds 32 of them. Charged their 16 MiB against the capacity the
+// node reported, all 60 were admitted, 1,440 MiB of LVs once attached for a
+// 1,024 MiB pool, and the last 18 failed at lvcreate on the node.
 // Reconciled youngest first, the older pending bindings are charged the same.
 func TestSmallCachesDoNotOvercommitThePool(t *testing.T) {
 	w := newPoolWorld(t)
@@ -102,16 +103,16 @@ func TestSmallCachesDoNotOvercommitThePool(t *testing.T) {
 		w.reconcile(names[i])
 	}
 	for i, name := range names {
-		if i < 42 {
+		if i < 32 {
 			w.wantAdmitted(name, 16*mi)
 		} else {
 			w.wantPending(name, ssdv1.ReasonInsufficientCache,
-				"needs 25165824 bytes of cache (16777216 bytes of data and a metadata LV, in whole extents of 4194304 bytes)",
-				"which has 16777216 of 1073741824 bytes free")
+				"needs 33554432 bytes of cache (16777216 bytes of data and two metadata LVs, one for promotions, in whole extents of 4194304 bytes)",
+				"which has 0 of 1073741824 bytes free")
 		}
 	}
-	if n := w.checkWithinPool(); n != 42 {
-		t.Errorf("%d caches admitted, want the 42 that fit", n)
+	if n := w.checkWithinPool(); n != 32 {
+		t.Errorf("%d caches admitted, want the 32 that fit", n)
 	}
 }
 
@@ -126,9 +127,9 @@ func TestOlderAgentIsChargedTheSize(t *testing.T) {
 }
 
 // A resize is charged like an admission: the grown cache's LVs must fit beside the
-// others', whose metadata LVs count too. 20 caches of 16Mi take 480 MiB; the 21st
-// can grow to 536Mi (544 MiB with its metadata LV: the pool is full) and not to 540Mi,
-// which the sizes alone (860 MiB of 1,003) let through.
+// others', whose metadata LVs count too. 20 caches of 16Mi take 640 MiB; the 21st
+// can grow to 368Mi (384 MiB with its two metadata LVs: the pool is full) and not to
+// 372Mi, which the sizes alone (692 MiB of 1,003) let through.
 func TestResizeIsChargedTheFootprint(t *testing.T) {
 	w := newPoolWorld(t)
 	names := w.smallBindings(21)
@@ -136,36 +137,36 @@ func TestResizeIsChargedTheFootprint(t *testing.T) {
 		w.wantAdmitted(name, 16*mi)
 	}
 	last := names[len(names)-1]
-	w.setSize(last, "540Mi")
+	w.setSize(last, "372Mi")
 	b := w.wantAdmitted(last, 16*mi)
-	for _, part := range []string{"cannot grow the cache to 566231040 bytes: it needs 574619648 bytes",
-		"node n1 has 545259520 of 1073741824 bytes free"} {
+	for _, part := range []string{"cannot grow the cache to 390070272 bytes: it needs 406847488 bytes",
+		"node n1 has 369098752 of 1073741824 bytes free"} {
 		if msg := pendingMessage(b); !strings.Contains(msg, part) {
 			t.Errorf("grown past the pool: message %q does not say %q", msg, part)
 		}
 	}
-	w.setSize(last, "536Mi")
-	w.wantAdmitted(last, 536*mi)
+	w.setSize(last, "368Mi")
+	w.wantAdmitted(last, 368*mi)
 	w.checkWithinPool()
 }
 
 // A cache that no empty node could take is told the largest one that it could:
-// the pool less the metadata LV of that cache, in whole extents.
+// the pool less the two metadata LVs of that cache, in whole extents.
 func TestNeverFitsNamesTheLargestCacheThePoolTakes(t *testing.T) {
 	w := newPoolWorld(t)
 	w.volume("big", "2Gi")
 	w.binding("big", "1Gi", 0, nil)
-	w.wantPending("big", ssdv1.ReasonInsufficientCache, "needs 1082130432 bytes of cache (1073741824 bytes of data",
-		"can never be admitted", "at most 1065353216 bytes")
-	w.setSize("big", "1065353216")
-	w.wantAdmitted("big", 1065353216)
+	w.wantPending("big", ssdv1.ReasonInsufficientCache, "needs 1090519040 bytes of cache (1073741824 bytes of data",
+		"can never be admitted", "at most 1056964608 bytes")
+	w.setSize("big", "1056964608")
+	w.wantAdmitted("big", 1056964608)
 	w.checkWithinPool()
 }
 
 // The namespace limit is a tenant's quota on the cache sizes it asks for: it counts
 // what the bindings resolve to, not the metadata LVs and extents of the nodes their
 // volumes landed on (the nodes' pools are kept from overcommit by their own charge).
-// 4 caches of 16Mi fill a 64Mi limit, although their LVs take 96 MiB.
+// 4 caches of 16Mi fill a 64Mi limit, although their LVs take 128 MiB.
 func TestNamespaceLimitCountsTheCacheSizes(t *testing.T) {
 	w := newPoolWorld(t)
 	w.limitNamespace("64Mi")

@@ -11,14 +11,15 @@ import (
 )
 
 // TestAdmissionChargesThePoolFootprint: a node that reports its cache pool is
-// charged, for each cache, what LVM allocates: its data LV and its metadata LV in
-// whole extents. A 96 MiB pool of 4 MiB extents holds four 16Mi caches (24 MiB
-// each), not the five that their sizes against the older capacity annotation (the
-// pool less 2 %) let in; a pool reported larger admits the fifth.
+// charged, for each cache, what LVM allocates: its data LV, its metadata LV and the
+// second metadata LV a promotion writes, in whole extents. A 128 MiB pool of 4 MiB
+// extents holds four 16Mi caches (32 MiB each), not the five that their sizes
+// against the older capacity annotation (the pool less 2 %) let in; a pool
+// reported larger admits the fifth.
 func TestAdmissionChargesThePoolFootprint(t *testing.T) {
 	ctx, c := needAPIServer(t)
 	ns := newNamespace(t, ctx, c)
-	const pool = 96 << 20
+	const pool = 128 << 20
 	node := createNode(t, ctx, c, strconv.Itoa(pool/100*98))
 	for k, v := range map[string]string{
 		ssdv1.AnnotationCachePoolBytes:   strconv.Itoa(pool),
@@ -37,9 +38,9 @@ func TestAdmissionChargesThePoolFootprint(t *testing.T) {
 		waitAdmitted(t, c, ns, fmt.Sprintf("b%d", i), node, 16<<20)
 	}
 	waitPending(t, c, ns, "b4", ssdv1.ReasonInsufficientCache, fmt.Sprintf(
-		"needs 25165824 bytes of cache (16777216 bytes of data and a metadata LV, in whole extents of 4194304 bytes) on node %s, "+
-			"which has 0 of 100663296 bytes free", node))
+		"needs 33554432 bytes of cache (16777216 bytes of data and two metadata LVs, one for promotions, in whole extents of 4194304 bytes) on node %s, "+
+			"which has 0 of 134217728 bytes free", node))
 
-	setAnnotation(t, ctx, c, &corev1.Node{}, node, ssdv1.AnnotationCachePoolBytes, strconv.Itoa(pool+24<<20))
+	setAnnotation(t, ctx, c, &corev1.Node{}, node, ssdv1.AnnotationCachePoolBytes, strconv.Itoa(pool+32<<20))
 	waitAdmitted(t, c, ns, "b4", node, 16<<20)
 }

@@ -10,8 +10,9 @@ import (
 )
 
 // TestCacheLVsTakeTheirFootprint: admission charges each cache
-// cachesize.Footprint of its node's pool; that must be what lvcreate really
-// allocates for the cache's two LVs. The smallest cache (its metadata LV is
+// cachesize.Footprint of its node's pool, whose attached part
+// (cachesize.AttachedBytes) must be what lvcreate really allocates for the
+// cache's two LVs. The smallest cache (its metadata LV is
 // 4 MiB and a few bytes, two extents), one of a size that is not whole
 // extents, and a larger one each take exactly their footprint of the pool.
 func TestCacheLVsTakeTheirFootprint(t *testing.T) {
@@ -25,9 +26,9 @@ func TestCacheLVsTakeTheirFootprint(t *testing.T) {
 			t.Fatal(err)
 		}
 		used, _ := vgUsed(t)
-		want := cachesize.Footprint(size, extent, engine.BlockSectors())
+		want := cachesize.AttachedBytes(size, extent, engine.BlockSectors())
 		if used-before != want {
-			t.Errorf("a cache of %d bytes: its LVs take %d bytes of %s (lvs: %s), Footprint says %d",
+			t.Errorf("a cache of %d bytes: its LVs take %d bytes of %s (lvs: %s), AttachedBytes says %d",
 				size, used-before, cacheVG, sh(t, "lvs --noheadings --units b -o lv_name,lv_size %s", cacheVG), want)
 		}
 		t.Logf("a cache of %d bytes takes %d bytes of %d-byte extents", size, used-before, extent)
