@@ -72,9 +72,9 @@ STRESS_ROUNDS ?= 10
 stress:
 	SSDCACHE_STRESS_ROUNDS=$(STRESS_ROUNDS) hack/test-kernel.sh -run '^TestStress$$' -timeout 150m
 
-## bench-api: 1,000 CacheBindings over 100 nodes on a real API server: admission latency and steady-state status writes
+## bench-api: on a real API server, 1,000 CacheBindings over 100 nodes (admission latency, steady-state status writes), then 10,000 (the controller's and one node plugin's memory)
 bench-api:
-	SSDCACHE_API_SCALE=1 hack/test-api.sh -run '^TestScaleAdmission$$' -v -timeout 30m
+	SSDCACHE_API_SCALE=1 hack/test-api.sh -run '^(TestScaleAdmission|TestMemoryAtScale)$$' -v -timeout 40m
 
 ## release: binaries (amd64, arm64), image (OCI archive, amd64), chart, Helm repository index.yaml, CRDs and SHA256SUMS of one VERSION into _output/release/; with OCI_REGISTRY=host/path also pushes chart and image there (hack/release.sh)
 release:
