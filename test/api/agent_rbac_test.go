@@ -43,7 +43,9 @@ func TestAgentUnderItsRBAC(t *testing.T) {
 	cfg := user.Config()
 
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: c.Scheme(),
-		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		// As ssdcache-node: the agent sees only the bindings labelled with its node.
+		Cache: agent.CacheOptions(node)})
 	if err != nil {
 		t.Fatal(err)
 	}

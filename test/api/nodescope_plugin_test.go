@@ -164,7 +164,9 @@ func startAgent(t *testing.T, ctx context.Context, s *nodeScope, node string, dr
 	// Another test of the process runs an agent too: its controllers' names repeat.
 	mgr, err := ctrl.NewManager(s.config(node), ctrl.Options{Scheme: shared.client.Scheme(),
 		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)}})
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		// As ssdcache-node: the agent sees only the bindings labelled with its node.
+		Cache: agent.CacheOptions(node)})
 	if err != nil {
 		t.Fatal(err)
 	}
