@@ -159,7 +159,7 @@ func parseGoTest(out string) []goTestResult {
 // Which guest tests each boot runs: TestKernel's default, TestStress's and
 // TestPowerLoss's two boots; the rest run only when named.
 const (
-	kernelGuestRun = "^Test(KernelReadsMatchDmsetup|RealSanity|OnlineCacheOpsUnderIO|PausedUnderConcurrentWrites|ExpandCachedXFS|Safety.*|AdoptedDiskIsTaken|WarmRestage|WarmUpUnderWrites|PromotionUnderWrites|FilledCacheHandedOverToSmq|PreloadNamedFiles|NodeReadyAfterDiskAppears|MissedReadsAreTheBlocksTheCacheSentToTheOrigin|PromotionOfAVolumeWithAPartialLastBlock|UnstageAfterAKillBetweenSuspendAndResume|CacheLVsTakeTheirFootprint)$"
+	kernelGuestRun = "^Test(KernelReadsMatchDmsetup|RealSanity|OnlineCacheOpsUnderIO|PausedUnderConcurrentWrites|ExpandCachedXFS|Safety.*|AdoptedDiskIsTaken|WarmRestage|WarmUpUnderWrites|PromotionUnderWrites|FilledCacheHandedOverToSmq|PreloadNamedFiles|NodeReadyAfterDiskAppears|MissedReadsAreTheBlocksTheCacheSentToTheOrigin|PromotionOfAVolumeWithAPartialLastBlock|UnstageAfterAKillBetweenSuspendAndResume|CacheLVsTakeTheirFootprint|HungSSDHoldsUpNoOtherVolume)$"
 	stressGuestRun = "^TestStressParallelVolumes$"
 	powerLossWrite = "^TestPowerLossWrite$"
 	powerLossCheck = "^TestPowerLossVerify$"
@@ -174,7 +174,11 @@ func TestKernel(t *testing.T) {
 	if only := os.Getenv("SSDCACHE_GUEST_RUN"); only != "" {
 		run = only // to work on one guest test
 	}
-	runGuest(t, v, deadline, run)
+	var env []string
+	if rounds := os.Getenv("SSDCACHE_HUNG_ROUNDS"); rounds != "" {
+		env = append(env, "SSDCACHE_HUNG_ROUNDS="+rounds) // repeats TestHungSSDHoldsUpNoOtherVolume
+	}
+	runGuest(t, v, deadline, run, env...)
 }
 
 // TestStress runs the guest's TestStressParallelVolumes for make stress, which

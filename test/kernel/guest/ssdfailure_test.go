@@ -51,26 +51,7 @@ func TestSafetyRule4_SSDFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(time.Second)
-	var broken time.Time
-	// The cache's LVs by name: a promotion may have moved its metadata to
-	// the other metadata LV (<id>.cache-meta2).
-	var lvs []string
-	for _, name := range strings.Fields(sh(t, "lvs --noheadings -o lv_name %s", cacheVG)) {
-		if strings.HasPrefix(name, v.id+".cache-") {
-			lvs = append(lvs, name)
-		}
-	}
-	if len(lvs) != 2 {
-		t.Fatalf("cache LVs of %s: %v, want a data and a metadata LV", v.id, lvs)
-	}
-	for _, lv := range lvs {
-		name := lvDMName(cacheVG, lv)
-		size := sh(t, "blockdev --getsz /dev/mapper/%s", name)
-		sh(t, "dmsetup suspend %s && dmsetup load %s --table '0 %s error' && dmsetup resume %s", name, name, size, name)
-		if broken.IsZero() {
-			broken = time.Now() // reads that hit the cache fail from here on
-		}
-	}
+	broken := breakCache(t, v.id) // reads that hit the cache fail from here on
 	dropped := waitLinear(t, p, v.id)
 	if err := waitChild(reader); err != nil {
 		t.Fatalf("reader: %v %s", err, out)
