@@ -44,6 +44,12 @@ const (
 // cache holds its own node's bindings and nothing else, and takes less than
 // the cluster-wide one. Run it with `make bench-api`; set
 // SSDCACHE_COMPARE_TREE to another checkout to measure its controller too.
+//
+// Measured on 2026-12-05 (2 cores, load average about 20): the controller
+// 148 MiB of heap in use and 228 MiB RSS (the controller before issue 37
+// point 5, caching whole bindings: 284 and 378 MiB); one node plugin's
+// cache 15.6 MiB of heap with its 100 bindings, against 86.9 MiB caching all
+// 10,000 (both with the 10,000 PVCs, which the resizer still watches).
 func TestMemoryAtScale(t *testing.T) {
 	if os.Getenv("SSDCACHE_API_SCALE") == "" {
 		t.Skip("a benchmark: set SSDCACHE_API_SCALE=1 (make bench-api)")
