@@ -21,6 +21,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,12 +35,21 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
+	"sigs.k8s.io/yaml"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
 
 const repoRoot = "../.."
 
-// binaries are the three commands, released as <name>-<version>-linux-amd64.
+// binaries are the three commands, released as <name>-<version>-linux-<arch>.
 var binaries = []string{"ssdcache-node", "ssdcache-controller", "ssdcache-bench"}
+
+// arches are the architectures the binaries are released for; the image is
+// amd64 only (hack/release.sh says why).
+var arches = []string{"amd64", "arm64"}
 
 // imageRepo is the chart's default image.repository; the image archive is
 // named for it so that `ctr images import` gives the name the chart pulls.
@@ -79,6 +90,27 @@ func TestReleaseRefusesBadVersions(t *testing.T) {
 	}
 }
 
+// TestReleaseNeedsItsChangelog: a release (not a prerelease) without its
+// section in CHANGELOG.md is refused before anything is built; the
+// changelog's own versions are accepted.
+func TestReleaseNeedsItsChangelog(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	stderr, err := releaseScript(t, "9.9.9", out)
+	if want := `CHANGELOG.md has no section "## [9.9.9]"`; err == nil || !strings.Contains(stderr, want) {
+		t.Errorf("hack/release.sh 9.9.9: err %v, stderr %q; want %q", err, stderr, want)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("%s was created (%v) before the refusal", out, err)
+	}
+	changelog, err := os.ReadFile(filepath.Join(repoRoot, "CHANGELOG.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(changelog), "\n## [0.1.0]\n") {
+		t.Errorf("CHANGELOG.md has no section for 0.1.0, the chart's version, which the README releases")
+	}
+}
+
 // A relative OUT_DIR is the caller's, not the repository's: the refusal
 // names the directory the caller meant.
 func TestReleaseKeepsADirectoryThatIsNoRelease(t *testing.T) {
@@ -101,13 +133,26 @@ func TestReleaseKeepsADirectoryThatIsNoRelease(t *testing.T) {
 }
 
 // TestReleaseArtifactsCarryOneVersion releases "v0.0.1-rc.1", which must
-// come out as 0.0.1-rc.1 everywhere (the leading v is dropped).
+// come out as 0.0.1-rc.1 everywhere (the leading v is dropped), into a Helm
+// repository merged with a former release's index, and pushes chart and
+// image to a registry (go-containerregistry's, in process).
 func TestReleaseArtifactsCarryOneVersion(t *testing.T) {
 	if testing.Short() || os.Getenv("SSDCACHE_RELEASE") != "1" {
 		t.Skip("builds the binaries and the image; set SSDCACHE_RELEASE=1 (make test-release)")
 	}
 	const version = "0.0.1-rc.1"
 	out := filepath.Join(t.TempDir(), "release")
+	former := filepath.Join(t.TempDir(), "index.yaml")
+	if err := os.WriteFile(former, []byte(formerIndex), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reg := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	defer reg.Close()
+	ociRegistry := strings.TrimPrefix(reg.URL, "http://") + "/ssdcache"
+	t.Setenv("HELM_REPO_URL", repoURL)
+	t.Setenv("HELM_REPO_INDEX", former)
+	t.Setenv("OCI_REGISTRY", ociRegistry)
+	t.Setenv("OCI_PLAIN_HTTP", "1")
 	if stderr, err := releaseScript(t, "v"+version, out); err != nil {
 		t.Fatalf("hack/release.sh: %v\n%s", err, stderr)
 	}
@@ -115,31 +160,123 @@ func TestReleaseArtifactsCarryOneVersion(t *testing.T) {
 	checkFileSet(t, out, a)
 	checkSums(t, out)
 	for _, b := range binaries {
-		checkBinary(t, filepath.Join(out, a.binaries[b]), b, version)
+		for _, arch := range arches {
+			checkBinary(t, filepath.Join(out, a.binaries[b+"/"+arch]), b, arch, version)
+		}
 	}
 	ch := checkChart(t, filepath.Join(out, a.chart), version)
+	checkIndex(t, filepath.Join(out, a.index), filepath.Join(out, a.chart), version)
 	checkCRDs(t, filepath.Join(out, a.crds), ch)
-	checkImage(t, filepath.Join(out, a.image), version, out, a)
+	digest := checkImage(t, filepath.Join(out, a.image), version, out, a)
+	checkPushed(t, ociRegistry, version, digest, fileSHA256(t, filepath.Join(out, a.chart)))
+}
+
+// repoURL is where the test's Helm repository says it is served.
+const repoURL = "https://charts.example.com/ssdcache"
+
+// formerIndex is the repository's index before the release: one former
+// version, which the release keeps.
+const formerIndex = `apiVersion: v1
+entries:
+  ssdcache:
+  - apiVersion: v2
+    appVersion: 0.0.0-old
+    created: "2026-01-01T00:00:00Z"
+    digest: 0000000000000000000000000000000000000000000000000000000000000000
+    name: ssdcache
+    urls:
+    - https://charts.example.com/ssdcache/ssdcache-0.0.0-old.tgz
+    version: 0.0.0-old
+generated: "2026-01-01T00:00:00Z"
+`
+
+// checkIndex wants index.yaml to be a Helm repository holding the released
+// chart (its digest, the repository's URL) beside the former release.
+func checkIndex(t *testing.T, path, chartPath, version string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The fields of Helm's repo.IndexFile that `helm repo add` and `helm
+	// install` read.
+	var index struct {
+		APIVersion string `json:"apiVersion"`
+		Entries    map[string][]struct {
+			Name, Version, AppVersion, Digest string
+			URLs                              []string `json:"urls"`
+		} `json:"entries"`
+	}
+	if err := yaml.Unmarshal(data, &index); err != nil || index.APIVersion != "v1" {
+		t.Fatalf("%s: %v, apiVersion %q; want a Helm repository index (v1)", path, err, index.APIVersion)
+	}
+	versions := map[string]bool{}
+	wantURL := repoURL + "/ssdcache-" + version + ".tgz"
+	found := false
+	for _, cv := range index.Entries["ssdcache"] {
+		versions[cv.Version] = true
+		if cv.Version != version {
+			continue
+		}
+		found = true
+		if cv.Name != "ssdcache" || cv.AppVersion != version || len(cv.URLs) != 1 || cv.URLs[0] != wantURL || cv.Digest != fileSHA256(t, chartPath) {
+			t.Errorf("index entry: name %s, appVersion %s, urls %q, digest %s; want ssdcache, %s, [%s], the chart's sha256", cv.Name, cv.AppVersion, cv.URLs, cv.Digest, version, wantURL)
+		}
+	}
+	if !found || !versions["0.0.0-old"] || len(index.Entries) != 1 {
+		t.Errorf("index entries %v: want ssdcache %s beside the former 0.0.0-old, nothing else", versions, version)
+	}
+}
+
+// checkPushed wants the image (by the archive's manifest digest) and the
+// chart (its layer the released .tgz) in the registry.
+func checkPushed(t *testing.T, ociRegistry, version, imageDigest, chartSHA256 string) {
+	t.Helper()
+	img, err := name.NewTag(ociRegistry+"/ssdcache:"+version, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	desc, err := remote.Head(img)
+	if err != nil || desc.Digest.String() != imageDigest {
+		t.Errorf("image %s in the registry: %v, digest %v; want the archive's %s", img, err, desc, imageDigest)
+	}
+	chartRef, err := name.NewTag(ociRegistry+"/charts/ssdcache:"+version, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pushed, err := remote.Image(chartRef)
+	if err != nil {
+		t.Fatalf("chart %s in the registry: %v", chartRef, err)
+	}
+	layers, err := pushed.Layers()
+	if err != nil || len(layers) != 1 {
+		t.Fatalf("chart %s: %d layers (%v), want the .tgz", chartRef, len(layers), err)
+	}
+	if d, err := layers[0].Digest(); err != nil || d.Hex != chartSHA256 {
+		t.Errorf("chart %s holds %v, want the released .tgz (sha256:%s)", chartRef, d, chartSHA256)
+	}
 }
 
 type artifacts struct {
-	binaries                map[string]string // command -> file name
-	image, chart, crds, sum string
+	binaries                       map[string]string // command/arch -> file name
+	image, chart, index, crds, sum string
 }
 
 // artifactNames are the file names the README installs from.
 func artifactNames(v string) artifacts {
 	a := artifacts{binaries: map[string]string{}, image: "ssdcache-image-" + v + ".oci.tar",
-		chart: "ssdcache-" + v + ".tgz", crds: "ssdcache-crds-" + v + ".yaml", sum: "SHA256SUMS"}
+		chart: "ssdcache-" + v + ".tgz", index: "index.yaml", crds: "ssdcache-crds-" + v + ".yaml", sum: "SHA256SUMS"}
 	for _, b := range binaries {
-		a.binaries[b] = b + "-" + v + "-linux-amd64"
+		for _, arch := range arches {
+			a.binaries[b+"/"+arch] = b + "-" + v + "-linux-" + arch
+		}
 	}
 	return a
 }
 
 func checkFileSet(t *testing.T, dir string, a artifacts) {
 	t.Helper()
-	want := []string{a.image, a.chart, a.crds, a.sum}
+	want := []string{a.image, a.chart, a.index, a.crds, a.sum}
 	for _, f := range a.binaries {
 		want = append(want, f)
 	}
@@ -203,23 +340,29 @@ func fileSHA256(t *testing.T, path string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// checkBinary runs --version and checks the build: static (no ELF
-// interpreter), -trimpath, cgo off.
-func checkBinary(t *testing.T, path, name, version string) {
+// checkBinary checks the build: static (no ELF interpreter), -trimpath, cgo
+// off, for linux/arch, stamped with the version; an amd64 binary also prints
+// it for --version.
+func checkBinary(t *testing.T, path, name, arch, version string) {
 	t.Helper()
-	out, err := exec.Command(path, "--version").Output()
-	if err != nil {
-		t.Errorf("%s --version: %v", path, err)
-		return
-	}
-	if f := strings.Fields(string(out)); len(f) < 2 || f[0] != name || f[1] != version {
-		t.Errorf("%s --version printed %q, want %q first", path, out, name+" "+version)
+	if arch == "amd64" {
+		out, err := exec.Command(path, "--version").Output()
+		if err != nil {
+			t.Errorf("%s --version: %v", path, err)
+			return
+		}
+		if f := strings.Fields(string(out)); len(f) < 2 || f[0] != name || f[1] != version {
+			t.Errorf("%s --version printed %q, want %q first", path, out, name+" "+version)
+		}
 	}
 	ef, err := elf.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ef.Close()
+	if want := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}[arch]; ef.Machine != want {
+		t.Errorf("%s is for %s, want %s", path, ef.Machine, want)
+	}
 	for _, p := range ef.Progs {
 		if p.Type == elf.PT_INTERP {
 			t.Errorf("%s has an ELF interpreter: it is dynamically linked, want static", path)
@@ -233,8 +376,11 @@ func checkBinary(t *testing.T, path, name, version string) {
 	for _, s := range bi.Settings {
 		settings[s.Key] = s.Value
 	}
-	if settings["-trimpath"] != "true" || settings["CGO_ENABLED"] != "0" || settings["GOOS"] != "linux" || settings["GOARCH"] != "amd64" {
-		t.Errorf("%s build settings %v, want -trimpath=true CGO_ENABLED=0 GOOS=linux GOARCH=amd64", path, settings)
+	if settings["-trimpath"] != "true" || settings["CGO_ENABLED"] != "0" || settings["GOOS"] != "linux" || settings["GOARCH"] != arch {
+		t.Errorf("%s build settings %v, want -trimpath=true CGO_ENABLED=0 GOOS=linux GOARCH=%s", path, settings, arch)
+	}
+	if stamp := "pkg/version.Version=" + version; !strings.Contains(settings["-ldflags"], stamp) {
+		t.Errorf("%s -ldflags %q, want %s", path, settings["-ldflags"], stamp)
 	}
 }
 
@@ -314,7 +460,7 @@ type ociManifest struct {
 // checkImage reads the OCI archive: index.json names the image
 // docker.io/<imageRepo>:<version> with ref name <version>, and the binaries
 // inside are byte for byte the released ones.
-func checkImage(t *testing.T, path, version, dir string, a artifacts) {
+func checkImage(t *testing.T, path, version, dir string, a artifacts) (digest string) {
 	t.Helper()
 	small := smallEntries(t, path)
 	var index ociManifest
@@ -340,11 +486,12 @@ func checkImage(t *testing.T, path, version, dir string, a artifacts) {
 	// The last layer holds the binaries (test/e2e/images: Debian, then binaries).
 	inImage := binariesInLayer(t, path, blobName(m.Layers[len(m.Layers)-1].Digest))
 	for _, b := range binaries {
-		want := fileSHA256(t, filepath.Join(dir, a.binaries[b]))
+		want := fileSHA256(t, filepath.Join(dir, a.binaries[b+"/amd64"]))
 		if got, ok := inImage["usr/local/bin/"+b]; !ok || got != want {
 			t.Errorf("image's /usr/local/bin/%s has sha256 %q, want the released binary's %s", b, got, want)
 		}
 	}
+	return d.Digest
 }
 
 func blobName(digest string) string {
