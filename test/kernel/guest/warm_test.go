@@ -304,8 +304,8 @@ func TestPromotionUnderWrites(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("promotion %d, try %d, under writes: %d blocks mapped, %d kept, %d written meanwhile and left out, %d left, copied while serving: %v, in %v (%v suspended or uncached)",
-				half+1, try, res.Blocks, res.Kept, res.Dropped, len(left), res.CopiedWhileServing, res.Duration, res.Uncached)
+			t.Logf("promotion %d, try %d, under writes: %d blocks mapped, %d kept, %d written meanwhile and left out, %d left, copied while serving: %v, in %v (%v suspended, %v uncached)",
+				half+1, try, res.Blocks, res.Kept, res.Dropped, len(left), res.CopiedWhileServing, res.Duration, res.Suspended, res.Uncached)
 			if !res.CopiedWhileServing {
 				t.Fatalf("promotion %d: copied with the cache swapped out, want a copy while it served", half+1)
 			}
