@@ -51,13 +51,7 @@ func TestPromotionWithoutRoomForSecondMetadataSwapsTheCacheOut(t *testing.T) {
 	w := promotingWorld(t)
 	w.stage(t, warmCache(gib))
 	w.used(t)
-	vg, err := w.lvm.GetVG(context.Background(), "ssdcache-nvme")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.lvm.CreateLV(context.Background(), vg.Name, "filler", vg.Free-vg.ExtentSize, nil); err != nil {
-		t.Fatal(err)
-	}
+	fillCacheVG(t, w, func(vg lvm.VG) uint64 { return vg.ExtentSize })
 	if got := promoteOrder(t, w, 5, 6); got != "serving, swapped out to map" {
 		t.Fatalf("promotion without room: %s", got)
 	}
@@ -74,17 +68,26 @@ func TestPromotionSwapsMetadataWithinTheCachesFootprint(t *testing.T) {
 	w := promotingWorld(t)
 	w.stage(t, warmCache(gib))
 	w.used(t)
+	spare := fillCacheVG(t, w, func(vg lvm.VG) uint64 {
+		return cachesize.Footprint(gib, vg.ExtentSize, w.engine.BlockSectors()) - cachesize.AttachedBytes(gib, vg.ExtentSize, w.engine.BlockSectors())
+	})
+	if got := promoteOrder(t, w, 5, 6); got != "serving" {
+		t.Fatalf("promotion with the footprint's %d spare bytes free: %s, want serving throughout", spare, got)
+	}
+}
+
+// fillCacheVG fills the cache VG with an LV that leaves free(vg) bytes, and returns them.
+func fillCacheVG(t *testing.T, w *world, free func(lvm.VG) uint64) uint64 {
+	t.Helper()
 	vg, err := w.lvm.GetVG(context.Background(), "ssdcache-nvme")
 	if err != nil {
 		t.Fatal(err)
 	}
-	spare := cachesize.Footprint(gib, vg.ExtentSize, w.engine.BlockSectors()) - cachesize.AttachedBytes(gib, vg.ExtentSize, w.engine.BlockSectors())
-	if _, err := w.lvm.CreateLV(context.Background(), vg.Name, "filler", vg.Free-spare, nil); err != nil {
+	left := free(vg)
+	if _, err := w.lvm.CreateLV(context.Background(), vg.Name, "filler", vg.Free-left, nil); err != nil {
 		t.Fatal(err)
 	}
-	if got := promoteOrder(t, w, 5, 6); got != "serving" {
-		t.Fatalf("promotion with the footprint's %d spare bytes free: %s, want serving throughout", spare, got)
-	}
+	return left
 }
 
 // A second metadata LV that the live cache table does not use was left by
