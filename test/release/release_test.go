@@ -379,8 +379,10 @@ func checkBinary(t *testing.T, path, name, arch, version string) {
 	if settings["-trimpath"] != "true" || settings["CGO_ENABLED"] != "0" || settings["GOOS"] != "linux" || settings["GOARCH"] != arch {
 		t.Errorf("%s build settings %v, want -trimpath=true CGO_ENABLED=0 GOOS=linux GOARCH=%s", path, settings, arch)
 	}
-	if stamp := "pkg/version.Version=" + version; !strings.Contains(settings["-ldflags"], stamp) {
-		t.Errorf("%s -ldflags %q, want %s", path, settings["-ldflags"], stamp)
+	// -trimpath leaves -ldflags out of the build info; a binary that cannot
+	// run here (arm64) must at least hold the version it was stamped with.
+	if data, err := os.ReadFile(path); err != nil || !bytes.Contains(data, []byte(version)) {
+		t.Errorf("%s does not hold the version %s (%v)", path, version, err)
 	}
 }
 
