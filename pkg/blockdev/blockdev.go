@@ -232,19 +232,22 @@ func ReadIOStats(sysRoot string, num dm.DevNum) (IOStats, error) {
 // sysBlockName is device num's path under /sys/block, which the
 // blockdevice reader takes: its kernel name for a disk or a dm device, and
 // <disk>/<partition> for a partition, which /sys/block lists under its disk.
-// /sys/dev/block/M:m links to .../block/<disk> or .../block/<disk>/<partition>;
-// one readlink tells which (the monitor reads every volume's devices every
-// second, so no walk of the path).
+// /sys/dev/block/M:m links to the device's directory, wherever its bus puts
+// it (.../block/sda, .../nvme/nvme0/nvme0n1, .../virtual/block/dm-3), and a
+// partition's directory sits in its disk's and holds a "partition"
+// attribute: one readlink and one stat tell which (the monitor reads every
+// volume's devices every second, so no walk of the path).
 func sysBlockName(sysRoot string, num dm.DevNum) (string, error) {
-	target, err := os.Readlink(filepath.Join(sysRoot, "dev", "block", num.String()))
+	link := filepath.Join(sysRoot, "dev", "block", num.String())
+	target, err := os.Readlink(link)
 	if err != nil {
 		return "", fmt.Errorf("device %s in sysfs: %w", num, err)
 	}
-	name, parent := filepath.Base(target), filepath.Dir(target)
-	if filepath.Base(parent) == "block" {
-		return name, nil
+	name := filepath.Base(target)
+	if _, err := os.Stat(filepath.Join(link, "partition")); err == nil {
+		return filepath.Join(filepath.Base(filepath.Dir(target)), name), nil
 	}
-	return filepath.Join(filepath.Base(parent), name), nil
+	return name, nil
 }
 
 // fromProcfs converts the blockdevice reader's counters: sectors are

@@ -59,10 +59,15 @@ func FuzzParseWipefs(f *testing.F) {
 func statSysfs(t *testing.T, stats map[string]string) string {
 	t.Helper()
 	root := t.TempDir()
+	// Where the kernel puts each: a dm device under virtual/block, an NVMe
+	// namespace under its controller (no block/ in its path), a SCSI disk
+	// under its host's block/, a partition inside its disk's directory.
+	nvme := filepath.Join(root, "devices", "pci0000:00", "0000:00:04.0", "nvme", "nvme0", "nvme0n1")
 	dirs := map[string]struct{ dir, num string }{
 		"dm-3":      {filepath.Join(root, "devices", "virtual", "block", "dm-3"), "253:3"},
-		"nvme0n1":   {filepath.Join(root, "devices", "pci1", "block", "nvme0n1"), "259:0"},
-		"nvme0n1p1": {filepath.Join(root, "devices", "pci1", "block", "nvme0n1", "nvme0n1p1"), "259:1"},
+		"nvme0n1":   {nvme, "259:0"},
+		"nvme0n1p1": {filepath.Join(nvme, "nvme0n1p1"), "259:1"},
+		"sda":       {filepath.Join(root, "devices", "pci0000:00", "host0", "target0:0:0", "0:0:0:0", "block", "sda"), "8:0"},
 	}
 	for name, d := range dirs {
 		writeFile(t, filepath.Join(d.dir, "stat"), stats[name])
@@ -82,6 +87,7 @@ func TestReadIOStats(t *testing.T) {
 		// Kernels before 4.18 print the first eleven fields only.
 		"nvme0n1p1": "1 0 8 2 3 0 16 4 0 5 6\n",
 		"nvme0n1":   "1 2 3 4 5 6 7 8 9 10\n",
+		"sda":       "3 0 24 1 0 0 0 0 0 1 1\n",
 	})
 	st, err := ReadIOStats(root, dm.DevNum{Major: 253, Minor: 3})
 	if err != nil {
@@ -100,8 +106,11 @@ func TestReadIOStats(t *testing.T) {
 	if _, err := ReadIOStats(root, dm.DevNum{Major: 259, Minor: 0}); err == nil || !strings.Contains(err.Error(), "10 fields") {
 		t.Errorf("ten fields: err = %v, want a refusal naming the count", err)
 	}
-	if _, err := ReadIOStats(root, dm.DevNum{Major: 8, Minor: 0}); err == nil || !strings.Contains(err.Error(), "8:0") {
-		t.Errorf("absent device: err = %v, want an error naming 8:0", err)
+	if st, err := ReadIOStats(root, dm.DevNum{Major: 8, Minor: 0}); err != nil || st.ReadIOs != 3 {
+		t.Errorf("a SCSI disk: %+v, %v", st, err)
+	}
+	if _, err := ReadIOStats(root, dm.DevNum{Major: 8, Minor: 16}); err == nil || !strings.Contains(err.Error(), "8:16") {
+		t.Errorf("absent device: err = %v, want an error naming 8:16", err)
 	}
 	bad := statSysfs(t, map[string]string{"dm-3": "1 2 3 4 5 6 7 8 9 10 x\n"})
 	if _, err := ReadIOStats(bad, dm.DevNum{Major: 253, Minor: 3}); err == nil {
