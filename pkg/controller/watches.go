@@ -2,6 +2,8 @@ package controller
 
 import (
 	"context"
+	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -80,15 +82,18 @@ func (r *BindingReconciler) bindingsOfNode(ctx context.Context, o client.Object)
 }
 
 // pendingBeside wakes the pending bindings whose admission a change of binding o
-// may allow: those labelled with a node o was admitted to or is labelled with,
-// and those of its namespace when the namespace has a limit. Waking every pending
-// binding of the cluster on each admission made a burst quadratic.
+// may allow: the younger bindings of its PVC (they wait for it as duplicates,
+// before any node is known for them, so unlabelled), those labelled with a node o
+// was admitted to or is labelled with, and those of its namespace when the
+// namespace has a limit. Waking every pending binding of the cluster on each
+// admission made a burst quadratic.
 func (r *BindingReconciler) pendingBeside(ctx context.Context, o client.Object) []reconcile.Request {
 	b, ok := o.(*ssdv1.CacheBinding)
 	if !ok {
 		return nil
 	}
-	var reqs []reconcile.Request
+	reqs := slices.DeleteFunc(r.requests(ctx, client.InNamespace(b.Namespace), client.MatchingFields{indexPVCName: b.Spec.PVCName}),
+		func(req reconcile.Request) bool { return req.Name == b.Name })
 	for i, node := range []string{b.Status.NodeName, b.Labels[ssdv1.LabelNode]} {
 		if node != "" && (i == 0 || node != b.Status.NodeName) {
 			reqs = append(reqs, r.requests(ctx, client.MatchingFields{indexNodeName: ""}, client.MatchingLabels{ssdv1.LabelNode: node})...)
@@ -98,7 +103,8 @@ func (r *BindingReconciler) pendingBeside(ctx context.Context, o client.Object) 
 	if err := r.client.Get(ctx, client.ObjectKey{Name: b.Namespace}, ns); err == nil && limited(ns) {
 		reqs = append(reqs, r.requests(ctx, client.InNamespace(b.Namespace), client.MatchingFields{indexNodeName: ""})...)
 	}
-	return reqs
+	slices.SortFunc(reqs, func(x, y reconcile.Request) int { return strings.Compare(x.String(), y.String()) })
+	return slices.Compact(reqs)
 }
 
 // pendingBindings wakes every binding not admitted yet.
