@@ -80,11 +80,8 @@ func MetadataBytesFor(dataBytes, blockSectors uint64) uint64 {
 // promotions would find no room for the second metadata LV.
 // It saturates at math.MaxUint64 instead of wrapping.
 func Footprint(dataBytes, extentBytes, minBlockSectors uint64) uint64 {
-	sum, carry := bits.Add64(AttachedBytes(dataBytes, extentBytes, minBlockSectors), metadataLVBytes(dataBytes, extentBytes, minBlockSectors), 0)
-	if carry != 0 {
-		return math.MaxUint64
-	}
-	return sum
+	meta := metadataLVBytes(dataBytes, extentBytes, minBlockSectors)
+	return addSaturating(addSaturating(roundUp(dataBytes, extentBytes), meta), meta)
 }
 
 // AttachedBytes is what lvcreate allocates for an attached cache of
@@ -93,7 +90,12 @@ func Footprint(dataBytes, extentBytes, minBlockSectors uint64) uint64 {
 // each rounded up to whole extents of extentBytes. It saturates at
 // math.MaxUint64 instead of wrapping.
 func AttachedBytes(dataBytes, extentBytes, minBlockSectors uint64) uint64 {
-	sum, carry := bits.Add64(roundUp(dataBytes, extentBytes), metadataLVBytes(dataBytes, extentBytes, minBlockSectors), 0)
+	return addSaturating(roundUp(dataBytes, extentBytes), metadataLVBytes(dataBytes, extentBytes, minBlockSectors))
+}
+
+// addSaturating is a+b, or math.MaxUint64 where that would wrap.
+func addSaturating(a, b uint64) uint64 {
+	sum, carry := bits.Add64(a, b, 0)
 	if carry != 0 {
 		return math.MaxUint64
 	}
