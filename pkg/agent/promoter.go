@@ -169,6 +169,9 @@ func (p *Promoter) Tick(ctx context.Context) {
 			}
 		}
 	}
+	// A hand-over's result, or a batch's of a volume unstaged meanwhile, has
+	// no reads to go into: forget it, as the monitor forgets its jobs'.
+	p.jobs.forget(func(id string) bool { _, staged := states[id]; return staged })
 }
 
 // collect adds a volume's new misses to its batch and starts the batch's
