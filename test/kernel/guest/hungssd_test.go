@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+
+	"github.com/ssdcache/ssdcache/pkg/cache"
 )
 
 // hungReportBound is how long the plugin may take to report a volume whose
@@ -121,8 +123,8 @@ func hungSSDRound(t *testing.T, p *plugin, round int) {
 	p.teardown(t, other.volume)
 }
 
-// warmVolume is a published block volume with 16 MiB of known data at its
-// start, read until its cache holds some of it.
+// warmVolume is a published block volume with a 64Mi cache and 16 MiB of
+// known data at its start, read until its cache holds some of it.
 type warmVolume struct {
 	*volume
 	readRegion, sum string
@@ -141,7 +143,7 @@ func cachedAndWarm(t *testing.T, p *plugin, name string) *warmVolume {
 		sh(t, "%s >/dev/null; sleep 1", w.readRegion)
 	}
 	if cachedBlocks(t, v.id) == 0 {
-		t.Fatalf("no block of %s was cached after 12 passes", v.id)
+		t.Fatalf("no block of %s was cached after 12 passes; cannot test a failing cache: %s", v.id, sh(t, "dmsetup status %s", cache.DeviceName(v.id)))
 	}
 	return w
 }

@@ -2,7 +2,6 @@ package guest
 
 import (
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -26,19 +25,8 @@ func lvDMName(vg, lv string) string {
 func TestSafetyRule4_SSDFailure(t *testing.T) {
 	e := guestEnv(t)
 	p := startPlugin(t, e)
-	v := p.provision(t, "ssd-fail", 256<<20, cached("64Mi"), blockCapability())
-	p.stage(t, v)
-	p.publish(t, v)
-	pattern := filepath.Join(e.work, "ssd-fail.pattern")
-	sh(t, "head -c 16M /dev/urandom > %s && dd if=%s of=%s bs=1M oflag=direct conv=notrunc status=none", pattern, pattern, v.target)
-	want := strings.Fields(sh(t, "sha256sum %s", pattern))[0]
-	readRegion := fmt.Sprintf("dd if=%s iflag=direct bs=1M count=16 status=none | sha256sum", v.target)
-	for i := 0; i < 12 && cachedBlocks(t, v.id) == 0; i++ {
-		sh(t, "%s >/dev/null; sleep 1", readRegion)
-	}
-	if cachedBlocks(t, v.id) == 0 {
-		t.Fatalf("no block was cached after 12 passes; cannot test a failing cache: %s", sh(t, "dmsetup status %s", cache.DeviceName(v.id)))
-	}
+	w := cachedAndWarm(t, p, "ssd-fail")
+	v, want, readRegion := w.volume, w.sum, w.readRegion
 	t.Logf("before failure: %s", sh(t, "dmsetup status --noflush %s", cache.DeviceName(v.id)))
 
 	// One line per read: "<unix ns when it started> ok|bad".
