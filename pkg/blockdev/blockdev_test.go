@@ -149,32 +149,53 @@ func TestZeroHeadRefusesAnotherDevice(t *testing.T) {
 	}
 }
 
+// inventorySysfs lays out /sys as the kernel does for the inventory:
+// /sys/class/block/<name> links to the device's directory, wherever its bus
+// puts it, and a partition's directory, with neither queue/ nor device/,
+// sits in its disk's. attrs are each device's attribute files.
+func inventorySysfs(t *testing.T, root string, attrs map[string]map[string]string) string {
+	t.Helper()
+	devices := filepath.Join(root, "sys", "devices")
+	sda := filepath.Join(devices, "pci0000:00", "host0", "target0:0:0", "0:0:0:0", "block", "sda")
+	nvme := filepath.Join(devices, "pci0000:00", "0000:00:04.0", "nvme", "nvme0", "nvme0n1")
+	dirs := map[string]string{
+		"sda": sda, "sda1": filepath.Join(sda, "sda1"),
+		"nvme0n1": nvme, "nvme0n1p2": filepath.Join(nvme, "nvme0n1p2"),
+		"dm-0": filepath.Join(devices, "virtual", "block", "dm-0"),
+	}
+	classBlock := filepath.Join(root, "sys", "class", "block")
+	for name, dir := range dirs {
+		for k, v := range attrs[name] {
+			writeFile(t, filepath.Join(dir, k), v)
+		}
+		symlink(t, dir, filepath.Join(classBlock, name))
+	}
+	return classBlock
+}
+
 // TestSysInventory reads a tree laid out as /dev/disk/by-id and
-// /sys/class/block are: two links of one HDD, an NVMe, a partition and a dm
-// device, a dangling link of a device that went away and a link to a file
-// sysfs does not know.
+// /sys/class/block are: two links of one HDD, a partition of it, an NVMe
+// and a partition of it, a dm device, a dangling link of a device that went
+// away and a link to a file sysfs does not know.
 func TestSysInventory(t *testing.T) {
 	root := t.TempDir()
-	inv := SysInventory{ByIDDir: filepath.Join(root, "by-id"), SysBlock: filepath.Join(root, "sys")}
+	inv := SysInventory{ByIDDir: filepath.Join(root, "by-id")}
+	inv.SysBlock = inventorySysfs(t, root, map[string]map[string]string{
+		"sda":       {"size": "7814037168", "queue/rotational": "1", "device/model": "ST4000NM0035-1V4 \n"},
+		"sda1":      {"size": "2048", "partition": "1"},
+		"nvme0n1":   {"size": "1953525168", "queue/rotational": "0", "device/model": "Samsung SSD 980 PRO 1TB"},
+		"nvme0n1p2": {"size": "4096", "partition": "2"},
+		// A dm device over HDDs says rotational in its own queue/.
+		"dm-0": {"size": "2048", "queue/rotational": "1"},
+	})
 	dev := filepath.Join(root, "dev")
-	for _, d := range []struct {
-		name  string
-		attrs map[string]string
-	}{
-		{"sda", map[string]string{"size": "7814037168", "queue/rotational": "1", "device/model": "ST4000NM0035-1V4 \n"}},
-		{"sda1", map[string]string{"size": "2048", "partition": "1"}},
-		{"nvme0n1", map[string]string{"size": "1953525168", "queue/rotational": "0", "device/model": "Samsung SSD 980 PRO 1TB"}},
-		{"dm-0", map[string]string{"size": "2048", "queue/rotational": "0"}},
-	} {
-		writeFile(t, filepath.Join(dev, d.name), "")
-		writeFile(t, filepath.Join(dev, "notblock"), "")
-		for k, v := range d.attrs {
-			writeFile(t, filepath.Join(inv.SysBlock, d.name, k), v)
-		}
+	for _, name := range []string{"sda", "sda1", "nvme0n1", "nvme0n1p2", "dm-0", "notblock"} {
+		writeFile(t, filepath.Join(dev, name), "")
 	}
 	for link, target := range map[string]string{
 		"wwn-0x5000c500a1b2c3d4": "sda", "ata-ST4000NM0035_ZC1": "sda", "ata-ST4000NM0035_ZC1-part1": "sda1",
-		"nvme-Samsung_SSD_980_PRO_1TB_S5": "nvme0n1", "dm-name-vg-lv": "dm-0", "ata-gone": "sdz", "ata-nosysfs": "notblock",
+		"nvme-Samsung_SSD_980_PRO_1TB_S5": "nvme0n1", "nvme-Samsung_SSD_980_PRO_1TB_S5-part2": "nvme0n1p2",
+		"dm-name-vg-lv": "dm-0", "ata-gone": "sdz", "ata-nosysfs": "notblock",
 	} {
 		symlink(t, filepath.Join(dev, target), filepath.Join(inv.ByIDDir, link))
 	}
@@ -186,19 +207,26 @@ func TestSysInventory(t *testing.T) {
 	for _, d := range disks {
 		got[filepath.Base(d.Node)] = d
 	}
-	if len(got) != 4 {
-		t.Fatalf("disks = %+v, want sda, sda1, nvme0n1 and dm-0", disks)
+	if len(got) != 5 {
+		t.Fatalf("disks = %+v, want sda, sda1, nvme0n1, nvme0n1p2 and dm-0", disks)
 	}
 	sda := got["sda"]
 	if sda.Size != 7814037168*512 || !sda.Rotational || sda.Model != "ST4000NM0035-1V4" || sda.Partition || sda.DeviceMapper ||
 		!reflect.DeepEqual(sda.Links, []string{filepath.Join(inv.ByIDDir, "ata-ST4000NM0035_ZC1"), filepath.Join(inv.ByIDDir, "wwn-0x5000c500a1b2c3d4")}) {
 		t.Errorf("sda = %+v", sda)
 	}
-	if nvme := got["nvme0n1"]; nvme.Rotational || nvme.Model != "Samsung SSD 980 PRO 1TB" {
+	if nvme := got["nvme0n1"]; nvme.Rotational || nvme.Model != "Samsung SSD 980 PRO 1TB" || nvme.Partition {
 		t.Errorf("nvme0n1 = %+v", nvme)
 	}
-	if !got["sda1"].Partition || !got["dm-0"].DeviceMapper {
-		t.Errorf("sda1 = %+v, dm-0 = %+v", got["sda1"], got["dm-0"])
+	// A partition has no queue/ or device/ of its own: its disk's are read.
+	if p := got["sda1"]; !p.Partition || p.Size != 2048*512 || !p.Rotational || p.Model != "ST4000NM0035-1V4" {
+		t.Errorf("sda1 = %+v, want a rotational partition of model ST4000NM0035-1V4", p)
+	}
+	if p := got["nvme0n1p2"]; !p.Partition || p.Size != 4096*512 || p.Rotational || p.Model != "Samsung SSD 980 PRO 1TB" {
+		t.Errorf("nvme0n1p2 = %+v, want a non-rotational partition of model Samsung SSD 980 PRO 1TB", p)
+	}
+	if d := got["dm-0"]; !d.DeviceMapper || d.Partition || !d.Rotational || d.Model != "" {
+		t.Errorf("dm-0 = %+v, want a rotational dm device without a model", d)
 	}
 	if disks, err := (SysInventory{ByIDDir: filepath.Join(root, "none")}).Disks(); err != nil || len(disks) != 0 {
 		t.Errorf("without a by-id dir: %v, %v", disks, err)

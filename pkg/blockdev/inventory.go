@@ -21,9 +21,11 @@ type Disk struct {
 	// Links are its /dev/disk/by-id paths, sorted.
 	Links []string
 	Size  uint64 // bytes
-	// Rotational is sysfs' queue/rotational: true for HDDs.
+	// Rotational is sysfs' queue/rotational (a partition's disk's): true
+	// for HDDs.
 	Rotational bool
-	// Model is sysfs' device/model, trimmed; "" when the device has none.
+	// Model is sysfs' device/model (a partition's disk's), trimmed; "" when
+	// the device has none.
 	Model string
 	// Partition is true for a partition of a disk.
 	Partition bool
@@ -106,10 +108,31 @@ func (s SysInventory) describe(node string) (*Disk, error) {
 	}
 	d.Size = n * dm.SectorSize
 	_, d.Partition = read("partition")
-	rot, _ := read("queue/rotational")
+	whole, err := wholeDiskDir(dir, d.Partition)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", node, err)
+	}
+	rot, _ := SysfsAttr(filepath.Join(whole, "queue", "rotational"))
 	d.Rotational = rot == "1"
-	d.Model, _ = read("device/model")
+	d.Model, _ = SysfsAttr(filepath.Join(whole, "device", "model"))
 	return d, nil
+}
+
+// wholeDiskDir is the sysfs directory holding the queue/ and device/ of the
+// device whose /sys/class/block entry is dir. A partition has neither: they
+// are its disk's, whose directory holds the partition's (/sys/class/block/
+// sda1 links to .../block/sda/sda1, nvme0n1p2 to .../nvme0/nvme0n1/nvme0n1p2),
+// so the link is followed first: filepath.Join(dir, "..") cleans to
+// /sys/class/block itself.
+func wholeDiskDir(dir string, partition bool) (string, error) {
+	if !partition {
+		return dir, nil
+	}
+	target, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return "", fmt.Errorf("partition's disk in sysfs: %w", err)
+	}
+	return filepath.Dir(target), nil
 }
 
 // SysfsAttr is a sysfs attribute's value, trimmed; ok is false when it
