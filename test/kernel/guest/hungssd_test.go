@@ -167,20 +167,17 @@ func readBytesIn(t *testing.T, v *warmVolume, d time.Duration) uint64 {
 	return r.Jobs[0].Read.Bytes
 }
 
-// cacheLVDevices are the device-mapper names of the cache LVs of volume id
-// (a promotion may have moved its metadata to <id>.cache-meta2). LVM reads
-// the cache pool's device only, as the plugin's does: a scan of every
-// device would wait on a volume whose cache hangs.
+// cacheLVDevices are the device-mapper names of volume id's cache LVs,
+// which must be a data and a metadata LV.
 func cacheLVDevices(t *testing.T, id string) []string {
 	t.Helper()
-	var names []string
-	for _, lv := range strings.Fields(sh(t, "lvs --devices %s --noheadings -o lv_name %s", guestSSD(t), cacheVG)) {
-		if strings.HasPrefix(lv, id+".cache-") {
-			names = append(names, lvDMName(cacheVG, lv))
-		}
+	lvs := cacheLVs(t, id)
+	if len(lvs) != 2 {
+		t.Fatalf("cache LVs of %s: %v, want a data and a metadata LV", id, lvs)
 	}
-	if len(names) != 2 {
-		t.Fatalf("cache LVs of %s: %v, want a data and a metadata LV", id, names)
+	names := make([]string, len(lvs))
+	for i, lv := range lvs {
+		names[i] = lvDMName(cacheVG, lv)
 	}
 	return names
 }
@@ -218,9 +215,6 @@ func waitLogged(t *testing.T, p *plugin, id, line string) time.Time {
 	}
 	return seen
 }
-
-// guestSSD is the cache pool's device.
-func guestSSD(t *testing.T) string { return guestEnv(t).ssd }
 
 // probe calls the plugin's Probe, as kubelet's liveness probe does, within 10 s.
 func probe(t *testing.T, p *plugin) {
