@@ -182,15 +182,22 @@ func (r *BindingReconciler) apply(ctx context.Context, b *ssdv1.CacheBinding) ou
 	}
 	_, wasCached := table.Target.(dm.CacheTarget)
 	out := attached(b, spec, res.Changed, wasCached)
-	if w := res.Warmed; w.Blocks > 0 {
-		out.warmup = &ssdv1.WarmupRecord{Bytes: int64(w.Bytes), Blocks: int64(w.Blocks), WrittenBlocks: int64(w.Dropped),
+	if w := res.Warmed; w.Blocks > 0 || w.Kept > 0 {
+		out.warmup = &ssdv1.WarmupRecord{Bytes: int64(w.Bytes), Blocks: int64(w.Blocks), WrittenBlocks: int64(w.Dropped), KeptBlocks: int64(w.Kept),
 			Duration: metav1.Duration{Duration: w.Duration.Round(time.Millisecond)}, CompletionTime: metav1.NewTime(r.clock.Now())}
-		out.events = append(out.events, note{corev1.EventTypeNormal, "CacheWarmed", "Warmup", fmt.Sprintf(
-			"cache filled from the volume's hot set: %d bytes in %s, %d blocks written meanwhile left out", w.Bytes, out.warmup.Duration.Duration, w.Dropped)})
+		out.events = append(out.events, note{corev1.EventTypeNormal, "CacheWarmed", "Warmup", warmedMessage(w, out.warmup.Duration.Duration)})
 	}
 	rec, events := r.preload(ctx, b)
 	out.preload, out.events = rec, append(out.events, events...)
 	return out
+}
+
+func warmedMessage(w cache.WarmReport, took time.Duration) string {
+	if w.Blocks == 0 {
+		return fmt.Sprintf("cache resumed warm in %s: %d blocks it held when paused mapped again without reading the origin, %d written while paused left out",
+			took, w.Kept, w.Dropped)
+	}
+	return fmt.Sprintf("cache filled from the volume's hot set: %d bytes in %s, %d blocks written meanwhile left out", w.Bytes, took, w.Dropped)
 }
 
 // degraded keeps a cache that was dropped for failing detached until the

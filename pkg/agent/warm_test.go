@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	ssdv1 "github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
+	"github.com/ssdcache/ssdcache/pkg/dm"
 	"github.com/ssdcache/ssdcache/pkg/hotset"
 )
 
@@ -94,5 +95,44 @@ func TestWarmupLimitBoundsTheCopy(t *testing.T) {
 		if got != want {
 			t.Errorf("warmupLimit %q: %d blocks warmed, want %d", limit, got, want)
 		}
+	}
+}
+
+// A resumed cache reports the blocks it held when paused and mapped again
+// without reading the origin, and says so in its event.
+func TestResumeReportsTheKeptBlocks(t *testing.T) {
+	n := newNode(t)
+	n.stage(t, nil)
+	r, c, rec := n.reconciler(t, admitted(ssdv1.ModeReadCache, gib))
+	reconcileOnce(t, r)
+	n.meta.Put("/dev/nvme/"+vol+".cache-meta", dm.CacheMetadata{BlockSectors: 128, CacheBlocks: gib / (128 * 512), Policy: "smq",
+		Mappings: []dm.Mapping{{Cache: 0, Origin: 3}, {Cache: 1, Origin: 40}}})
+	setMode := func(mode ssdv1.CacheMode) {
+		t.Helper()
+		b := get(t, c)
+		b.Spec.Mode = mode
+		if err := c.Update(context.Background(), b); err != nil {
+			t.Fatal(err)
+		}
+		reconcileOnce(t, r)
+	}
+	setMode(ssdv1.ModePaused)
+	for len(rec.Events) > 0 {
+		<-rec.Events
+	}
+	n.dev.Copied = nil
+	setMode(ssdv1.ModeReadCache)
+	w := get(t, c).Status.LastWarmup
+	if w == nil || w.KeptBlocks != 2 || w.Blocks != 0 || len(n.dev.Copied) != 0 {
+		t.Fatalf("lastWarmup after resume %+v, copies %v; want the 2 blocks kept and nothing copied", w, n.dev.Copied)
+	}
+	var warmed string
+	for len(rec.Events) > 0 {
+		if e := <-rec.Events; strings.Contains(e, "CacheWarmed") {
+			warmed = e
+		}
+	}
+	if !strings.Contains(warmed, "2 blocks it held when paused") {
+		t.Fatalf("resume event %q, want one naming the 2 kept blocks", warmed)
 	}
 }

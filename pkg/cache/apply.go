@@ -20,6 +20,10 @@ type applier struct {
 	// table is the volume's table when the change began.
 	table dm.Table
 	lvs   []lvm.LV
+	// uncachedWrites is observed.uncachedWrites.
+	uncachedWrites *dm.WriteRegion
+	// idleMetadata is what saveHotSet read from the idle metadata LV.
+	idleMetadata *dm.CacheMetadata
 	// warming is the copy of the hot set in progress, from stepWarm to stepLoadCache.
 	warming *warming
 	warmed  WarmReport
@@ -46,6 +50,12 @@ func (a *applier) apply(ctx context.Context, s step) error {
 		return nil
 	case stepWarm:
 		return a.warm(ctx)
+	case stepTrackUncachedWrites:
+		return a.trackUncachedWrites(ctx)
+	case stepForgetUncachedWrites:
+		return a.dm.Untrack(ctx, DeviceName(a.volumeID), a.uncachedWrites.ID)
+	case stepMapKept:
+		return a.mapKept(ctx)
 	case stepLoadCache:
 		meta, data, err := a.pair()
 		if err != nil {

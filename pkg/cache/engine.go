@@ -175,6 +175,7 @@ func (e *Engine) observe(ctx context.Context, volumeID string) (observed, error)
 		return obs, err
 	default:
 		obs.staged, obs.table = true, table
+		obs.uncachedWrites = e.uncachedWrites(ctx, volumeID, table)
 	}
 	for _, vg := range e.cacheVGs() {
 		lvs, err := lvm.VolumeLVs(ctx, e.lvm, vg, volumeID)
@@ -188,6 +189,23 @@ func (e *Engine) observe(ctx context.Context, volumeID string) (observed, error)
 		}
 	}
 	return obs, nil
+}
+
+// uncachedWrites is the region counting the writes through a linear
+// table since its cache was taken out, if there is one. One that cannot be
+// read counts as none: the kept cache is then refilled as after a reboot.
+func (e *Engine) uncachedWrites(ctx context.Context, volumeID string, table dm.Table) *dm.WriteRegion {
+	if _, linear := table.Target.(dm.LinearTarget); !linear {
+		return nil
+	}
+	r, ok, err := e.dm.UncachedWrites(ctx, DeviceName(volumeID))
+	if err != nil {
+		klog.InfoS("Could not read which writes the volume saw while uncached; a kept cache is refilled", "volumeID", volumeID, "err", err)
+	}
+	if err != nil || !ok {
+		return nil
+	}
+	return &r
 }
 
 func (e *Engine) cacheVGs() []string {
@@ -219,7 +237,7 @@ func (e *Engine) converge(ctx context.Context, volumeID, op string, obs observed
 	}
 	klog.InfoS("Changing volume", "volumeID", volumeID, "operation", op, "steps", steps)
 	start := time.Now()
-	run := &applier{Engine: e, op: op, volumeID: volumeID, want: want, table: obs.table, lvs: obs.cacheLVs}
+	run := &applier{Engine: e, op: op, volumeID: volumeID, want: want, table: obs.table, lvs: obs.cacheLVs, uncachedWrites: obs.uncachedWrites}
 	for _, s := range steps {
 		e.faults.Reached(ctx, op+"/"+string(s))
 		if err := run.apply(ctx, s); err != nil {

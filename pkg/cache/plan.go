@@ -20,6 +20,10 @@ type observed struct {
 	table  dm.Table
 	// cacheLVs are the volume's metadata and data LVs in any cache pool.
 	cacheLVs []lvm.LV
+	// uncachedWrites, on a linear table, has counted every write since the
+	// cache in front of it was taken out with its LVs kept (a pause): the
+	// kept metadata maps the blocks the data LV held then.
+	uncachedWrites *dm.WriteRegion
 }
 
 // desired is what the volume should look like.
@@ -58,6 +62,14 @@ const (
 	stepZeroMetadata        step = "zero-metadata"
 	stepWarm                step = "warm"
 	stepLoadCache           step = "load-cache"
+	// stepTrackUncachedWrites starts counting writes before a live cache is
+	// taken out with its LVs kept, so that none reaches the origin alone
+	// uncounted; stepMapKept maps again what the kept cache held, but for
+	// the blocks written since; stepForgetUncachedWrites deletes the count
+	// when the LVs it vouches for go or are replaced.
+	stepTrackUncachedWrites  step = "track-uncached-writes"
+	stepMapKept              step = "map-kept"
+	stepForgetUncachedWrites step = "forget-uncached-writes"
 )
 
 // plan lists the steps from obs to want. It never zeroes metadata that a
@@ -77,6 +89,14 @@ func plan(obs observed, want desired) []step {
 		return steps
 	}
 	_, isCache := obs.table.Target.(dm.CacheTarget)
+	_, _, fit := fittingLVs(obs.cacheLVs, want)
+	paused := want.cache != nil && want.cache.Mode == ModePaused
+	if obs.uncachedWrites != nil && !fit {
+		steps = append(steps, stepForgetUncachedWrites)
+	}
+	if isCache && fit && paused {
+		steps = append(steps, stepTrackUncachedWrites)
+	}
 	if isCache || obs.table.Length != want.length {
 		steps = append(steps, stepLoadLinear)
 	}
@@ -91,16 +111,27 @@ func plan(obs observed, want desired) []step {
 		}
 		return steps
 	}
-	if _, _, fit := fittingLVs(obs.cacheLVs, want); !fit {
+	if !fit {
 		if len(obs.cacheLVs) > 0 {
 			steps = append(steps, stepRemoveCacheLVs)
 		}
 		steps = append(steps, stepCreateCacheLVs)
 	}
-	if want.cache.Mode == ModePaused {
+	if paused {
 		return steps
 	}
-	steps = append(steps, stepZeroMetadata)
+	return append(steps, fillSteps(obs, want, fit)...)
+}
+
+// fillSteps fill a cache about to load: with what its kept LVs held before
+// it was taken out, when every write since was counted (a resume), else
+// from zeroed metadata (safety rule 2) and, if it warms up, the hot set.
+func fillSteps(obs observed, want desired, fit bool) []step {
+	_, linear := obs.table.Target.(dm.LinearTarget)
+	if fit && linear && obs.uncachedWrites != nil {
+		return []step{stepMapKept, stepLoadCache}
+	}
+	steps := []step{stepZeroMetadata}
 	if want.cache.Warm {
 		steps = append(steps, stepWarm)
 	}

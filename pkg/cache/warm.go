@@ -32,7 +32,8 @@ import (
 type WarmReport struct {
 	// Blocks were copied from the origin and mapped, Bytes in all.
 	Blocks, Bytes uint64
-	// Kept were mapped before a promotion and stay mapped.
+	// Kept were mapped before a promotion or a pause and stay mapped: they
+	// were not read from the origin.
 	Kept uint64
 	// Dropped were copied or kept but written meanwhile, and left unmapped.
 	Dropped uint64
@@ -103,6 +104,7 @@ func (a *applier) saveHotSet(ctx context.Context) {
 		klog.InfoS("Kept the previous hot set: the cache metadata could not be read", "volumeID", a.volumeID, "err", err)
 		return
 	}
+	a.idleMetadata = &md
 	if len(md.Mappings) > 0 {
 		a.saveMappings(md)
 	}
@@ -296,7 +298,11 @@ func (a *applier) loadWarm(ctx context.Context, table dm.Table, meta lvm.LV) err
 				if w.saveMapped {
 					return nil // a promotion: the promoter reports it
 				}
-				klog.InfoS("Filled the cache from the hot set", "volumeID", a.volumeID, "operation", a.op, "blocks", report.Blocks,
+				what := "Filled the cache from the hot set"
+				if len(w.copies) == 0 {
+					what = "Mapped the paused cache's blocks again" // mapKept: nothing copied
+				}
+				klog.InfoS(what, "volumeID", a.volumeID, "operation", a.op, "blocks", report.Blocks,
 					"bytes", report.Bytes, "kept", report.Kept, "writtenMeanwhile", report.Dropped, "duration", report.Duration)
 				return nil
 			}

@@ -194,7 +194,7 @@ func TestResizeCarriesTheHotSetIntoTheNewCache(t *testing.T) {
 }
 
 // Pausing swaps the cache for a linear table, keeps its LVs and saves its
-// hot set; resuming loads a new cache filled from it.
+// hot set; resuming maps the kept blocks again (kept_test.go has the rest).
 func TestPauseKeepsTheCacheAndResumeIsWarm(t *testing.T) {
 	w := newWorld(t)
 	w.stage(t, warmCache(gib))
@@ -216,7 +216,7 @@ func TestPauseKeepsTheCacheAndResumeIsWarm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c, ok := w.table(t).Target.(dm.CacheTarget); !ok || c.Mode != dm.Writethrough || res.Warmed.Blocks != 2 {
+	if c, ok := w.table(t).Target.(dm.CacheTarget); !ok || c.Mode != dm.Writethrough || res.Warmed.Kept != 2 {
 		t.Fatalf("resumed: table %s, warm report %+v", w.table(t), res.Warmed)
 	}
 }

@@ -73,6 +73,21 @@ type Interface interface {
 	WrittenAreas(ctx context.Context, name string, region uint64) ([]uint64, error)
 	// Untrack deletes region.
 	Untrack(ctx context.Context, name string, region uint64) error
+	// TrackUncachedWrites starts counting the writes through name per area
+	// of areaSectors in a region of its own, which TrackWrites leaves
+	// alone, and returns it. A region it made earlier is kept and returned
+	// instead: it has counted every write since, which is all a caller
+	// needs.
+	TrackUncachedWrites(ctx context.Context, name string, areaSectors uint64) (WriteRegion, error)
+	// UncachedWrites returns the region TrackUncachedWrites made on name,
+	// if there is one.
+	UncachedWrites(ctx context.Context, name string) (WriteRegion, bool, error)
+}
+
+// WriteRegion is a dm-stats region counting writes, in areas of
+// AreaSectors from sector 0.
+type WriteRegion struct {
+	ID, AreaSectors uint64
 }
 
 // DevicePath is where a device-mapper device's node lives.

@@ -3,6 +3,8 @@ package dm
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -11,6 +13,12 @@ import (
 // creates: one an interrupted warm-up left behind is found by it and
 // deleted.
 const writesProgram = "ssdcache-writes"
+
+// uncachedProgram is the program ID of the region that counts the writes
+// through a volume while its cache LVs are kept behind a linear table
+// (paused): it outlives warm-ups, promotions and the plugin, and tells the
+// resume which kept blocks the origin changed under.
+const uncachedProgram = "ssdcache-uncached"
 
 // MaxTrackedAreas bounds the areas of one dm-stats region: the kernel keeps
 // about a hundred bytes per area for every possible CPU, so callers coarsen
@@ -126,6 +134,26 @@ func (d *Dmsetup) TrackWrites(ctx context.Context, name string, areaSectors uint
 		return 0, err
 	}
 	return d.createRegion(ctx, name, writesProgram, areaSectors)
+}
+
+func (d *Dmsetup) TrackUncachedWrites(ctx context.Context, name string, areaSectors uint64) (WriteRegion, error) {
+	if r, ok, err := d.UncachedWrites(ctx, name); err != nil || ok {
+		return r, err
+	}
+	id, err := d.createRegion(ctx, name, uncachedProgram, areaSectors)
+	return WriteRegion{ID: id, AreaSectors: areaSectors}, err
+}
+
+// UncachedWrites returns the lowest-numbered region of uncachedProgram;
+// there is only ever one unless a delete failed, and any of them has
+// counted since before the cache was taken out.
+func (d *Dmsetup) UncachedWrites(ctx context.Context, name string) (WriteRegion, bool, error) {
+	regions, err := d.regions(ctx, name, uncachedProgram)
+	if err != nil || len(regions) == 0 {
+		return WriteRegion{}, false, err
+	}
+	id := slices.Min(slices.Collect(maps.Keys(regions)))
+	return WriteRegion{ID: id, AreaSectors: regions[id].areaSectors}, true, nil
 }
 
 func (d *Dmsetup) WrittenAreas(ctx context.Context, name string, region uint64) ([]uint64, error) {

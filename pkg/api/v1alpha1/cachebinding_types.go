@@ -288,10 +288,16 @@ type WarmupRecord struct {
 	// +kubebuilder:validation:Minimum=0
 	Blocks int64 `json:"blocks"`
 	// writtenBlocks were copied but written by the application during the copy,
-	// and left out of the cache.
+	// or held by a paused cache but written while it was paused, and left out
+	// of the cache.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	WrittenBlocks int64 `json:"writtenBlocks,omitempty"`
+	// keptBlocks were held by the cache when it was paused and are mapped
+	// again on resume without being read from the origin.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	KeptBlocks int64 `json:"keptBlocks,omitempty"`
 	// duration is the time from the start of the copy to the cache going live.
 	// +required
 	Duration metav1.Duration `json:"duration"`

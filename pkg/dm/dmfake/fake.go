@@ -6,6 +6,8 @@ package dmfake
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"sync"
 
@@ -276,6 +278,8 @@ func (f *DM) HasInactive(name string) bool {
 type region struct {
 	areaSectors uint64
 	touched     map[uint64]bool
+	// uncached: made by TrackUncachedWrites, which TrackWrites leaves alone.
+	uncached bool
 }
 
 func (f *DM) TrackWrites(_ context.Context, name string, areaSectors uint64) (uint64, error) {
@@ -288,13 +292,57 @@ func (f *DM) TrackWrites(_ context.Context, name string, areaSectors uint64) (ui
 	if err != nil {
 		return 0, err
 	}
+	maps.DeleteFunc(d.regions, func(_ uint64, r *region) bool { return !r.uncached })
+	return f.newRegion(d, areaSectors, false), nil
+}
+
+func (f *DM) newRegion(d *device, areaSectors uint64, uncached bool) uint64 {
 	if d.regions == nil {
 		d.regions = map[uint64]*region{}
 	}
-	clear(d.regions)
-	d.regions[f.nextRegion] = &region{areaSectors: areaSectors, touched: map[uint64]bool{}}
+	d.regions[f.nextRegion] = &region{areaSectors: areaSectors, touched: map[uint64]bool{}, uncached: uncached}
 	f.nextRegion++
-	return f.nextRegion - 1, nil
+	return f.nextRegion - 1
+}
+
+func (f *DM) TrackUncachedWrites(_ context.Context, name string, areaSectors uint64) (dm.WriteRegion, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record("track-uncached-writes", name, nil); err != nil {
+		return dm.WriteRegion{}, err
+	}
+	d, err := f.get(name)
+	if err != nil {
+		return dm.WriteRegion{}, err
+	}
+	if r, ok := uncachedRegion(d); ok {
+		return r, nil
+	}
+	return dm.WriteRegion{ID: f.newRegion(d, areaSectors, true), AreaSectors: areaSectors}, nil
+}
+
+func (f *DM) UncachedWrites(_ context.Context, name string) (dm.WriteRegion, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err, ok := f.FailOn["uncached-writes"]; ok {
+		delete(f.FailOn, "uncached-writes")
+		return dm.WriteRegion{}, false, err
+	}
+	d, err := f.get(name)
+	if err != nil {
+		return dm.WriteRegion{}, false, err
+	}
+	r, ok := uncachedRegion(d)
+	return r, ok, nil
+}
+
+func uncachedRegion(d *device) (dm.WriteRegion, bool) {
+	for _, id := range slices.Sorted(maps.Keys(d.regions)) {
+		if r := d.regions[id]; r.uncached {
+			return dm.WriteRegion{ID: id, AreaSectors: r.areaSectors}, true
+		}
+	}
+	return dm.WriteRegion{}, false
 }
 
 func (f *DM) WrittenAreas(_ context.Context, name string, id uint64) ([]uint64, error) {

@@ -1,0 +1,111 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"k8s.io/klog/v2"
+
+	"github.com/ssdcache/ssdcache/pkg/dm"
+	"github.com/ssdcache/ssdcache/pkg/lvm"
+)
+
+// A paused cache keeps its LVs behind a linear table. Taking the cache out
+// cleanly leaves its metadata a true account of what its data LV holds, so
+// a resume can map those blocks again instead of copying the hot set from
+// the HDD: all it must know is which of them the origin changed under
+// meanwhile. A dm-stats region of the volume's device, started while the
+// cache still serves, counts every write from before the swap to linear
+// until the resume's load; it lives in the kernel, so it survives the
+// plugin, and dies with the device, so an unstage or a reboot leaves no
+// region and the cache is filled as before (safety rule 2). The region is
+// forgotten whenever the LVs it vouches for are removed or replaced.
+
+// errNoKeptBlocks: the kept LVs cannot be mapped again as they are.
+var errNoKeptBlocks = errors.New("the paused cache's metadata cannot be mapped again")
+
+// trackUncachedWrites starts counting the writes through the volume's
+// device while its cache still serves, before the swap to linear that
+// pauses it. Areas are those a warm-up of this cache would count.
+func (a *applier) trackUncachedWrites(ctx context.Context) error {
+	live, ok := a.table.Target.(dm.CacheTarget)
+	if !ok {
+		return fmt.Errorf("volume %s: no live cache to take out", a.volumeID)
+	}
+	areaSectors := trackingAreaBlocks(live.BlockSectors, a.table.Length, a.trackedAreas) * live.BlockSectors
+	r, err := a.dm.TrackUncachedWrites(ctx, DeviceName(a.volumeID), areaSectors)
+	if err != nil {
+		return err
+	}
+	klog.V(2).InfoS("Counting writes while the cache is out", "volumeID", a.volumeID, "region", r.ID, "areaSectors", r.AreaSectors)
+	return nil
+}
+
+// mapKept has loadWarm map the kept cache's blocks again but for those in
+// areas written since it was taken out, which loadWarm reads with the
+// device suspended, so that no write escapes. Nothing is read from the
+// origin. Kept LVs that cannot be mapped again are filled as a new cache:
+// zeroed (safety rule 2) and, if it warms up, from the hot set.
+func (a *applier) mapKept(ctx context.Context) error {
+	meta, data, err := a.pair()
+	if err != nil {
+		return err
+	}
+	w, err := a.keptWarming(ctx, meta, data)
+	if err == nil {
+		a.warming = w
+		return nil
+	}
+	klog.InfoS("The paused cache's blocks cannot be mapped again; it is filled anew", "volumeID", a.volumeID, "err", err)
+	if err := a.dm.Untrack(ctx, DeviceName(a.volumeID), a.uncachedWrites.ID); err != nil {
+		return err
+	}
+	if err := a.zeroMetadata(meta); err != nil {
+		return err
+	}
+	if a.want.cache.Warm {
+		return a.warm(ctx)
+	}
+	return nil
+}
+
+// keptWarming is a fill whose kept blocks are what the idle metadata maps
+// and whose write count is the region counting since the cache went out.
+func (a *applier) keptWarming(ctx context.Context, meta, data lvm.LV) (*warming, error) {
+	md, err := a.keptMetadata(ctx, meta)
+	if err != nil {
+		return nil, err
+	}
+	bs, r := a.want.blockSectors(), a.uncachedWrites
+	w := newWarming(bs, data.Size/(bs*dm.SectorSize), a.want.length, a.trackedAreas)
+	switch {
+	case md.BlockSectors != bs || md.CacheBlocks != w.cacheBlocks:
+		return nil, fmt.Errorf("%w: it has %d blocks of %d sectors, the cache %d of %d", errNoKeptBlocks, md.CacheBlocks, md.BlockSectors, w.cacheBlocks, bs)
+	case r.AreaSectors < bs || r.AreaSectors%bs != 0:
+		return nil, fmt.Errorf("%w: writes were counted in areas of %d sectors, not whole blocks of %d", errNoKeptBlocks, r.AreaSectors, bs)
+	}
+	if dirty := len(md.Mappings) - len(cleanMappings(md.Mappings)); dirty > 0 {
+		return nil, fmt.Errorf("%w: %d dirty mappings, which a writethrough cache never writes", errNoKeptBlocks, dirty)
+	}
+	w.region, w.areaBlocks = r.ID, r.AreaSectors/bs
+	w.kept = slices.DeleteFunc(slices.Clone(md.Mappings), func(m dm.Mapping) bool { return m.Origin >= w.originBlocks })
+	return w, nil
+}
+
+// keptMetadata is what the idle metadata LV maps: read by saveHotSet
+// earlier in the change, or now.
+func (a *applier) keptMetadata(ctx context.Context, meta lvm.LV) (dm.CacheMetadata, error) {
+	if a.idleMetadata != nil {
+		return *a.idleMetadata, nil
+	}
+	if a.metadata == nil {
+		return dm.CacheMetadata{}, fmt.Errorf("%w: no cache metadata tools", errNoKeptBlocks)
+	}
+	md, err := a.metadata.Dump(ctx, meta.Path)
+	if err != nil {
+		return dm.CacheMetadata{}, fmt.Errorf("%w: %w", errNoKeptBlocks, err)
+	}
+	return md, nil
+}

@@ -1,0 +1,138 @@
+package cache
+
+import (
+	"context"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func (w *world) setCache(t *testing.T, spec *Spec) Result {
+	t.Helper()
+	res, err := w.engine.SetCache(context.Background(), vol, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func pausedCache(size uint64) *Spec { return &Spec{SizeBytes: size, Mode: ModePaused, Warm: true} }
+
+func (w *world) countingUncachedWrites(t *testing.T) bool {
+	t.Helper()
+	_, ok, err := w.dm.UncachedWrites(context.Background(), DeviceName(vol))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ok
+}
+
+// Resuming a paused cache maps again what it held, reading nothing from
+// the origin, but for the blocks in areas written while it was out; a
+// restart of the plugin in between changes nothing, as the count lives in
+// the kernel.
+func TestResumeMapsTheKeptBlocksButThoseWrittenWhilePaused(t *testing.T) {
+	w := newWorld(t)
+	w.stage(t, warmCache(gib))
+	w.used(t, 4, 25) // tracking areas of 10 blocks on this 10 GiB volume: areas 0 and 2
+	w.setCache(t, pausedCache(gib))
+	w.dm.Write(DeviceName(vol), 25*blockSecs+3)
+	w.restart()
+	w.dev.Copied = nil
+
+	res := w.setCache(t, warmCache(gib))
+	if r := res.Warmed; r.Kept != 1 || r.Dropped != 1 || r.Blocks != 0 || len(w.dev.Copied) != 0 {
+		t.Fatalf("resume: %+v, copies %v; want block 4 kept, block 25 (written while paused) left out, nothing copied", r, w.dev.Copied)
+	}
+	if got := originsOf(w.liveMeta(t).Mappings); !reflect.DeepEqual(got, []uint64{4}) {
+		t.Fatalf("the resumed cache maps origin blocks %v, want [4]", got)
+	}
+	if w.countingUncachedWrites(t) {
+		t.Fatal("the count of writes made while paused outlived the resume")
+	}
+}
+
+// The count starts while the cache still serves: a write between the swap
+// to linear and the start of the count would reach the origin unseen, and
+// the resumed cache would serve the block's old content.
+func TestPauseCountsWritesBeforeTheCacheGoesOut(t *testing.T) {
+	w := newWorld(t)
+	w.stage(t, warmCache(gib))
+	w.events = nil
+	w.setCache(t, pausedCache(gib))
+	track := slices.IndexFunc(w.events, func(e string) bool { return strings.HasPrefix(e, "dm track-uncached-writes ") })
+	linear := slices.IndexFunc(w.events, func(e string) bool { return strings.HasPrefix(e, "dm load ") && strings.Contains(e, " linear ") })
+	if track < 0 || linear < 0 || track > linear {
+		t.Fatalf("the pause counted writes at event %d and loaded the linear table at %d, want counting first:\n%s", track, linear, strings.Join(w.events, "\n"))
+	}
+	if w.setCache(t, pausedCache(gib)).Changed || !w.countingUncachedWrites(t) {
+		t.Fatal("pausing again changed the paused cache or stopped its count")
+	}
+}
+
+// A device made again (after a reboot or an unstage) has no count, so
+// nothing vouches for the kept LVs: the resume zeroes their metadata and
+// fills the cache from the hot set, as any new cache (safety rule 2).
+func TestResumeWithoutACountRefillsFromTheHotSet(t *testing.T) {
+	w := newWorld(t)
+	w.stage(t, warmCache(gib))
+	w.used(t, 4, 25)
+	w.setCache(t, pausedCache(gib))
+	if err := w.dm.Remove(context.Background(), DeviceName(vol)); err != nil {
+		t.Fatal(err)
+	}
+	w.restart()
+	w.stage(t, nil)
+	w.events = nil
+
+	res := w.setCache(t, warmCache(gib))
+	if r := res.Warmed; r.Kept != 0 || r.Blocks != 2 || !hasZeroOf(w.events, metaPath) {
+		t.Fatalf("resume without a count: %+v; want metadata zeroed and both blocks copied from the origin\n%s", r, strings.Join(w.events, "\n"))
+	}
+}
+
+func hasZeroOf(events []string, path string) bool {
+	return slices.ContainsFunc(events, func(e string) bool { return strings.Contains(e, "zero") && strings.Contains(e, path) })
+}
+
+// Kept metadata that cannot be read is not mapped: the resume fills the
+// cache anew from the hot set and stops the count.
+func TestResumeOfUnreadableKeptMetadataRefills(t *testing.T) {
+	w := newWorld(t)
+	w.stage(t, warmCache(gib))
+	w.used(t, 4, 25)
+	w.setCache(t, pausedCache(gib))
+	w.meta.Forget(metaPath)
+
+	res := w.setCache(t, warmCache(gib))
+	if r := res.Warmed; r.Kept != 0 || r.Blocks != 2 {
+		t.Fatalf("resume over unreadable metadata: %+v; want both hot blocks copied from the origin", r)
+	}
+	if w.countingUncachedWrites(t) {
+		t.Fatal("a resume that could not map the kept blocks left the count of writes behind")
+	}
+}
+
+// The count vouches for the LVs it was started beside: replacing them
+// (a new size while paused) or removing them (a detach) stops it, so a
+// later resume never maps what new LVs happen to hold.
+func TestTheCountGoesWithTheLVsItVouchesFor(t *testing.T) {
+	w := newWorld(t)
+	w.stage(t, warmCache(gib))
+	w.used(t, 4)
+	w.setCache(t, pausedCache(gib))
+	w.setCache(t, pausedCache(2*gib))
+	if w.countingUncachedWrites(t) {
+		t.Fatal("new cache LVs of a paused volume kept the count of the ones they replaced")
+	}
+	if r := w.setCache(t, warmCache(2*gib)).Warmed; r.Kept != 0 {
+		t.Fatalf("a resume over replaced LVs kept %d blocks", r.Kept)
+	}
+
+	w.setCache(t, pausedCache(2*gib))
+	w.setCache(t, nil)
+	if w.countingUncachedWrites(t) {
+		t.Fatal("detaching a paused cache left its count of writes behind")
+	}
+}
