@@ -42,9 +42,18 @@ func (r *BindingReconciler) DetachUnclaimed(ctx context.Context) error {
 		return err // unknown: keep every cache
 	}
 	var errs []error
+	staged := sets.New[string]()
 	for _, v := range vols {
+		staged.Insert(v.ID)
 		if !claimed.Has(v.ID) {
 			errs = append(errs, r.detachIfUnclaimed(ctx, v.ID, withLVs[v.ID]))
+		}
+	}
+	// The cache LVs a clean unstage kept hold the node's SSD until the
+	// volume is staged again, as long as a binding here claims them.
+	for vol := range withLVs {
+		if !staged.Has(vol) && !claimed.Has(vol) {
+			errs = append(errs, r.detachIfUnclaimed(ctx, vol, true))
 		}
 	}
 	return errors.Join(errs...)
@@ -66,11 +75,11 @@ func (r *BindingReconciler) detachIfUnclaimed(ctx context.Context, vol string, h
 	if claimed, err := r.claimedVolumes(ctx); claimed.Has(vol) || err != nil {
 		return err
 	}
-	st, err := r.engine.Inspect(ctx, vol)
+	spec, err := r.cacheSpec(ctx, vol)
 	if err != nil {
 		return err
 	}
-	owner, err := r.ownerOf(ctx, st.Spec.Owner)
+	owner, err := r.ownerOf(ctx, spec.Owner)
 	if err != nil {
 		return err // unknown: keep the cache
 	}
@@ -82,12 +91,23 @@ func (r *BindingReconciler) detachIfUnclaimed(ctx context.Context, vol string, h
 	if err := r.engine.Detach(ctx, vol); err != nil && !errors.Is(err, cache.ErrNotStaged) {
 		return err
 	}
-	klog.InfoS("Detached a cache that no binding admitted to this node claims", "volumeID", vol, "owner", st.Spec.Owner)
+	klog.InfoS("Detached a cache that no binding admitted to this node claims", "volumeID", vol, "owner", spec.Owner)
 	if owner != nil {
 		r.recorder.Eventf(owner, nil, corev1.EventTypeNormal, "CacheDetached", "Detach",
 			"cache detached from volume %s: the binding is no longer admitted to node %s", vol, r.nodeName)
 	}
 	return nil
+}
+
+// cacheSpec describes a volume's cache: the one staged, or the LVs a clean
+// unstage kept.
+func (r *BindingReconciler) cacheSpec(ctx context.Context, vol string) (cache.Spec, error) {
+	st, err := r.engine.Inspect(ctx, vol)
+	if err != nil || st.Staged {
+		return st.Spec, err
+	}
+	spec, _, err := r.engine.KeptCache(ctx, vol)
+	return spec, err
 }
 
 // claimedVolumes returns the volumes the bindings admitted to this node name.

@@ -118,3 +118,32 @@ func stageAnother(t *testing.T, n *fakeNode, id string) {
 		t.Fatal(err)
 	}
 }
+
+// TestSweepRemovesTheKeptCacheOfARevokedUnstagedVolume: a clean unstage
+// keeps the cache LVs for the next stage; they hold the node's SSD only
+// while a binding here claims them. The sweep keeps them for the admitted
+// binding and removes them once it is revoked.
+func TestSweepRemovesTheKeptCacheOfARevokedUnstagedVolume(t *testing.T) {
+	n := newNode(t)
+	n.stage(t, nil)
+	r, c, _ := n.reconciler(t, admitted(ssdv1.ModeReadCache, gib))
+	reconcileOnce(t, r)
+	if err := n.engine.Unstage(context.Background(), vol); err != nil {
+		t.Fatal(err)
+	}
+	kept := func() bool {
+		t.Helper()
+		_, ok, err := n.engine.KeptCache(context.Background(), vol)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	if err := r.DetachUnclaimed(context.Background()); err != nil || !kept() {
+		t.Fatalf("the sweep removed the kept cache of an admitted binding (%v)", err)
+	}
+	revoke(t, c)
+	if err := r.DetachUnclaimed(context.Background()); err != nil || kept() {
+		t.Fatalf("the kept cache of a revoked binding outlived the sweep (%v)", err)
+	}
+}

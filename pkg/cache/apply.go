@@ -56,6 +56,9 @@ func (a *applier) apply(ctx context.Context, s step) error {
 		return a.dm.Untrack(ctx, DeviceName(a.volumeID), a.uncachedWrites.ID)
 	case stepMapKept:
 		return a.mapKept(ctx)
+	case stepUntagKept:
+		meta, _ := taggedClean(a.lvs)
+		return a.lvm.ChangeTags(ctx, meta.VG, meta.Name, nil, []string{UnstagedCleanTag})
 	case stepLoadCache:
 		meta, data, err := a.pair()
 		if err != nil {

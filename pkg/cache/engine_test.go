@@ -383,7 +383,9 @@ func TestGrowReloadsWithNewLength(t *testing.T) {
 	}
 }
 
-func TestUnstageRemovesEverything(t *testing.T) {
+// Unstage removes the device and keeps a cleanly shut down cache's LVs,
+// tagged, for the next stage; Detach of the unstaged volume removes them.
+func TestUnstageKeepsACleanCacheAndDetachRemovesIt(t *testing.T) {
 	w := newWorld(t)
 	w.stage(t, readCache(gib))
 	for i := 0; i < 2; i++ { // the second call must be a no-op
@@ -394,8 +396,15 @@ func TestUnstageRemovesEverything(t *testing.T) {
 	if devs, _ := w.dm.List(context.Background()); len(devs) != 0 {
 		t.Fatalf("devices left: %v", devs)
 	}
+	obs, _ := w.engine.observe(context.Background(), vol)
+	if meta, kept := taggedClean(obs.cacheLVs); len(obs.cacheLVs) != 2 || !kept || meta.Role() != lvm.RoleCacheMetadata {
+		t.Fatalf("cache LVs after unstage: %+v, want the pair kept with the metadata LV tagged %s", obs.cacheLVs, UnstagedCleanTag)
+	}
+	if err := w.engine.Detach(context.Background(), vol); err != nil {
+		t.Fatal(err)
+	}
 	if lvs := w.cacheLVs(t); len(lvs) != 0 {
-		t.Fatalf("cache LVs left: %v", lvs)
+		t.Fatalf("cache LVs left after detaching the unstaged volume: %v", lvs)
 	}
 }
 

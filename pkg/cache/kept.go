@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/ssdcache/ssdcache/pkg/cachesize"
 	"github.com/ssdcache/ssdcache/pkg/dm"
 	"github.com/ssdcache/ssdcache/pkg/lvm"
 )
@@ -108,4 +109,92 @@ func (a *applier) keptMetadata(ctx context.Context, meta lvm.LV) (dm.CacheMetada
 		return dm.CacheMetadata{}, fmt.Errorf("%w: %w", errNoKeptBlocks, err)
 	}
 	return md, nil
+}
+
+// A clean unstage keeps a live cache's LVs as well: removing the device
+// shut the cache down cleanly, so its metadata maps what its data LV holds.
+// Between that unstage and the next stage nothing writes the origin LV but
+// ssdcache itself, which always stages through the volume's device; the
+// metadata LV carries UnstagedCleanTag meanwhile. Stage starts the count of
+// writes on the new device before it returns, so before anything mounts or
+// writes it, and only then deletes the tag: from there the count vouches
+// for the LVs as it does for a paused cache, and it dies with the device,
+// so a reboot while staged leaves neither tag nor count (safety rule 2).
+// Any change that loads a cache table over the LVs deletes the tag first.
+// A static disk (OriginDisk) may be written by anyone while unstaged, so
+// its cache LVs are never kept.
+const UnstagedCleanTag = "ssdcache.io/unstaged-clean"
+
+// taggedClean returns the metadata LV of a pair a clean unstage kept.
+func taggedClean(lvs []lvm.LV) (lvm.LV, bool) {
+	i := slices.IndexFunc(lvs, func(lv lvm.LV) bool { return lv.HasTag(UnstagedCleanTag) })
+	if i < 0 {
+		return lvm.LV{}, false
+	}
+	return lvs[i], true
+}
+
+// keepOrRemove ends an unstage whose device, now removed, ran table: a
+// cache over the volume's own origin LV keeps its pair of LVs, tagged; any
+// other cache LVs are removed.
+func (a *applier) keepOrRemove(ctx context.Context, table dm.Table) error {
+	live := table.Target.(dm.CacheTarget)
+	meta, ok := activeLV(a.lvs, lvm.RoleCacheMetadata)
+	if ok && len(a.lvs) == 2 && meta.DevNum == live.Metadata {
+		origin, err := a.OriginLV(ctx, a.volumeID)
+		if err == nil && origin.DevNum == live.Origin {
+			a.faults.Reached(ctx, "unstage/keep-cache-lvs")
+			return a.lvm.ChangeTags(ctx, meta.VG, meta.Name, []string{UnstagedCleanTag}, nil)
+		}
+	}
+	a.faults.Reached(ctx, "unstage/remove-cache-lvs")
+	return a.removeCacheLVs(ctx)
+}
+
+// countWritesOverKept turns the tag of the cache LVs a clean unstage kept
+// into a count of the writes through the volume's device, just staged and
+// not yet mounted, in areas a resume of that cache reads.
+func (e *Engine) countWritesOverKept(ctx context.Context, volumeID string, lvs []lvm.LV) error {
+	meta, ok := taggedClean(lvs)
+	if !ok {
+		return nil
+	}
+	name := DeviceName(volumeID)
+	table, err := e.dm.Table(ctx, name)
+	if err != nil {
+		return err
+	}
+	if _, linear := table.Target.(dm.LinearTarget); linear {
+		bs := e.minBlockSectors
+		if data, ok := activeLV(lvs, lvm.RoleCacheData); ok {
+			bs = cachesize.BlockSectorsFor(requestedBytes(data), e.minBlockSectors)
+		}
+		areaSectors := trackingAreaBlocks(bs, table.Length, e.trackedAreas) * bs
+		if _, err := e.dm.TrackUncachedWrites(ctx, name, areaSectors); err != nil {
+			return err
+		}
+	}
+	e.faults.Reached(ctx, "stage/count-writes-over-kept")
+	return e.lvm.ChangeTags(ctx, meta.VG, meta.Name, nil, []string{UnstagedCleanTag})
+}
+
+// removeKept removes the cache LVs of an unstaged volume.
+func (e *Engine) removeKept(ctx context.Context, volumeID string) error {
+	obs, err := e.observe(ctx, volumeID)
+	if err != nil || obs.staged {
+		return err
+	}
+	run := &applier{Engine: e, op: "detach", volumeID: volumeID, lvs: obs.cacheLVs}
+	return run.removeCacheLVs(ctx)
+}
+
+// KeptCache describes the cache LVs a clean unstage kept for an unstaged
+// volume, if it has any: its owner is what they were made for.
+func (e *Engine) KeptCache(ctx context.Context, volumeID string) (Spec, bool, error) {
+	obs, err := e.observe(ctx, volumeID)
+	if err != nil || obs.staged {
+		return Spec{}, false, err
+	}
+	spec, ok := e.specOf(obs)
+	return spec, ok, nil
 }

@@ -136,3 +136,90 @@ func TestTheCountGoesWithTheLVsItVouchesFor(t *testing.T) {
 		t.Fatal("detaching a paused cache left its count of writes behind")
 	}
 }
+
+func (w *world) unstage(t *testing.T) {
+	t.Helper()
+	if err := w.engine.Unstage(context.Background(), vol); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A clean unstage keeps the cache; the next stage counts writes before it
+// returns (before any mount), so the attach after it, even by a restarted
+// plugin, maps the kept blocks again but for those written in between,
+// and reads nothing from the origin.
+func TestRestageMapsTheKeptBlocksButThoseWrittenBeforeTheAttach(t *testing.T) {
+	w := newWorld(t)
+	w.stage(t, warmCache(gib))
+	w.used(t, 4, 25)
+	w.unstage(t)
+	w.stage(t, nil)
+	if obs, _ := w.engine.observe(context.Background(), vol); !w.countingUncachedWrites(t) || len(obs.cacheLVs) != 2 {
+		t.Fatalf("restaged: cache LVs %v, counting writes %v; want the kept pair and a count", obs.cacheLVs, w.countingUncachedWrites(t))
+	}
+	if _, tagged := taggedClean(w.mustObserve(t).cacheLVs); tagged {
+		t.Fatal("the stage left the clean-unstage tag, which a reboot would then trust")
+	}
+	w.dm.Write(DeviceName(vol), 25*blockSecs) // the filesystem, mounted linear before the agent attaches
+	w.restart()
+	w.dev.Copied = nil
+
+	r := w.setCache(t, warmCache(gib)).Warmed
+	if r.Kept != 1 || r.Dropped != 1 || r.Blocks != 0 || len(w.dev.Copied) != 0 {
+		t.Fatalf("attach after restage: %+v, copies %v; want block 4 kept, block 25 left out, nothing copied", r, w.dev.Copied)
+	}
+	if got := originsOf(w.liveMeta(t).Mappings); !reflect.DeepEqual(got, []uint64{4}) {
+		t.Fatalf("the cache maps origin blocks %v after the restage, want [4]", got)
+	}
+}
+
+func (w *world) mustObserve(t *testing.T) observed {
+	t.Helper()
+	obs, err := w.engine.observe(context.Background(), vol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return obs
+}
+
+// The device of a volume staged when the node went down is gone after the
+// reboot, and its count with it; the stage deleted the tag: nothing
+// vouches for the kept LVs, which are zeroed and filled from the hot set.
+func TestRebootWhileStagedRefillsTheKeptLVs(t *testing.T) {
+	w := newWorld(t)
+	w.stage(t, warmCache(gib))
+	w.used(t, 4, 25)
+	w.unstage(t)
+	w.stage(t, nil)
+	if err := w.dm.Remove(context.Background(), DeviceName(vol)); err != nil { // the reboot
+		t.Fatal(err)
+	}
+	w.restart()
+	w.stage(t, nil)
+	if w.countingUncachedWrites(t) {
+		t.Fatal("a stage after a reboot counts writes for LVs nothing vouches for")
+	}
+	w.events = nil
+	r := w.setCache(t, warmCache(gib)).Warmed
+	if r.Kept != 0 || r.Blocks != 2 || !hasZeroOf(w.events, metaPath) {
+		t.Fatalf("attach after a reboot: %+v; want the metadata zeroed and both hot blocks copied\n%s", r, strings.Join(w.events, "\n"))
+	}
+}
+
+// A cache in front of anything but the volume's own origin LV (a static
+// disk, which others may write while it is unstaged) is not kept.
+func TestUnstageKeepsNoCacheOfAStaticDisk(t *testing.T) {
+	w := newWorld(t)
+	disk, err := w.lvm.CreateLV(context.Background(), "ssdcache-hdd", "disk", gib, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.engine.Stage(context.Background(), StageSpec{VolumeID: vol, Origin: Origin{Path: disk.Path, DevNum: disk.DevNum, Bytes: disk.Size}}); err != nil {
+		t.Fatal(err)
+	}
+	w.setCache(t, readCache(gib))
+	w.unstage(t)
+	if lvs := w.cacheLVs(t); len(lvs) != 0 {
+		t.Fatalf("the cache of a static disk kept its LVs %v", lvs)
+	}
+}

@@ -40,6 +40,9 @@ func (e *Engine) Stage(ctx context.Context, spec StageSpec) (string, error) {
 		e.faults.Reached(ctx, "stage/create-device")
 		err = e.dm.Create(ctx, DeviceName(spec.VolumeID), linearTable(want))
 	}
+	if err == nil {
+		err = e.countWritesOverKept(ctx, spec.VolumeID, obs.cacheLVs)
+	}
 	if err != nil {
 		return "", fmt.Errorf("stage volume %s: %w", spec.VolumeID, err)
 	}
@@ -125,9 +128,13 @@ func (e *Engine) Attach(ctx context.Context, volumeID string, spec Spec) error {
 	return err
 }
 
-// Detach removes a staged volume's cache; no flush is needed (rule 1).
+// Detach removes a volume's cache; no flush is needed (rule 1). An
+// unstaged volume loses the cache LVs a clean unstage kept.
 func (e *Engine) Detach(ctx context.Context, volumeID string) error {
 	_, err := e.SetCache(ctx, volumeID, nil)
+	if errors.Is(err, ErrNotStaged) {
+		return e.removeKept(ctx, volumeID)
+	}
 	return err
 }
 
@@ -253,9 +260,11 @@ func (e *Engine) dropSuspend(ctx context.Context, name string) error {
 	return err
 }
 
-// Unstage removes the volume's dm device and its cache LVs, keeping what the
-// cache held as the volume's hot set. The device must no longer be mounted
-// or open.
+// Unstage removes the volume's dm device, keeping what the cache held as
+// the volume's hot set. A live cache over the volume's origin LV keeps its
+// LVs too, tagged as shut down cleanly, for the next stage to map again
+// (kept.go); any other cache LVs are removed. The device must no longer be
+// mounted or open.
 func (e *Engine) Unstage(ctx context.Context, volumeID string) error {
 	if err := ValidateVolumeID(volumeID); err != nil {
 		return err
@@ -284,6 +293,10 @@ func (e *Engine) Unstage(ctx context.Context, volumeID string) error {
 	if _, cached := obs.table.Target.(dm.CacheTarget); cached {
 		// Removing the device shut the cache down cleanly: its metadata is whole.
 		run.saveHotSet(ctx)
+		return run.keepOrRemove(ctx, obs.table)
+	}
+	if _, kept := taggedClean(obs.cacheLVs); kept {
+		return nil // unstaged again: what the first unstage kept stays kept
 	}
 	e.faults.Reached(ctx, "unstage/remove-cache-lvs")
 	return run.removeCacheLVs(ctx)

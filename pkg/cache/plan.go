@@ -70,6 +70,10 @@ const (
 	stepTrackUncachedWrites  step = "track-uncached-writes"
 	stepMapKept              step = "map-kept"
 	stepForgetUncachedWrites step = "forget-uncached-writes"
+	// stepUntagKept deletes the tag of cache LVs a clean unstage kept,
+	// which Stage turns into a count of writes: a change that finds it has
+	// no count to go by, and must not leave it for a later stage to trust.
+	stepUntagKept step = "untag-kept"
 )
 
 // plan lists the steps from obs to want. It never zeroes metadata that a
@@ -81,6 +85,9 @@ const (
 // (safety rule 1). A paused cache is its LVs behind a linear table.
 func plan(obs observed, want desired) []step {
 	var steps []step
+	if _, tagged := taggedClean(obs.cacheLVs); tagged && !done(obs, want) {
+		steps = append(steps, stepUntagKept)
+	}
 	if spare, ok := spareMetadata(obs); ok {
 		steps = append(steps, stepRemoveSpareMetadata)
 		obs.cacheLVs = withoutLV(obs.cacheLVs, spare)

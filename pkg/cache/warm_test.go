@@ -35,13 +35,24 @@ func (w *world) used(t *testing.T, origin ...uint64) {
 	w.meta.Put(metaPath, md)
 }
 
+// unstageWithoutKeeping unstages the volume and removes the cache LVs a
+// clean unstage keeps, as if they had not been kept (a static disk, or a
+// reboot while staged): the next cache is filled from the hot set.
+func (w *world) unstageWithoutKeeping(t *testing.T) {
+	t.Helper()
+	if err := w.engine.Unstage(context.Background(), vol); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.engine.Detach(context.Background(), vol); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestUnstageKeepsTheHotSetAndTheNextAttachMapsIt(t *testing.T) {
 	w := newWorld(t)
 	w.stage(t, warmCache(gib))
 	w.used(t, 7, 3, 4, 5)
-	if err := w.engine.Unstage(context.Background(), vol); err != nil {
-		t.Fatal(err)
-	}
+	w.unstageWithoutKeeping(t)
 	set, ok, _ := w.hotSets.Load(vol)
 	if want := hotset.FromBlocks([]uint64{3, 4, 5, 7}, blockSecs); !ok || !reflect.DeepEqual(set, want) {
 		t.Fatalf("hot set after unstage %v (%v), want %v", set, ok, want)
@@ -292,9 +303,7 @@ func TestWarmUpCopiesUnderADeadline(t *testing.T) {
 	w := newWorld(t)
 	w.stage(t, warmCache(gib))
 	w.used(t, 7, 3, 4, 5)
-	if err := w.engine.Unstage(context.Background(), vol); err != nil {
-		t.Fatal(err)
-	}
+	w.unstageWithoutKeeping(t)
 	copies := &deadlineCopies{Devices: w.dev}
 	l := w.layers()
 	l.Dev = copies

@@ -196,6 +196,10 @@ func (s *ControllerServer) deleteOrigin(ctx context.Context, id string) error {
 	if err := s.engine.Unstage(ctx, id); err != nil {
 		return err
 	}
+	// The cache LVs a clean unstage kept for the next stage.
+	if err := s.engine.Detach(ctx, id); err != nil {
+		return err
+	}
 	if err := s.engine.ForgetHotSet(id); err != nil {
 		return err
 	}

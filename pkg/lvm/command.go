@@ -221,6 +221,21 @@ func (c *Command) RemoveLV(ctx context.Context, vg, name string) error {
 	return err
 }
 
+func (c *Command) ChangeTags(ctx context.Context, vg, name string, add, del []string) error {
+	var args []string
+	for _, t := range add {
+		args = append(args, "--addtag", t)
+	}
+	for _, t := range del {
+		args = append(args, "--deltag", t)
+	}
+	if len(args) == 0 {
+		return nil
+	}
+	_, err := c.lvm(ctx, "lvchange", append(args, vg+"/"+name)...)
+	return err
+}
+
 func splitTags(s string) []string {
 	if s == "" {
 		return nil

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/ssdcache/ssdcache/pkg/dm"
@@ -38,6 +39,9 @@ const (
 	RoleCacheMetadata Role = "cache-metadata"
 	RoleCacheData     Role = "cache-data"
 )
+
+// HasTag says whether the LV carries tag.
+func (lv LV) HasTag(tag string) bool { return slices.Contains(lv.Tags, tag) }
 
 // Tags returns the tags of an LV of volumeID with role.
 func Tags(volumeID string, role Role) []string {
@@ -103,6 +107,8 @@ type Interface interface {
 	ActivateLV(ctx context.Context, vg, name string) error
 	// RemoveLV returns ErrNotFound when the LV does not exist.
 	RemoveLV(ctx context.Context, vg, name string) error
+	// ChangeTags adds and deletes tags of an LV in one metadata update.
+	ChangeTags(ctx context.Context, vg, name string, add, del []string) error
 }
 
 // FindLV returns the LV of vg named name, or ErrNotFound.

@@ -210,6 +210,26 @@ func (f *LVM) ActivateLV(_ context.Context, vg, name string) error {
 	return nil
 }
 
+func (f *LVM) ChangeTags(_ context.Context, vg, name string, add, del []string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record("changetags", fmt.Sprintf("%s/%s +%v -%v", vg, name, add, del)); err != nil {
+		return err
+	}
+	i := f.index(vg, name)
+	if i < 0 {
+		return fmt.Errorf("logical volume %s/%s: %w", vg, name, lvm.ErrNotFound)
+	}
+	lv := &f.lvs[vg][i]
+	lv.Tags = slices.DeleteFunc(lv.Tags, func(t string) bool { return slices.Contains(del, t) })
+	for _, t := range add {
+		if !slices.Contains(lv.Tags, t) {
+			lv.Tags = append(lv.Tags, t)
+		}
+	}
+	return nil
+}
+
 func (f *LVM) RemoveLV(_ context.Context, vg, name string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -26,8 +26,23 @@ func TestSafetyRule5_CrashDuringStage(t *testing.T) {
 	p.stage(t, v)
 	sums := dataset(t, v.staging, 8)
 	p.unstage(t, v)
-	for _, point := range []string{"attach/metadata-lv-created", "attach/zero-metadata", "attach/suspended"} {
-		t.Run(point, func(t *testing.T) {
+	// Each unstage keeps the cache LVs; a new cache's points need them gone.
+	points := []struct {
+		point     string
+		keptCache bool
+	}{
+		{"attach/metadata-lv-created", false}, {"attach/zero-metadata", false}, {"attach/suspended", false},
+		{"stage/count-writes-over-kept", true}, {"attach/map-kept", true}, {"attach/suspended", true},
+	}
+	for _, pt := range points {
+		point := pt.point
+		name := map[bool]string{false: point + "@new", true: point + "@kept"}[pt.keptCache]
+		t.Run(name, func(t *testing.T) {
+			if !pt.keptCache {
+				if err := realEngine(cache.NoFaults{}).Detach(ctx(t), v.id); err != nil {
+					t.Fatal(err)
+				}
+			}
 			p.restart("--fault-point=" + point)
 			if err := p.tryStage(t, v); err == nil {
 				t.Fatalf("NodeStageVolume succeeded: fault point %s never reached", point)
@@ -136,13 +151,20 @@ func encodeSpec(s *cache.Spec) string {
 	return strings.Join([]string{string(s.Mode), strings.TrimSpace(formatBytes(s.SizeBytes))}, ":")
 }
 
+// expectNoDevice checks that an unstage removed the volume's device and
+// left no cache LVs but the pair a clean unstage keeps, tagged as such.
 func expectNoDevice(t testing.TB, id string) {
 	t.Helper()
 	if out, err := trySh("dmsetup info %s", cache.DeviceName(id)); err == nil {
 		t.Fatalf("device of %s still exists after unstage:\n%s", id, out)
 	}
-	if got := cacheLVs(t, id); len(got) != 0 {
-		t.Fatalf("cache LVs of %s left after unstage: %v", id, got)
+	got := cacheLVs(t, id)
+	if len(got) == 0 {
+		return
+	}
+	tags := sh(t, "lvs --devices %s --noheadings -o lv_tags %s/%s.cache-meta", guestEnv(t).ssd, cacheVG, id)
+	if len(got) != 2 || !strings.Contains(tags, cache.UnstagedCleanTag) {
+		t.Fatalf("cache LVs of %s left after unstage: %v, the metadata LV's tags %q; want none or the pair kept with %s", id, got, tags, cache.UnstagedCleanTag)
 	}
 }
 
