@@ -25,7 +25,7 @@ import (
 
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims/status,verbs=patch
-// +kubebuilder:rbac:groups="",resources=persistentvolumes,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups="",resources=persistentvolumes,verbs=get;patch
 
 // VolumeExpander grows a volume's origin LV: the CSI ControllerExpandVolume
 // this same process serves (a volume's controller calls are served on the
@@ -41,7 +41,10 @@ type VolumeExpander interface {
 // is marked for kubelet, which grows the filesystem (NodeExpandVolume,
 // online) and updates the claim's capacity.
 type ResizeReconciler struct {
-	client   client.Client
+	client client.Client
+	// reader reads claims and PVs from the API server, uncached: the
+	// manager's cache holds claims only as claimStubs and no PVs at all.
+	reader   client.Reader
 	recorder events.EventRecorder
 	expander VolumeExpander
 	driver   string
@@ -55,9 +58,11 @@ const (
 	resizeFailedRetry = time.Minute
 )
 
-// NewResizeReconciler returns the reconciler of claims bound to driver's volumes on nodeName.
-func NewResizeReconciler(c client.Client, rec events.EventRecorder, e VolumeExpander, driver, nodeName string) *ResizeReconciler {
-	return &ResizeReconciler{client: c, recorder: rec, expander: e, driver: driver, nodeName: nodeName}
+// NewResizeReconciler returns the reconciler of claims bound to driver's
+// volumes on nodeName; it writes through c and reads through reader (the
+// manager's APIReader).
+func NewResizeReconciler(c client.Client, reader client.Reader, rec events.EventRecorder, e VolumeExpander, driver, nodeName string) *ResizeReconciler {
+	return &ResizeReconciler{client: c, reader: reader, recorder: rec, expander: e, driver: driver, nodeName: nodeName}
 }
 
 // SetupWithManager watches the claims that ask for more than they have.
@@ -71,23 +76,50 @@ func (r *ResizeReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// wantsMore: a bound claim whose request exceeds its capacity.
+// wantsMore: a bound claim whose request exceeds its capacity. It must read
+// nothing claimStub drops.
 func wantsMore(pvc *corev1.PersistentVolumeClaim) bool {
 	want, have := pvc.Spec.Resources.Requests[corev1.ResourceStorage], pvc.Status.Capacity[corev1.ResourceStorage]
 	return pvc.Spec.VolumeName != "" && want.Cmp(have) > 0
 }
 
-// Reconcile grows the volume of one claim, if it is this node's to grow.
+// claimStub is the node's cached copy of a claim: its identity and, only
+// while it wants more (rarely), what wantsMore reads. No selector can keep
+// only this node's claims (a claim names no node, and its label and field
+// selectors see nothing of its volume), so the watch that wakes the resizer
+// is cluster-wide; stubs keep its cache small (a size list alone costs more
+// than the rest of a stub), and Reconcile reads the whole claim from the API
+// server, which it needs for its patches anyway.
+func claimStub(o any) (any, error) {
+	pvc, ok := o.(*corev1.PersistentVolumeClaim)
+	if !ok {
+		return o, nil
+	}
+	stub := &corev1.PersistentVolumeClaim{
+		TypeMeta:   pvc.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{Name: pvc.Name, Namespace: pvc.Namespace, UID: pvc.UID, ResourceVersion: pvc.ResourceVersion},
+	}
+	if wantsMore(pvc) {
+		stub.Spec.VolumeName = pvc.Spec.VolumeName
+		stub.Spec.Resources.Requests = corev1.ResourceList{corev1.ResourceStorage: pvc.Spec.Resources.Requests[corev1.ResourceStorage]}
+		stub.Status.Capacity = corev1.ResourceList{corev1.ResourceStorage: pvc.Status.Capacity[corev1.ResourceStorage]}
+	}
+	return stub, nil
+}
+
+// Reconcile grows the volume of one claim, if it is this node's to grow. It
+// runs only for claims that want more, so its two uncached reads are rare;
+// a cached PV read would hold every PV of the cluster from the first resize on.
 func (r *ResizeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	pvc := &corev1.PersistentVolumeClaim{}
-	if err := r.client.Get(ctx, req.NamespacedName, pvc); err != nil {
+	if err := r.reader.Get(ctx, req.NamespacedName, pvc); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !wantsMore(pvc) {
 		return ctrl.Result{}, nil
 	}
 	pv := &corev1.PersistentVolume{}
-	if err := r.client.Get(ctx, types.NamespacedName{Name: pvc.Spec.VolumeName}, pv); err != nil {
+	if err := r.reader.Get(ctx, types.NamespacedName{Name: pvc.Spec.VolumeName}, pv); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	want, have := pvc.Spec.Resources.Requests[corev1.ResourceStorage], pv.Spec.Capacity[corev1.ResourceStorage]

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -17,6 +18,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	ssdv1 "github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
 )
@@ -60,7 +62,7 @@ func reconcileResize(t *testing.T, e VolumeExpander, objs ...client.Object) (cli
 	t.Helper()
 	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(objs...).WithStatusSubresource(&corev1.PersistentVolumeClaim{}).Build()
 	rec := events.NewFakeRecorder(10)
-	res, err := NewResizeReconciler(c, rec, e, ssdv1.DriverName, "node-a").
+	res, err := NewResizeReconciler(c, c, rec, e, ssdv1.DriverName, "node-a").
 		Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "app", Name: "data"}})
 	if err != nil {
 		t.Fatal(err)
@@ -179,5 +181,77 @@ func drain(rec *events.FakeRecorder) string {
 		default:
 			return b.String()
 		}
+	}
+}
+
+// The node's cache holds claims as claimStubs: what the resizer's watch
+// needs to wake it, none of the claims' annotations, labels, finalizers or
+// conditions, and no sizes unless the claim wants more, so each of the
+// cluster's claims costs the node little.
+func TestCacheOptionsKeepClaimsAsStubs(t *testing.T) {
+	var transform func(any) (any, error)
+	for o, by := range CacheOptions("node-a").ByObject {
+		if _, ok := o.(*corev1.PersistentVolumeClaim); ok {
+			transform = by.Transform
+		}
+	}
+	if transform == nil {
+		t.Fatal("CacheOptions caches whole claims: it has no transform for PersistentVolumeClaims")
+	}
+	pvc, _ := claimAndVolume(ssdv1.DriverName, "node-a", "1Gi", "2Gi")
+	pvc.UID, pvc.ResourceVersion = "uid-1", "7"
+	pvc.Annotations = map[string]string{"volume.kubernetes.io/selected-node": "node-a", "kubectl.kubernetes.io/last-applied-configuration": strings.Repeat("x", 1000)}
+	pvc.Labels = map[string]string{"app": "db"}
+	pvc.Finalizers = []string{"kubernetes.io/pvc-protection"}
+	pvc.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
+	pvc.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}
+	pvc.Status.Conditions = []corev1.PersistentVolumeClaimCondition{{Type: corev1.PersistentVolumeClaimResizing}}
+	out, err := transform(pvc.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stub := out.(*corev1.PersistentVolumeClaim)
+	if stub.Name != "data" || stub.Namespace != "app" || stub.UID != "uid-1" || stub.ResourceVersion != "7" || !wantsMore(stub) {
+		t.Fatalf("stub %+v lost the claim's identity or its growth", stub)
+	}
+	if stub.Annotations != nil || stub.Labels != nil || stub.Finalizers != nil || stub.ManagedFields != nil ||
+		stub.Spec.AccessModes != nil || stub.Status.Phase != "" || stub.Status.Conditions != nil {
+		t.Fatalf("stub keeps more than the resizer reads: %+v", stub)
+	}
+	pvc.Status.Capacity[corev1.ResourceStorage] = resource.MustParse("2Gi")
+	out, _ = transform(pvc.DeepCopy())
+	if stub := out.(*corev1.PersistentVolumeClaim); wantsMore(stub) || stub.Spec.Resources.Requests != nil || stub.Status.Capacity != nil {
+		t.Fatalf("the stub of a claim that has what it asks for wants more or keeps its sizes: %+v", stub)
+	}
+}
+
+// The resizer reads claims and PVs from the API server, never from the
+// manager's cache, which holds claims as stubs and must hold no PVs: a
+// cached PV read would start an informer on every PV of the cluster.
+func TestResizeReadsTheAPIServerNotTheCache(t *testing.T) {
+	pvc, pv := claimAndVolume(ssdv1.DriverName, "node-a", "1Gi", "2Gi")
+	pvc.Status.Conditions = []corev1.PersistentVolumeClaimCondition{{Type: "Custom", Status: corev1.ConditionTrue}}
+	server := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(pvc, pv).WithStatusSubresource(&corev1.PersistentVolumeClaim{}).Build()
+	var cachedReads []string
+	cached := interceptor.NewClient(server, interceptor.Funcs{
+		Get: func(_ context.Context, _ client.WithWatch, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+			cachedReads = append(cachedReads, fmt.Sprintf("%T %s", obj, key))
+			return fmt.Errorf("read of %s through the cache", key)
+		},
+	})
+	e := &expanderFunc{}
+	_, err := NewResizeReconciler(cached, server, events.NewFakeRecorder(10), e, ssdv1.DriverName, "node-a").
+		Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(pvc)})
+	if err != nil || len(cachedReads) != 0 {
+		t.Fatalf("reconcile: %v; reads through the cache: %v", err, cachedReads)
+	}
+	if len(e.calls) != 1 {
+		t.Fatalf("ControllerExpandVolume calls %v, want one", e.calls)
+	}
+	if err := server.Get(context.Background(), client.ObjectKeyFromObject(pvc), pvc); err != nil {
+		t.Fatal(err)
+	}
+	if len(pvc.Status.Conditions) != 2 || pvc.Status.Conditions[0].Type != "Custom" {
+		t.Fatalf("claim conditions %v, want the claim's own kept beside FileSystemResizePending", pvc.Status.Conditions)
 	}
 }

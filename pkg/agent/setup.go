@@ -5,6 +5,7 @@ import (
 	"context"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -105,7 +106,7 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 		return err
 	}
 	if cfg.Expander != nil {
-		resizer := NewResizeReconciler(mgr.GetClient(), mgr.GetEventRecorder(EventSource), cfg.Expander, cfg.DriverName, cfg.NodeName)
+		resizer := NewResizeReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder(EventSource), cfg.Expander, cfg.DriverName, cfg.NodeName)
 		if err := resizer.SetupWithManager(mgr); err != nil {
 			return err
 		}
@@ -118,13 +119,15 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 // those the controller labelled with this node (ssdv1.LabelNode), so that an
 // agent's memory and its sweeps grow with its own node's bindings, not the
 // cluster's; and no object's managedFields, which nothing here reads.
-// Claims stay cluster-wide: the resizer must see a claim of this node's
-// volumes grow, and a claim names no node a selector could match.
+// Claims stay cluster-wide, as claimStubs only: the resizer must see a claim
+// of this node's volumes grow, and a claim names no node a selector could
+// match. PVs are never cached: the resizer reads the few it needs directly.
 func CacheOptions(nodeName string) crcache.Options {
 	return crcache.Options{
 		DefaultTransform: crcache.TransformStripManagedFields(),
 		ByObject: map[client.Object]crcache.ByObject{
-			&ssdv1.CacheBinding{}: {Label: labels.SelectorFromSet(labels.Set{ssdv1.LabelNode: nodeName})},
+			&ssdv1.CacheBinding{}:           {Label: labels.SelectorFromSet(labels.Set{ssdv1.LabelNode: nodeName})},
+			&corev1.PersistentVolumeClaim{}: {Transform: claimStub},
 		},
 	}
 }

@@ -7,12 +7,16 @@ import (
 	"path/filepath"
 	"testing"
 
+	csispec "github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/prometheus/client_golang/prometheus"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -33,8 +37,10 @@ import (
 // ClusterRole generated from pkg/agent's markers, with Leases only in a Role
 // of the agent's namespace (test/chart checks the chart has that split). The
 // agent must renew its Lease, report the Node's capacity and write a
-// binding's status without the API server refusing anything; a read the
-// RBAC does not cover (a cached read of Leases, say) stops it.
+// binding's status, and grow a claim's volume, without the API server
+// refusing anything; a read the RBAC does not cover (a cached read of Leases
+// or PVs, say) stops it. The role has no list or watch on PVs, so the agent
+// holds no PV informer; its cache holds claims as stubs only.
 func TestAgentUnderItsRBAC(t *testing.T) {
 	ctx, c := needAPIServer(t)
 	ns := newNamespace(t, ctx, c)
@@ -63,7 +69,7 @@ func TestAgentUnderItsRBAC(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = agent.Setup(mgr, agent.Config{NodeName: node, Engine: engine, Dev: blockdevfake.New(), Locks: cache.NewVolumeLocks(),
-		Metrics: m, Pools: pools, CacheClass: "nvme", LeaseNamespace: ns})
+		Metrics: m, Pools: pools, CacheClass: "nvme", LeaseNamespace: ns, Expander: growAsAsked{}, DriverName: ssdv1.DriverName})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,6 +106,48 @@ func TestAgentUnderItsRBAC(t *testing.T) {
 		}
 		return nil
 	})
+
+	// The API server lets only claims of a class that allows expansion grow.
+	sc := create(t, ctx, c, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: uniqueName("sc")}, Provisioner: ssdv1.DriverName,
+		AllowVolumeExpansion: ptr.To(true)}).Name
+	grown := createVolume(t, ctx, c, ns, volume{pvc: "grown", node: node, size: "1Gi", storageClass: sc})
+	grown.Status.Capacity = grown.Spec.Resources.Requests
+	if err := c.Status().Update(ctx, grown); err != nil {
+		t.Fatal(err)
+	}
+	setRequest(t, ctx, c, grown, "2Gi")
+	eventually(t, "the resizer's PV and claim writes for 2Gi", func(ctx context.Context) error {
+		pv, claim := &corev1.PersistentVolume{}, &corev1.PersistentVolumeClaim{}
+		if err := c.Get(ctx, client.ObjectKey{Name: grown.Spec.VolumeName}, pv); err != nil {
+			return err
+		}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(grown), claim); err != nil {
+			return err
+		}
+		want := resource.MustParse("2Gi")
+		if got := pv.Spec.Capacity[corev1.ResourceStorage]; got.Cmp(want) != 0 {
+			return fmt.Errorf("PV capacity %s", got.String())
+		}
+		if got := claim.Status.AllocatedResources[corev1.ResourceStorage]; got.Cmp(want) != 0 {
+			return fmt.Errorf("claim's allocated size %s", got.String())
+		}
+		return nil
+	})
+	cached := &corev1.PersistentVolumeClaim{}
+	if err := mgr.GetClient().Get(ctx, client.ObjectKeyFromObject(grown), cached); err != nil {
+		t.Fatal(err)
+	}
+	if cached.Status.Phase != "" || cached.Spec.AccessModes != nil {
+		t.Errorf("the agent's cache holds claim %s whole (phase %q, access modes %v): want a stub",
+			grown.Name, cached.Status.Phase, cached.Spec.AccessModes)
+	}
+}
+
+// growAsAsked is a VolumeExpander whose volumes always grow to the size asked.
+type growAsAsked struct{}
+
+func (growAsAsked) ControllerExpandVolume(_ context.Context, req *csispec.ControllerExpandVolumeRequest) (*csispec.ControllerExpandVolumeResponse, error) {
+	return &csispec.ControllerExpandVolumeResponse{CapacityBytes: req.GetCapacityRange().GetRequiredBytes(), NodeExpansionRequired: true}, nil
 }
 
 // grantNodeRole creates a user with the node plugin's permissions: the
