@@ -55,6 +55,9 @@ type Interface interface {
 	// never trusted after a power loss). Offsets and lengths are multiples
 	// of 4096.
 	CopyExtents(ctx context.Context, src dm.DevNum, dst string, want dm.DevNum, extents []Extent) error
+	// Flush empties the device's write cache, after checking that path is
+	// device want (as ZeroHead does): every write it completed is then durable.
+	Flush(path string, want dm.DevNum) error
 	// Wipe erases every signature; only for devices an operator told us to adopt.
 	Wipe(ctx context.Context, path string) error
 	// IOStats returns the block layer's counters of a device since it was
@@ -197,6 +200,20 @@ func (h *Host) ZeroHead(path string, want dm.DevNum, n uint64) error {
 	if err := f.Sync(); err != nil {
 		_ = f.Close()
 		return fmt.Errorf("sync %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+// Flush syncs the opened device: for a block device the kernel then sends
+// the device a cache flush (blkdev_fsync), whoever wrote the data.
+func (h *Host) Flush(path string, want dm.DevNum) error {
+	f, err := openDevice(path, os.O_RDONLY, want)
+	if err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("flush %s: %w", path, err)
 	}
 	return f.Close()
 }

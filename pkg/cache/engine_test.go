@@ -388,6 +388,7 @@ func TestGrowReloadsWithNewLength(t *testing.T) {
 func TestUnstageKeepsACleanCacheAndDetachRemovesIt(t *testing.T) {
 	w := newWorld(t)
 	w.stage(t, readCache(gib))
+	w.events = nil
 	for i := 0; i < 2; i++ { // the second call must be a no-op
 		if err := w.engine.Unstage(context.Background(), vol); err != nil {
 			t.Fatal(err)
@@ -395,6 +396,12 @@ func TestUnstageKeepsACleanCacheAndDetachRemovesIt(t *testing.T) {
 	}
 	if devs, _ := w.dm.List(context.Background()); len(devs) != 0 {
 		t.Fatalf("devices left: %v", devs)
+	}
+	// The kept blocks are durable before the tag says they may be trusted.
+	flush := slices.Index(w.events, "flush /dev/ssdcache-nvme/pvc-1.cache-data")
+	tag := slices.IndexFunc(w.events, func(e string) bool { return strings.HasPrefix(e, "lvm changetags ") })
+	if flush < 0 || tag < flush {
+		t.Fatalf("unstage flushed the data LV at event %d and tagged at %d, want the flush first:\n%s", flush, tag, strings.Join(w.events, "\n"))
 	}
 	obs, _ := w.engine.observe(context.Background(), vol)
 	if meta, kept := taggedClean(obs.cacheLVs); len(obs.cacheLVs) != 2 || !kept || meta.Role() != lvm.RoleCacheMetadata {

@@ -140,9 +140,12 @@ func taggedClean(lvs []lvm.LV) (lvm.LV, bool) {
 func (a *applier) keepOrRemove(ctx context.Context, table dm.Table) error {
 	live := table.Target.(dm.CacheTarget)
 	meta, ok := activeLV(a.lvs, lvm.RoleCacheMetadata)
-	if ok && len(a.lvs) == 2 && meta.DevNum == live.Metadata {
+	data, _ := activeLV(a.lvs, lvm.RoleCacheData)
+	if ok && len(a.lvs) == 2 && meta.DevNum == live.Metadata && data.DevNum == live.Data {
 		origin, err := a.OriginLV(ctx, a.volumeID)
-		if err == nil && origin.DevNum == live.Origin {
+		// The kept blocks must outlive a power loss before the next stage:
+		// writethrough completed their writes, maybe in the SSD's cache.
+		if err == nil && origin.DevNum == live.Origin && a.dev.Flush(data.Path, data.DevNum) == nil {
 			a.faults.Reached(ctx, "unstage/keep-cache-lvs")
 			return a.lvm.ChangeTags(ctx, meta.VG, meta.Name, []string{UnstagedCleanTag}, nil)
 		}

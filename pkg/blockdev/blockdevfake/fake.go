@@ -166,6 +166,20 @@ func (f *Devices) DevNum(path string) (dm.DevNum, error) {
 	return d.DevNum, nil
 }
 
+// Flush records the flush as "flush <path>"; like ZeroHead it accepts
+// paths it does not know.
+func (f *Devices) Flush(path string, want dm.DevNum) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if d, ok := f.devices[path]; ok && !d.DevNum.IsZero() && d.DevNum != want {
+		return fmt.Errorf("%s is device %s, not %s: refusing to flush it", path, d.DevNum, want)
+	}
+	if f.Record != nil {
+		f.Record("flush " + path)
+	}
+	return nil
+}
+
 // ZeroHead records the write; paths it does not know (LVs) are accepted,
 // as LV nodes are owned by the LVM fake.
 func (f *Devices) ZeroHead(path string, want dm.DevNum, n uint64) error {
