@@ -118,7 +118,8 @@ func (r *BindingReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if r.metrics != nil {
 		r.metrics.SetOwner(b.Status.VolumeHandle, VolumeOwner{Namespace: b.Namespace, PVC: b.Spec.PVCName})
 	}
-	if !r.locks.TryAcquire(b.Status.VolumeHandle) {
+	stop := newFillStop()
+	if !r.locks.TryAcquireYielding(b.Status.VolumeHandle, stop.stop) {
 		return ctrl.Result{RequeueAfter: busyRetry}, nil
 	}
 	defer r.locks.Release(b.Status.VolumeHandle)
@@ -128,7 +129,7 @@ func (r *BindingReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if b.Status.ResolvedSizeBytes <= 0 {
 		return ctrl.Result{}, nil
 	}
-	out := r.apply(ctx, b)
+	out := r.apply(cache.WithFillControl(ctx, r.fillControl(ctx, b, stop)), b)
 	if err := r.writeStatus(ctx, b, out); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -182,6 +183,10 @@ func (r *BindingReconciler) apply(ctx context.Context, b *ssdv1.CacheBinding) ou
 	}
 	_, wasCached := table.Target.(dm.CacheTarget)
 	out := attached(b, spec, res.Changed, wasCached)
+	if res.Warmed.Stopped {
+		out.events = append(out.events, note{corev1.EventTypeNormal, "CacheWarmupStopped", "Warmup",
+			"the warm-up stopped because the binding changed; the cache started cold and the change applies next"})
+	}
 	if w := res.Warmed; w.Blocks > 0 || w.Kept > 0 {
 		out.warmup = &ssdv1.WarmupRecord{Bytes: int64(w.Bytes), Blocks: int64(w.Blocks), WrittenBlocks: int64(w.Dropped), KeptBlocks: int64(w.Kept),
 			Duration: metav1.Duration{Duration: w.Duration.Round(time.Millisecond)}, CompletionTime: metav1.NewTime(r.clock.Now())}

@@ -30,6 +30,8 @@ func (r *BindingReconciler) writeStatus(ctx context.Context, b *ssdv1.CacheBindi
 	if out.warmup != nil {
 		st.LastWarmup = out.warmup
 	}
+	// A warm-up's progress is only news while it runs.
+	meta.RemoveStatusCondition(&st.Conditions, ssdv1.ConditionWarmingUp)
 	if out.preload != nil {
 		st.LastPreload = out.preload
 	}

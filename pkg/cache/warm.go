@@ -49,6 +49,9 @@ type WarmReport struct {
 	// CopiedWhileServing: a promotion copied while the cache served (the
 	// engine knew which blocks it maps), not with the cache swapped out.
 	CopiedWhileServing bool
+	// Stopped: the caller stopped the fill (FillControl.Stop) and the cache
+	// started cold.
+	Stopped bool
 }
 
 // warming is a fill of a cache between the copy and the load of its table.
@@ -163,10 +166,17 @@ func (a *applier) warm(ctx context.Context) error {
 	if len(w.copies) == 0 {
 		return nil // nothing saved, or a limit below one block
 	}
-	copyCtx, cancel := context.WithTimeout(ctx, warmDeadline(uint64(len(w.copies))*bs*dm.SectorSize))
+	fc := fillControlOf(ctx)
+	copyCtx, stop := fc.stoppable(ctx)
+	defer stop()
+	copyCtx, cancel := context.WithTimeout(copyCtx, warmDeadline(uint64(len(w.copies))*bs*dm.SectorSize))
 	defer cancel()
 	if err := a.copyHotBlocks(copyCtx, w, meta, data); err != nil {
-		klog.ErrorS(err, "Could not fill the cache from the hot set; it starts cold", "volumeID", a.volumeID)
+		if a.warmed.Stopped = fc.stopped() && ctx.Err() == nil; a.warmed.Stopped {
+			klog.InfoS("Stopped filling the cache from the hot set; it starts cold", "volumeID", a.volumeID)
+		} else {
+			klog.ErrorS(err, "Could not fill the cache from the hot set; it starts cold", "volumeID", a.volumeID)
+		}
 		// The mappings written beside the copy, whole or cut short, name
 		// blocks the cache does not hold.
 		return a.zeroMetadata(meta)
@@ -243,7 +253,12 @@ func (a *applier) underWriteTracking(ctx context.Context, w *warming, copyIn fun
 // tracked reads and smq's statistics to the application.
 func (a *applier) copyBlocks(ctx context.Context, w *warming, data lvm.LV) error {
 	start, extents := time.Now(), extentsOf(w.copies, w.blockSectors)
-	if err := a.dev.CopyExtents(ctx, a.want.origin, data.Path, data.DevNum, extents); err != nil {
+	progress := fillControlOf(ctx).Progress
+	if w.saveMapped || progress == nil {
+		if err := a.dev.CopyExtents(ctx, a.want.origin, data.Path, data.DevNum, extents); err != nil {
+			return err
+		}
+	} else if err := a.copyReportingProgress(ctx, extents, data, fillControlOf(ctx)); err != nil {
 		return err
 	}
 	what := "Copied the hot set"
@@ -251,6 +266,28 @@ func (a *applier) copyBlocks(ctx context.Context, w *warming, data lvm.LV) error
 		what = "Copied the blocks read"
 	}
 	klog.V(2).InfoS(what, "volumeID", a.volumeID, "blocks", len(w.copies), "extents", len(extents), "duration", time.Since(start))
+	return nil
+}
+
+// copyReportingProgress copies a warm-up's extents in parts, reporting
+// the bytes copied after each, and checks for a stop between them.
+func (a *applier) copyReportingProgress(ctx context.Context, extents []blockdev.Extent, data lvm.LV, fc FillControl) error {
+	var total, copied uint64
+	for _, e := range extents {
+		total += e.Length
+	}
+	for _, part := range inParts(extents, progressPartBytes) {
+		if fc.stopped() {
+			return errFillStopped
+		}
+		if err := a.dev.CopyExtents(ctx, a.want.origin, data.Path, data.DevNum, part); err != nil {
+			return err
+		}
+		for _, e := range part {
+			copied += e.Length
+		}
+		fc.Progress(copied, total)
+	}
 	return nil
 }
 

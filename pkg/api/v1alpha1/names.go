@@ -121,6 +121,10 @@ const (
 	// ConditionPending is True while the binding waits for admission to a node
 	// (written by the controller); the reason says what it waits for.
 	ConditionPending = "Pending"
+	// ConditionWarmingUp is True while the node agent copies the volume's hot set
+	// into a new cache; its message gives the bytes copied so far. It goes once the
+	// cache is live (status.lastWarmup then records the fill).
+	ConditionWarmingUp = "WarmingUp"
 )
 
 // Reasons of the Pending condition (written by the controller); while a binding
@@ -146,6 +150,7 @@ const (
 
 // Reasons of the Ready and Degraded conditions (written by the node agent).
 const (
+	ReasonCopyingHotSet      = "CopyingHotSet"
 	ReasonAttaching          = "Attaching"
 	ReasonAttached           = "Attached"
 	ReasonPaused             = "Paused"

@@ -240,7 +240,10 @@ func (f *Devices) Holders(path string) ([]string, error) {
 }
 
 // CopyExtents records the copy as "copy <major:minor>->dst <n> extents <bytes> bytes".
-func (f *Devices) CopyExtents(_ context.Context, src dm.DevNum, dst string, want dm.DevNum, extents []blockdev.Extent) error {
+func (f *Devices) CopyExtents(ctx context.Context, src dm.DevNum, dst string, want dm.DevNum, extents []blockdev.Extent) error {
+	if err := ctx.Err(); err != nil {
+		return err // as the host's copy, which checks between its reads
+	}
 	return f.transfer("copy", src.String(), dst, want, extents)
 }
 
