@@ -195,12 +195,9 @@ func expectUnstaged(t *testing.T, w *world) {
 	if devs, _ := w.dm.List(context.Background()); len(devs) != 0 {
 		t.Fatalf("devices left: %v", devs)
 	}
-	lvs, err := w.engine.observe(context.Background(), vol)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, kept := taggedClean(lvs.cacheLVs); len(lvs.cacheLVs) != 0 && (!kept || len(lvs.cacheLVs) != 2) {
-		t.Fatalf("LVs leaked: %v", lvs.cacheLVs)
+	lvs := w.mustObserve(t).cacheLVs
+	if _, kept := taggedClean(lvs); len(lvs) != 0 && (!kept || len(lvs) != 2) {
+		t.Fatalf("LVs leaked: %v", lvs)
 	}
 }
 

@@ -403,7 +403,7 @@ func TestUnstageKeepsACleanCacheAndDetachRemovesIt(t *testing.T) {
 	if flush < 0 || tag < flush {
 		t.Fatalf("unstage flushed the data LV at event %d and tagged at %d, want the flush first:\n%s", flush, tag, strings.Join(w.events, "\n"))
 	}
-	obs, _ := w.engine.observe(context.Background(), vol)
+	obs := w.mustObserve(t)
 	if meta, kept := taggedClean(obs.cacheLVs); len(obs.cacheLVs) != 2 || !kept || meta.Role() != lvm.RoleCacheMetadata {
 		t.Fatalf("cache LVs after unstage: %+v, want the pair kept with the metadata LV tagged %s", obs.cacheLVs, UnstagedCleanTag)
 	}

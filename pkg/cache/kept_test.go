@@ -154,7 +154,7 @@ func TestRestageMapsTheKeptBlocksButThoseWrittenBeforeTheAttach(t *testing.T) {
 	w.used(t, 4, 25)
 	w.unstage(t)
 	w.stage(t, nil)
-	if obs, _ := w.engine.observe(context.Background(), vol); !w.countingUncachedWrites(t) || len(obs.cacheLVs) != 2 {
+	if obs := w.mustObserve(t); !w.countingUncachedWrites(t) || len(obs.cacheLVs) != 2 {
 		t.Fatalf("restaged: cache LVs %v, counting writes %v; want the kept pair and a count", obs.cacheLVs, w.countingUncachedWrites(t))
 	}
 	if _, tagged := taggedClean(w.mustObserve(t).cacheLVs); tagged {
