@@ -56,6 +56,7 @@ func (a *applier) mapKept(ctx context.Context) error {
 	}
 	w, err := a.keptWarming(ctx, meta, data)
 	if err == nil {
+		a.writeKeptAhead(ctx, w, meta)
 		a.warming = w
 		return nil
 	}
@@ -70,6 +71,22 @@ func (a *applier) mapKept(ctx context.Context) error {
 		return a.warm(ctx)
 	}
 	return nil
+}
+
+// writeKeptAhead leaves out the kept blocks in areas written so far and
+// writes the mappings of the others while no table uses the metadata LV,
+// so that loadWarm rewrites them, with the volume's I/O held, only if
+// more kept blocks were written meanwhile: cache_restore takes seconds
+// for a large cache. A failure leaves all of it to loadWarm.
+func (a *applier) writeKeptAhead(ctx context.Context, w *warming, meta lvm.LV) {
+	written, err := a.dm.WrittenAreas(ctx, DeviceName(a.volumeID), w.region)
+	if err != nil {
+		return
+	}
+	before := len(w.kept)
+	w.kept = slices.DeleteFunc(w.kept, w.writtenIn(written))
+	w.droppedAhead = uint64(before - len(w.kept))
+	a.restoreAhead(ctx, w, meta)
 }
 
 // keptWarming is a fill whose kept blocks are what the idle metadata maps

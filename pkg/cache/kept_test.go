@@ -223,3 +223,41 @@ func TestUnstageKeepsNoCacheOfAStaticDisk(t *testing.T) {
 		t.Fatalf("the cache of a static disk kept its LVs %v", lvs)
 	}
 }
+
+// A resume writes the kept mappings before it suspends the volume
+// (cache_restore takes seconds on a large cache); only a write to a kept
+// block after that makes it write them again with the volume's I/O held.
+func TestResumeWritesTheKeptMappingsBeforeTheSuspend(t *testing.T) {
+	w := newWorld(t)
+	w.stage(t, warmCache(gib))
+	w.used(t, 4, 25, 60) // tracking areas 0, 2 and 6
+	w.setCache(t, pausedCache(gib))
+	w.dm.Write(DeviceName(vol), 25*blockSecs)
+	atSuspend, record := -1, w.dm.Record
+	w.dm.Record = func(e string) {
+		if strings.HasPrefix(e, "dm suspend") {
+			atSuspend = len(restores(w.meta.Calls))
+		}
+		record(e)
+	}
+	before := len(restores(w.meta.Calls))
+	r := w.setCache(t, warmCache(gib)).Warmed
+	if n := len(restores(w.meta.Calls)) - before; r.Kept != 2 || r.Dropped != 1 || n != 1 || atSuspend != before+1 {
+		t.Fatalf("quiet resume: %+v, %d metadata writes, %d of them before the suspend; want 2 kept, 1 left out, one write before it", r, n, atSuspend-before)
+	}
+
+	w.setCache(t, pausedCache(gib))
+	w.faults = faultsFunc(func(_ context.Context, point string) {
+		if point == "attach/load-cache" { // after the mappings were written ahead
+			w.dm.Write(DeviceName(vol), 60*blockSecs)
+		}
+	})
+	before = len(restores(w.meta.Calls))
+	r = w.setCache(t, warmCache(gib)).Warmed
+	if n := len(restores(w.meta.Calls)) - before; r.Kept != 1 || r.Dropped != 1 || n != 2 || atSuspend != before+1 {
+		t.Fatalf("resume with a late write: %+v, %d metadata writes, %d before the suspend; want block 60 left out at the suspend, written again then", r, n, atSuspend-before)
+	}
+	if got := originsOf(w.liveMeta(t).Mappings); !reflect.DeepEqual(got, []uint64{4}) {
+		t.Fatalf("the resumed cache maps %v, want [4]", got)
+	}
+}

@@ -72,6 +72,8 @@ type warming struct {
 	// reached both copies (writethrough) and leaves them mapped; only a
 	// table without them (linear) in between makes a written one stale.
 	keptServed bool
+	// droppedAhead were kept but left out before the load, as written.
+	droppedAhead uint64
 }
 
 func newWarming(blockSectors, cacheBlocks, lengthSectors, maxAreas uint64) *warming {
@@ -329,6 +331,7 @@ func (a *applier) loadWarm(ctx context.Context, table dm.Table, meta lvm.LV) err
 			if !w.restoredAhead || report.Dropped > 0 {
 				err = a.metadata.Restore(ctx, meta.Path, md)
 			}
+			report.Dropped += w.droppedAhead
 			if err == nil {
 				report.Duration = time.Since(w.start)
 				a.warmed, mapped = report, md
