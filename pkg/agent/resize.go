@@ -65,7 +65,10 @@ func NewResizeReconciler(c client.Client, reader client.Reader, rec events.Event
 	return &ResizeReconciler{client: c, reader: reader, recorder: rec, expander: e, driver: driver, nodeName: nodeName}
 }
 
-// SetupWithManager watches the claims that ask for more than they have.
+// SetupWithManager watches the claims that ask for more than they have. The
+// cache holds a claim only once the controller labelled it with this node;
+// a claim that asked for more before that arrives as a new object when the
+// label does, and passes the predicate then.
 func (r *ResizeReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("volume-resizer").
@@ -84,12 +87,11 @@ func wantsMore(pvc *corev1.PersistentVolumeClaim) bool {
 }
 
 // claimStub is the node's cached copy of a claim: its identity and, only
-// while it wants more (rarely), what wantsMore reads. No selector can keep
-// only this node's claims (a claim names no node, and its label and field
-// selectors see nothing of its volume), so the watch that wakes the resizer
-// is cluster-wide; stubs keep its cache small (a size list alone costs more
-// than the rest of a stub), and Reconcile reads the whole claim from the API
-// server, which it needs for its patches anyway.
+// while it wants more (rarely), what wantsMore reads. The cache holds only
+// the claims the controller labelled with this node (CacheOptions); stubs
+// keep even those small (a size list alone costs more than the rest of a
+// stub), and Reconcile reads the whole claim from the API server, which it
+// needs for its patches anyway.
 func claimStub(o any) (any, error) {
 	pvc, ok := o.(*corev1.PersistentVolumeClaim)
 	if !ok {

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
@@ -186,8 +187,8 @@ func drain(rec *events.FakeRecorder) string {
 
 // The node's cache holds claims as claimStubs: what the resizer's watch
 // needs to wake it, none of the claims' annotations, labels, finalizers or
-// conditions, and no sizes unless the claim wants more, so each of the
-// cluster's claims costs the node little.
+// conditions, and no sizes unless the claim wants more, so each of its
+// node's claims costs the node little.
 func TestCacheOptionsKeepClaimsAsStubs(t *testing.T) {
 	var transform func(any) (any, error)
 	for o, by := range CacheOptions("node-a").ByObject {
@@ -222,6 +223,31 @@ func TestCacheOptionsKeepClaimsAsStubs(t *testing.T) {
 	out, _ = transform(pvc.DeepCopy())
 	if stub := out.(*corev1.PersistentVolumeClaim); wantsMore(stub) || stub.Spec.Resources.Requests != nil || stub.Status.Capacity != nil {
 		t.Fatalf("the stub of a claim that has what it asks for wants more or keeps its sizes: %+v", stub)
+	}
+}
+
+// The node's cache holds only the claims the controller labelled with its
+// node (ssdv1.LabelNode), as it does the bindings: an unlabelled claim, or
+// one of another node, costs the node nothing, and it sees a claim once the
+// label arrives.
+func TestCacheOptionsSelectOnlyThisNodesClaims(t *testing.T) {
+	var selector labels.Selector
+	for o, by := range CacheOptions("node-a").ByObject {
+		if _, ok := o.(*corev1.PersistentVolumeClaim); ok {
+			selector = by.Label
+		}
+	}
+	if selector == nil {
+		t.Fatal("CacheOptions caches the claims of every node: it has no label selector for PersistentVolumeClaims")
+	}
+	for set, want := range map[string]bool{"node-a": true, "node-b": false, "": false} {
+		l := labels.Set{"app": "db"}
+		if set != "" {
+			l[ssdv1.LabelNode] = set
+		}
+		if got := selector.Matches(l); got != want {
+			t.Errorf("claim labelled %v: selected %v, want %v", l, got, want)
+		}
 	}
 }
 

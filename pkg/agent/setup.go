@@ -115,19 +115,20 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 		cfg.Engine.BlockSectors(), cfg.CapacityInterval))
 }
 
-// CacheOptions is what the node's manager caches: of the CacheBindings, only
-// those the controller labelled with this node (ssdv1.LabelNode), so that an
-// agent's memory and its sweeps grow with its own node's bindings, not the
-// cluster's; and no object's managedFields, which nothing here reads.
-// Claims stay cluster-wide, as claimStubs only: the resizer must see a claim
-// of this node's volumes grow, and a claim names no node a selector could
-// match. PVs are never cached: the resizer reads the few it needs directly.
+// CacheOptions is what the node's manager caches: of the CacheBindings and of
+// the claims, only those the controller labelled with this node
+// (ssdv1.LabelNode), so that an agent's memory and its sweeps grow with its
+// own node's bindings and volumes, not the cluster's; and no object's
+// managedFields, which nothing here reads. The claims, which only wake the
+// resizer, are held as claimStubs. PVs are never cached: the resizer reads
+// the few it needs directly.
 func CacheOptions(nodeName string) crcache.Options {
+	thisNode := labels.SelectorFromSet(labels.Set{ssdv1.LabelNode: nodeName})
 	return crcache.Options{
 		DefaultTransform: crcache.TransformStripManagedFields(),
 		ByObject: map[client.Object]crcache.ByObject{
-			&ssdv1.CacheBinding{}:           {Label: labels.SelectorFromSet(labels.Set{ssdv1.LabelNode: nodeName})},
-			&corev1.PersistentVolumeClaim{}: {Transform: claimStub},
+			&ssdv1.CacheBinding{}:           {Label: thisNode},
+			&corev1.PersistentVolumeClaim{}: {Label: thisNode, Transform: claimStub},
 		},
 	}
 }

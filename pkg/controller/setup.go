@@ -1,5 +1,6 @@
 // Package controller holds the cluster-wide reconcilers of ssdcache-controller: the
-// CacheBinding admission reconciler and the StorageClass-driven auto-binding one.
+// CacheBinding admission reconciler, the StorageClass-driven auto-binding one and
+// the labeler of claims with the node of their volume.
 package controller
 
 import (
@@ -49,8 +50,8 @@ type Options struct {
 	// Registry gets the per-binding metrics (BindingCollector);
 	// controller-runtime's, which the manager serves, when nil.
 	Registry prometheus.Registerer
-	// Workers is how many bindings are reconciled at once; DefaultWorkers
-	// when zero.
+	// Workers is how many bindings are reconciled at once, and how many
+	// claims labelled; DefaultWorkers when zero.
 	Workers int
 }
 
@@ -68,7 +69,7 @@ func (o Options) pendingResync() time.Duration {
 	return o.PendingResync
 }
 
-// Setup registers the field indexes and both reconcilers with the manager.
+// Setup registers the field indexes and the reconcilers with the manager.
 func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if opts.Registry == nil {
 		opts.Registry = ctrlmetrics.Registry
@@ -82,6 +83,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	recorder := mgr.GetEventRecorder(EventSource)
 	// Leases are read uncached: a cache would watch every Lease of the cluster.
 	if err := NewBindingReconciler(mgr.GetClient(), mgr.GetAPIReader(), recorder, opts).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := NewClaimLabeler(mgr.GetClient(), opts).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	return NewClaimReconciler(mgr.GetClient(), mgr.GetScheme(), recorder).SetupWithManager(mgr)

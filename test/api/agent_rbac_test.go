@@ -111,8 +111,10 @@ func TestAgentUnderItsRBAC(t *testing.T) {
 	sc := create(t, ctx, c, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: uniqueName("sc")}, Provisioner: ssdv1.DriverName,
 		AllowVolumeExpansion: ptr.To(true)}).Name
 	grown := createVolume(t, ctx, c, ns, volume{pvc: "grown", node: node, size: "1Gi", storageClass: sc})
+	// A patch: the controller labels the claim with its node meanwhile.
+	before := grown.DeepCopy()
 	grown.Status.Capacity = grown.Spec.Resources.Requests
-	if err := c.Status().Update(ctx, grown); err != nil {
+	if err := c.Status().Patch(ctx, grown, client.MergeFrom(before)); err != nil {
 		t.Fatal(err)
 	}
 	setRequest(t, ctx, c, grown, "2Gi")

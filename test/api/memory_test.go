@@ -49,10 +49,12 @@ const (
 // 148 MiB of heap in use and 228 MiB RSS (the controller before issue 37
 // point 5, caching whole bindings: 284 and 378 MiB); one node plugin's
 // cache 15.6 MiB of heap with its 100 bindings, against 86.9 MiB caching all
-// 10,000 (both with the 10,000 PVCs, which the resizer still watches). Those
-// figures predate the claim stubs: agent.CacheOptions now holds the claims as
-// stubs and the comparison cache whole ones, so the gap between the two also
-// counts the claims; TestClaimCacheMemoryAtScale measures the claims alone.
+// 10,000 (both with the 10,000 PVCs, which the resizer then watched). Those
+// figures predate the claim stubs and the claims' node label:
+// agent.CacheOptions now holds only the claims the controller labelled with
+// its node, as stubs, and the comparison cache every claim whole, so the gap
+// between the two also counts the claims; TestClaimCacheMemoryAtScale
+// measures the claims alone.
 func TestMemoryAtScale(t *testing.T) {
 	if os.Getenv("SSDCACHE_API_SCALE") == "" {
 		t.Skip("a benchmark: set SSDCACHE_API_SCALE=1 (make bench-api)")

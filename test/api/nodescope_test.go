@@ -152,11 +152,23 @@ func TestNodeScopePVCUpdate(t *testing.T) {
 	own := createVolume(t, ctx, c, ns, volume{pvc: "own", node: nodeA, size: "1Gi", storageClass: expandable})
 	t.Cleanup(func() { deletePVs(t, c, "pv-"+ns) })
 	setAnnotation(t, ctx, c, own, own.Name, selectedNode, nodeA)
+	// The controller's label, written before update reads the claim.
+	waitNodeLabel(t, c, own, nodeA)
 	expectDenied(t, "growing a claim of its node", update(own, func(p *corev1.PersistentVolumeClaim) {
 		p.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("2Gi")
 	}), "may change only the annotation "+selectedNode, "changes spec")
 	expectDenied(t, "labelling a claim of its node", update(own, func(p *corev1.PersistentVolumeClaim) {
-		p.Labels = map[string]string{"x": "y"}
+		p.Labels = map[string]string{"x": "y", ssdv1.LabelNode: nodeA}
+	}), "changes metadata.labels")
+	// The node label is the controller's: a plugin that moved it would hide
+	// a claim from its node's resizer, or show it another node's.
+	expectDenied(t, "removing the node label of a claim of its node", update(own, func(p *corev1.PersistentVolumeClaim) {
+		delete(p.Labels, ssdv1.LabelNode)
+	}), "changes metadata.labels")
+	theirs := createVolume(t, ctx, c, ns, volume{pvc: "theirs", node: nodeB, size: "1Gi"})
+	waitNodeLabel(t, c, theirs, nodeB)
+	expectDenied(t, "labelling a claim of node B with its node", update(theirs, func(p *corev1.PersistentVolumeClaim) {
+		p.Labels[ssdv1.LabelNode] = nodeA
 	}), "changes metadata.labels")
 	expectDenied(t, "changing another annotation of a claim of its node", update(own, func(p *corev1.PersistentVolumeClaim) {
 		p.Annotations["volume.kubernetes.io/storage-provisioner"] = "other.example.com"
