@@ -90,7 +90,7 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 		BindingOptions{FiguresInterval: cfg.FiguresInterval, Metrics: cfg.Metrics, CacheLost: monitor.CacheLost, APIReader: mgr.GetAPIReader()})
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("cachebinding-agent").
-		For(&ssdv1.CacheBinding{}, builder.WithPredicates(onNode(cfg.NodeName), relevantChange())).
+		For(&ssdv1.CacheBinding{}, builder.WithPredicates(onNode(cfg.NodeName), relevantChange(), r.stopFillOnChange())).
 		WatchesRawSource(source.Channel(volumes.ch, handler.TypedEnqueueRequestsFromMapFunc(r.bindingsOfVolume))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: cmp.Or(cfg.Workers, DefaultWorkers)}).
 		Complete(r)

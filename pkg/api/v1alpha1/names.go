@@ -69,11 +69,12 @@ const (
 	AnnotationNamespaceBindingLimit = "ssdcache.io/cache-bindings-limit"
 
 	// LabelNode, set by the controller on a CacheBinding once it knows the node
-	// holding the binding's volume, names that node. Each node agent watches
-	// only the bindings carrying its node's name, so that its memory does not
-	// grow with the cluster's bindings. It is a selector, not an authority:
-	// the agent acts on status.nodeName alone, and the controller puts the
-	// label back when a user changes it.
+	// holding the binding's volume, and on a bound PersistentVolumeClaim of this
+	// driver whose volume is pinned to one node, names that node. Each node agent
+	// watches only the bindings and claims carrying its node's name, so that its
+	// memory does not grow with the cluster's. It is a selector, not an
+	// authority: the agent acts on status.nodeName (and a claim's PV) alone, and
+	// the controller puts the label back when a user changes it.
 	LabelNode = "ssdcache.io/node"
 
 	// AgentLeasePrefix starts the name of the coordination.k8s.io Lease each node
