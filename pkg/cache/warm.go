@@ -340,7 +340,7 @@ func (a *applier) loadWarm(ctx context.Context, table dm.Table, meta lvm.LV) err
 				}
 				what := "Filled the cache from the hot set"
 				if len(w.copies) == 0 {
-					what = "Mapped the paused cache's blocks again" // mapKept: nothing copied
+					what = "Mapped the kept cache blocks again" // mapKept: nothing copied
 				}
 				klog.InfoS(what, "volumeID", a.volumeID, "operation", a.op, "blocks", report.Blocks,
 					"bytes", report.Bytes, "kept", report.Kept, "writtenMeanwhile", report.Dropped, "duration", report.Duration)

@@ -105,8 +105,8 @@ func sectorsStat(t testing.TB, path string, i int) uint64 {
 // reads from the cache, where smq alone needs four to six passes. Then the
 // volume is unstaged (its cache LVs kept, its hot set saved) and staged
 // again: the cache comes back with those blocks mapped before the first
-// read, having read at most 5 % of them from the HDD (the mount's reads),
-// and the first pass hits as the last one before did.
+// read, none of them copied from the HDD, and the first pass hits as the
+// last one before did.
 func TestWarmRestage(t *testing.T) {
 	e := guestEnv(t)
 	p := startPlugin(t, e)
@@ -140,10 +140,17 @@ func TestWarmRestage(t *testing.T) {
 	if restaged.CacheUsed+4 < used { // ext4's mount writes a few blocks before the attach; those stay out
 		t.Fatalf("after restage the cache maps %d blocks, want the %d it held at the unstage\n%s", restaged.CacheUsed, used, p.diagnose())
 	}
-	t.Logf("restage: %d of %d blocks mapped again, %d KiB read from the origin by the stage, the mount and the attach",
-		restaged.CacheUsed, used, warmRead>>10)
-	if warmRead*20 > used*blockBytes {
-		t.Fatalf("the restage read %d bytes from the origin, more than 5 %% of the %d cached at the unstage\n%s", warmRead, used*blockBytes, p.diagnose())
+	// The attach maps the kept blocks and copies none: the origin's reads
+	// are those of udev's probe and the mount (ext4's metadata, which the
+	// passes over file data did not promote), a figure.
+	kept := keptLine.FindAllStringSubmatch(p.log.String(), -1)
+	if len(kept) == 0 {
+		t.Fatalf("the restage mapped no kept block again:\n%s", p.diagnose())
+	}
+	t.Logf("restage: %s of %d blocks mapped again, %s copied from the origin; %d KiB read from the origin by udev, the mount and the attach",
+		kept[len(kept)-1][2], used, kept[len(kept)-1][1], warmRead>>10)
+	if kept[len(kept)-1][1] != "0" {
+		t.Fatalf("the restage's attach copied %s blocks from the origin, want none: the cache kept them", kept[len(kept)-1][1])
 	}
 	r = readPass(t, v.id, sums)
 	t.Logf("first pass after restage: %v; %d of %d blocks mapped before it", r, restaged.CacheUsed, used)
@@ -359,6 +366,7 @@ func TestColdPassesBackToBack(t *testing.T) {
 }
 
 var (
+	keptLine     = regexp.MustCompile(`"Mapped the kept cache blocks again".* blocks=(\d+) .*kept=(\d+)`)
 	promotedLine = regexp.MustCompile(`"Promoted the blocks read".* duration="?([0-9.a-zµ]+)`)
 	uncachedLine = regexp.MustCompile(`"Promoted the blocks read".* promoted=(\d+) .*duration="?([0-9.a-zµ]+)"? uncached="?([0-9.a-zµ]+)`)
 )
