@@ -14,7 +14,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -118,23 +117,7 @@ func TestAgentUnderItsRBAC(t *testing.T) {
 		t.Fatal(err)
 	}
 	setRequest(t, ctx, c, grown, "2Gi")
-	eventually(t, "the resizer's PV and claim writes for 2Gi", func(ctx context.Context) error {
-		pv, claim := &corev1.PersistentVolume{}, &corev1.PersistentVolumeClaim{}
-		if err := c.Get(ctx, client.ObjectKey{Name: grown.Spec.VolumeName}, pv); err != nil {
-			return err
-		}
-		if err := c.Get(ctx, client.ObjectKeyFromObject(grown), claim); err != nil {
-			return err
-		}
-		want := resource.MustParse("2Gi")
-		if got := pv.Spec.Capacity[corev1.ResourceStorage]; got.Cmp(want) != 0 {
-			return fmt.Errorf("PV capacity %s", got.String())
-		}
-		if got := claim.Status.AllocatedResources[corev1.ResourceStorage]; got.Cmp(want) != 0 {
-			return fmt.Errorf("claim's allocated size %s", got.String())
-		}
-		return nil
-	})
+	waitGrown(t, c, grown, "2Gi", "the resizer's PV and claim writes for 2Gi")
 	cached := &corev1.PersistentVolumeClaim{}
 	if err := mgr.GetClient().Get(ctx, client.ObjectKeyFromObject(grown), cached); err != nil {
 		t.Fatal(err)

@@ -83,23 +83,7 @@ func TestNodePluginCachesOnlyItsNodesClaims(t *testing.T) {
 
 	create(t, ctx, c, pinnedVolume(late, nodeA))
 	waitNodeLabel(t, c, late, nodeA)
-	eventually(t, "the resizer of node A growing "+late.Name+" to 2Gi once labelled", func(ctx context.Context) error {
-		pv, claim := &corev1.PersistentVolume{}, &corev1.PersistentVolumeClaim{}
-		if err := c.Get(ctx, client.ObjectKey{Name: late.Spec.VolumeName}, pv); err != nil {
-			return err
-		}
-		if err := c.Get(ctx, client.ObjectKeyFromObject(late), claim); err != nil {
-			return err
-		}
-		want := resource.MustParse("2Gi")
-		if got := pv.Spec.Capacity[corev1.ResourceStorage]; got.Cmp(want) != 0 {
-			return fmt.Errorf("PV capacity %s", got.String())
-		}
-		if got := claim.Status.AllocatedResources[corev1.ResourceStorage]; got.Cmp(want) != 0 {
-			return fmt.Errorf("claim's allocated size %s", got.String())
-		}
-		return nil
-	})
+	waitGrown(t, c, late, "2Gi", "the resizer of node A growing "+late.Name+" to 2Gi once labelled")
 	if got := cachedClaims(t, ctx, cached, ns); !slices.Equal(got, []string{"late", "mine"}) {
 		t.Errorf("node A's cache holds claims %v of namespace %s; want [late mine]", got, ns)
 	}

@@ -112,23 +112,7 @@ func TestNodePluginUnderNodeScope(t *testing.T) {
 	// The resizer grows the volume, records the size on the PV and hands the
 	// filesystem to kubelet in the claim's status.
 	setRequest(t, ctx, c, pvc, "2Gi")
-	eventually(t, "the volume grown to 2Gi", func(ctx context.Context) error {
-		pv, claim := &corev1.PersistentVolume{}, &corev1.PersistentVolumeClaim{}
-		if err := c.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, pv); err != nil {
-			return err
-		}
-		if err := c.Get(ctx, client.ObjectKeyFromObject(pvc), claim); err != nil {
-			return err
-		}
-		want := resource.MustParse("2Gi")
-		if got := pv.Spec.Capacity[corev1.ResourceStorage]; got.Cmp(want) != 0 {
-			return fmt.Errorf("PV capacity %s", got.String())
-		}
-		if got := claim.Status.AllocatedResources[corev1.ResourceStorage]; got.Cmp(want) != 0 {
-			return fmt.Errorf("claim's allocated size %s", got.String())
-		}
-		return nil
-	})
+	waitGrown(t, c, pvc, "2Gi", "the volume grown to 2Gi")
 
 	if provisioner == "" {
 		return
@@ -357,6 +341,29 @@ func setRequest(t *testing.T, ctx context.Context, c client.Client, pvc *corev1.
 	if err := c.Patch(ctx, pvc.DeepCopy(), patch); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// waitGrown waits until pvc's PV has size as its capacity and the claim
+// has it allocated: what the node plugin's resizer writes.
+func waitGrown(t *testing.T, c client.Client, pvc *corev1.PersistentVolumeClaim, size, what string) {
+	t.Helper()
+	eventually(t, what, func(ctx context.Context) error {
+		pv, claim := &corev1.PersistentVolume{}, &corev1.PersistentVolumeClaim{}
+		if err := c.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, pv); err != nil {
+			return err
+		}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(pvc), claim); err != nil {
+			return err
+		}
+		want := resource.MustParse(size)
+		if got := pv.Spec.Capacity[corev1.ResourceStorage]; got.Cmp(want) != 0 {
+			return fmt.Errorf("PV capacity %s", got.String())
+		}
+		if got := claim.Status.AllocatedResources[corev1.ResourceStorage]; got.Cmp(want) != 0 {
+			return fmt.Errorf("claim's allocated size %s", got.String())
+		}
+		return nil
+	})
 }
 
 // checkProvisionerLogs fails the test when the API server refused
