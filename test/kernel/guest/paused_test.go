@@ -100,9 +100,11 @@ func TestPauseResumesWarmWithoutTheHDD(t *testing.T) {
 	if err != nil || res.Warmed.Bytes != hotBytes {
 		t.Fatalf("filling the cache from a hot set of %d bytes: %+v, %v", hotBytes, res.Warmed, err)
 	}
-	filled := cacheStatus(t, v.id).CacheUsed // the hot set, and what smq promoted of udev's probe
+	filled := res.Warmed.Blocks // smq may add blocks of udev's probe until the pause
 	paused := spec
 	paused.Mode = cache.ModePaused
+	sh(t, "udevadm settle")
+	mapped := cacheStatus(t, v.id).CacheUsed
 	if _, err := realEngine(cache.NoFaults{}).SetCache(ctx(t), v.id, &paused); err != nil {
 		t.Fatal(err)
 	}
@@ -125,9 +127,9 @@ func TestPauseResumesWarmWithoutTheHDD(t *testing.T) {
 	}
 	expectCacheMode(t, v.id, dm.Writethrough)
 	w := res.Warmed
-	t.Logf("resumed: %d of %d blocks kept, %d written while paused left out, %d copied; %d KiB read from the origin meanwhile; %v",
-		w.Kept, filled, w.Dropped, w.Blocks, fromOrigin>>10, w.Duration)
-	if w.Kept+w.Dropped != filled || w.Dropped < 4 || w.Blocks != 0 || fromOrigin*20 > hotBytes {
+	t.Logf("resumed: %d of about %d blocks kept, %d written while paused left out, %d copied; %d KiB read from the origin meanwhile; %v",
+		w.Kept, mapped, w.Dropped, w.Blocks, fromOrigin>>10, w.Duration)
+	if w.Kept+w.Dropped < filled || w.Dropped < 4 || w.Blocks != 0 || fromOrigin*20 > hotBytes {
 		t.Fatalf("resume: %+v after %d blocks filled, %d bytes read from the origin; want the 4 written blocks left out, "+
 			"the rest kept, nothing copied and at most 5 %% of the hot set read from the origin", w, filled, fromOrigin)
 	}
