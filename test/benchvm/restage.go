@@ -214,8 +214,8 @@ func writeRestageTimes(b *strings.Builder, r *bench.Report, restages map[string]
 	if len(restages) == 0 {
 		return
 	}
-	b.WriteString("\nHow long each restage, restart and reboot took (down: taken down, or the plugin stopped; up: brought up, for ssdcache the new cache created and filled from the hot set, or the restarted plugin answering Probe; " +
-		"warm-up: ssdcache's own account of copying the hot set and mapping it, without creating the cache's LVs). " +
+	b.WriteString("\nHow long each restage, restart and reboot took (down: taken down, or the plugin stopped; up: brought up, for ssdcache the cache it kept mapped again or a new one created and filled from the hot set, or the restarted plugin answering Probe; " +
+		"warm-up: ssdcache's own account of mapping what it kept, or of copying the hot set and mapping it, without creating the cache's LVs; warmed: the bytes it copied from the HDD). " +
 		"*x HDD read* is that time over the raw HDD reading the warmed bytes at its " + warmReadTest + " rate in this run.\n\n")
 	b.WriteString("| working set | target | down s | up s | warm-up s | warmed MiB | up x HDD read | warm-up x HDD read |\n|---|---|---|---|---|---|---|---|\n")
 	for _, ws := range r.Config.WorkingSets {

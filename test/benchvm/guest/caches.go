@@ -90,32 +90,39 @@ func (s *ssdcacheLayer) Restage(ctx context.Context) (parts.Restage, error) {
 	return r, s.addWarmUp(&r)
 }
 
-// addWarmUp adds the hot set the volume's cache was filled from and the
-// plugin's account of the fill.
+// addWarmUp adds the plugin's account of the volume's new fill: its time
+// and the bytes it copied from the origin (none when the cache kept its
+// blocks). The volume must have a hot set: the cache held blocks before.
 func (s *ssdcacheLayer) addWarmUp(r *parts.Restage) error {
-	set, ok, err := hotset.InStateDir(s.stateDir).Load(s.vol.ID)
-	if err != nil || !ok {
+	if _, ok, err := hotset.InStateDir(s.stateDir).Load(s.vol.ID); err != nil || !ok {
 		return fmt.Errorf("the hot set of %s: found %v, %v", s.vol.ID, ok, err)
 	}
-	r.WarmBytes = int64(set.Sectors()) * dm.SectorSize
-	r.WarmUpSeconds, err = lastWarmUp(s.plugin.LogPath(), s.vol.ID)
+	var err error
+	r.WarmUpSeconds, r.WarmBytes, err = lastWarmUp(s.plugin.LogPath(), s.vol.ID)
 	return err
 }
 
-// lastWarmUp is the duration of the plugin's last "Filled the cache from the
-// hot set" log line for the volume.
-func lastWarmUp(logPath, volumeID string) (float64, error) {
+// warmUpLine is the plugin's account of a new cache's fill: copied from the
+// hot set, or mapped again from what the cache kept (bytes=0).
+const warmUpLine = `"(?:Filled the cache from the hot set|Mapped the kept cache blocks again)" volumeID="%s".* bytes=(\d+) .*duration="([^"]+)"`
+
+// lastWarmUp is the duration and the bytes copied from the origin of the
+// plugin's last warm-up log line for the volume.
+func lastWarmUp(logPath, volumeID string) (seconds float64, copied int64, err error) {
 	log, err := os.ReadFile(logPath)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	filled := regexp.MustCompile(`"Filled the cache from the hot set" volumeID="` + regexp.QuoteMeta(volumeID) + `".* duration="([^"]+)"`)
-	lines := filled.FindAllSubmatch(log, -1)
+	lines := regexp.MustCompile(fmt.Sprintf(warmUpLine, regexp.QuoteMeta(volumeID))).FindAllSubmatch(log, -1)
 	if len(lines) == 0 {
-		return 0, fmt.Errorf("%s: no warm-up of %s logged", logPath, volumeID)
+		return 0, 0, fmt.Errorf("%s: no warm-up of %s logged", logPath, volumeID)
 	}
-	d, err := time.ParseDuration(string(lines[len(lines)-1][1]))
-	return d.Seconds(), err
+	last := lines[len(lines)-1]
+	if copied, err = strconv.ParseInt(string(last[1]), 10, 64); err != nil {
+		return 0, 0, err
+	}
+	d, err := time.ParseDuration(string(last[2]))
+	return d.Seconds(), copied, err
 }
 
 func (s *ssdcacheLayer) Destroy(ctx context.Context) error {

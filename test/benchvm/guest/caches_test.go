@@ -28,10 +28,18 @@ I1202 03:46:53.3 189 warm.go:252] "Filled the cache from the hot set" volumeID="
 	if err := os.WriteFile(log, []byte(lines), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := lastWarmUp(log, "pvc-bench"); err != nil || got != 2.33672074 {
-		t.Fatalf("lastWarmUp = %v, %v; want 2.33672074 s, the volume's latest", got, err)
+	if got, copied, err := lastWarmUp(log, "pvc-bench"); err != nil || got != 2.33672074 || copied != 67698688 {
+		t.Fatalf("lastWarmUp = %v s, %d bytes, %v; want 2.33672074 s and 67698688 bytes, the volume's latest", got, copied, err)
 	}
-	if _, err := lastWarmUp(log, "pvc-none"); err == nil {
+	if _, _, err := lastWarmUp(log, "pvc-none"); err == nil {
 		t.Fatal("a volume never warmed gave no error")
+	}
+	kept := `I1205 18:09:20.900120 173 warm.go:345] "Mapped the kept cache blocks again" volumeID="pvc-bench" operation="attach" blocks=0 bytes=0 kept=62 writtenMeanwhile=4 duration="168.969489ms"
+`
+	if err := os.WriteFile(log, []byte(lines+kept), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, copied, err := lastWarmUp(log, "pvc-bench"); err != nil || got != 0.168969489 || copied != 0 {
+		t.Fatalf("lastWarmUp after a restage that kept the cache = %v s, %d bytes, %v; want 0.168969489 s, nothing copied", got, copied, err)
 	}
 }

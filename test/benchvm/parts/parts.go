@@ -54,12 +54,13 @@ type Restage struct {
 	// NodePublish, the new cache filled from the hot set).
 	DownSeconds float64 `json:"downSeconds"`
 	UpSeconds   float64 `json:"upSeconds"`
-	// WarmBytes is the hot set the new cache was filled from; 0 for caches
-	// that keep their contents instead (lvmcache, bcache).
+	// WarmBytes is what the new cache's warm-up copied from the origin: the
+	// hot set, or 0 when the cache kept its blocks (ssdcache after a clean
+	// restage, lvmcache and bcache always).
 	WarmBytes int64 `json:"warmBytes,omitempty"`
 	// WarmUpSeconds is the plugin's own account of the warm-up (copying the
-	// hot set and mapping it, without creating the cache's LVs): the
-	// duration of its "Filled the cache from the hot set" log line.
+	// hot set and mapping it, or mapping what the cache kept, without
+	// creating the cache's LVs): the duration of its log line.
 	WarmUpSeconds float64 `json:"warmUpSeconds,omitempty"`
 }
 
