@@ -57,12 +57,12 @@ func run(ctx context.Context, o options) error {
 	if err := job.Run(ctx); err != nil {
 		return err
 	}
-	// The cold runs, then the run after restage: the cache the plugin
-	// filled from the hot set it saved at unstage.
+	// The cold runs, then the run after restage: the cache the plugin kept
+	// at unstage, mapped again at stage.
 	for _, step := range []struct {
 		dir, title string
 		runs       int
-	}{{"", "", o.runs}, {restagedDir, "after restage (NodeUnstageVolume, NodeStageVolume: the new cache filled from the hot set)", 1}} {
+	}{{"", "", o.runs}, {restagedDir, "after restage (NodeUnstageVolume, NodeStageVolume: the cache kept at unstage mapped again)", 1}} {
 		r, err := parts.ReadReport(filepath.Join(o.outputDir, step.dir))
 		if err != nil {
 			return err

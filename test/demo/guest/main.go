@@ -74,17 +74,17 @@ func run(ctx context.Context, o guest.Options) error {
 }
 
 // restage unstages and stages the volume again, as kubelet does when its
-// pod is replaced, and runs the tests once more: the plugin saved the
-// cache's hot set at unstage and fills the new cache from it.
+// pod is replaced, and runs the tests once more: the plugin keeps the
+// cache's LVs at a clean unstage and maps their blocks again at stage.
 func restage(ctx context.Context, o guest.Options, p *guest.Plugin, v *guest.Volume, benchArgs []string) error {
 	if err := p.Unstage(ctx, v); err != nil {
 		return err
 	}
-	o.Step("NodeUnpublishVolume + NodeUnstageVolume: cache removed, its hot set saved")
+	o.Step("NodeUnpublishVolume + NodeUnstageVolume: device removed, the cache's LVs kept (and its hot set saved)")
 	start := time.Now()
 	if err := p.StageAndPublish(ctx, v); err != nil {
 		return err
 	}
-	o.Step("NodeStageVolume + NodePublishVolume: a new cache, filled from the hot set, in %.1fs", time.Since(start).Seconds())
+	o.Step("NodeStageVolume + NodePublishVolume: the kept cache mapped again, in %.1fs", time.Since(start).Seconds())
 	return o.RunBench(ctx, benchArgs)
 }
