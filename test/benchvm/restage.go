@@ -109,7 +109,7 @@ func restagedSection(r *bench.Report, restages map[string][]parts.Restage) strin
 	// How the caches were disrupted, for the steps the rows show.
 	for _, step := range []struct{ label, text string }{
 		{restagedLabel, "Restaged (`<set> restaged`): after the working set's cold runs every cache was taken down and brought up again, as a node does when a volume's pod is replaced: " +
-			"ssdcache through CSI (NodeUnpublishVolume, NodeUnstageVolume, NodeStageVolume, NodePublishVolume: the hot set saved at unstage, the new cache filled from it at stage), " +
+			"ssdcache through CSI (NodeUnpublishVolume, NodeUnstageVolume, NodeStageVolume, NodePublishVolume: the cache LVs kept at a clean unstage and their blocks mapped again at stage, the written ones left out), " +
 			"lvmcache with `lvchange -an` and `-ay`, bcache by stopping its device and registering the backing device again; then every target ran once more. "},
 		{restartedLabel, "Plugin restarted (`<set> plugin restarted`): ssdcache-node was stopped with SIGTERM and started again with its volume staged and published, as a DaemonSet rollout does, and every target ran once more; lvmcache and bcache have no plugin and stay as they were. "},
 		{rebootedLabel, "Rebooted (`<set> rebooted`): ssdcache's cache was left up while the VM's guest program exited (ssdcache-node stopped with SIGTERM), the guest synced and powered off without taking its device-mapper table down, and booted again on the same disks; " +
