@@ -35,8 +35,7 @@ func (a *applier) trackUncachedWrites(ctx context.Context) error {
 	if !ok {
 		return fmt.Errorf("volume %s: no live cache to take out", a.volumeID)
 	}
-	areaSectors := trackingAreaBlocks(live.BlockSectors, a.table.Length, a.trackedAreas) * live.BlockSectors
-	r, err := a.dm.TrackUncachedWrites(ctx, DeviceName(a.volumeID), areaSectors)
+	r, err := a.dm.TrackUncachedWrites(ctx, DeviceName(a.volumeID), a.trackingAreaSectors(live.BlockSectors, a.table.Length))
 	if err != nil {
 		return err
 	}
@@ -104,7 +103,7 @@ func (a *applier) keptWarming(ctx context.Context, meta, data lvm.LV) (*warming,
 	case r.AreaSectors < bs || r.AreaSectors%bs != 0:
 		return nil, fmt.Errorf("%w: writes were counted in areas of %d sectors, not whole blocks of %d", errNoKeptBlocks, r.AreaSectors, bs)
 	}
-	if dirty := len(md.Mappings) - len(cleanMappings(md.Mappings)); dirty > 0 {
+	if dirty := dirtyMappings(md.Mappings); dirty > 0 {
 		return nil, fmt.Errorf("%w: %d dirty mappings, which a writethrough cache never writes", errNoKeptBlocks, dirty)
 	}
 	w.region, w.areaBlocks = r.ID, r.AreaSectors/bs
@@ -189,8 +188,7 @@ func (e *Engine) countWritesOverKept(ctx context.Context, volumeID string, lvs [
 		if data, ok := activeLV(lvs, lvm.RoleCacheData); ok {
 			bs = cachesize.BlockSectorsFor(requestedBytes(data), e.minBlockSectors)
 		}
-		areaSectors := trackingAreaBlocks(bs, table.Length, e.trackedAreas) * bs
-		if _, err := e.dm.TrackUncachedWrites(ctx, name, areaSectors); err != nil {
+		if _, err := e.dm.TrackUncachedWrites(ctx, name, e.trackingAreaSectors(bs, table.Length)); err != nil {
 			return err
 		}
 	}

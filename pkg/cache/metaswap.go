@@ -157,7 +157,7 @@ func (a *applier) checkReplacedMetadata(ctx context.Context, meta lvm.LV, w *war
 	if err != nil {
 		return fmt.Errorf("reading the metadata a promotion replaced: %w", err)
 	}
-	if dirty := len(md.Mappings) - len(cleanMappings(md.Mappings)); dirty > 0 {
+	if dirty := dirtyMappings(md.Mappings); dirty > 0 {
 		return fmt.Errorf("the metadata a promotion replaced has %d dirty mappings, which a writethrough cache never writes", dirty)
 	}
 	return copiesIntoFree(md.Mappings, w.copies)

@@ -341,6 +341,17 @@ func cleanMappings(ms []dm.Mapping) []dm.Mapping {
 	return slices.DeleteFunc(slices.Clone(ms), func(m dm.Mapping) bool { return m.Dirty })
 }
 
+// dirtyMappings counts the mappings cleanMappings leaves out.
+func dirtyMappings(ms []dm.Mapping) int {
+	n := 0
+	for _, m := range ms {
+		if m.Dirty {
+			n++
+		}
+	}
+	return n
+}
+
 // intoFreeBlocks assigns the wanted origin blocks below originBlocks that
 // kept does not map, in origin order, to the cache blocks kept leaves free.
 func intoFreeBlocks(kept []dm.Mapping, wanted []uint64, cacheBlocks, originBlocks uint64) []dm.Mapping {

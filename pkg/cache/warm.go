@@ -90,6 +90,13 @@ func trackingAreaBlocks(blockSectors, lengthSectors, maxAreas uint64) uint64 {
 
 func (w *warming) areaSectors() uint64 { return w.areaBlocks * w.blockSectors }
 
+// trackingAreaSectors is the area of a write count on a volume of
+// lengthSectors for cache blocks of blockSectors: a warm-up's, a pause's
+// and a restage's count alike, so a resume reads any of them by block.
+func (e *Engine) trackingAreaSectors(blockSectors, lengthSectors uint64) uint64 {
+	return trackingAreaBlocks(blockSectors, lengthSectors, e.trackedAreas) * blockSectors
+}
+
 func (w *warming) cacheBytes() uint64 { return w.cacheBlocks * w.blockSectors * dm.SectorSize }
 
 // saveHotSet reads which origin blocks the volume's idle cache metadata
