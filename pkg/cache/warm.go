@@ -262,12 +262,11 @@ func (a *applier) underWriteTracking(ctx context.Context, w *warming, copyIn fun
 // tracked reads and smq's statistics to the application.
 func (a *applier) copyBlocks(ctx context.Context, w *warming, data lvm.LV) error {
 	start, extents := time.Now(), extentsOf(w.copies, w.blockSectors)
-	progress := fillControlOf(ctx).Progress
-	if w.saveMapped || progress == nil {
+	if fc := fillControlOf(ctx); w.saveMapped || fc.Progress == nil {
 		if err := a.dev.CopyExtents(ctx, a.want.origin, data.Path, data.DevNum, extents); err != nil {
 			return err
 		}
-	} else if err := a.copyReportingProgress(ctx, extents, data, fillControlOf(ctx)); err != nil {
+	} else if err := a.copyReportingProgress(ctx, extents, data, fc); err != nil {
 		return err
 	}
 	what := "Copied the hot set"
