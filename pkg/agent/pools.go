@@ -244,3 +244,17 @@ func (w *PoolWatch) CachePool() (CachePool, error) {
 	}
 	return p, nil
 }
+
+// MissingPVs is how many PVs of cache pool vg LVM did not find at the last
+// successful scan: the pool set-up removes them (PoolSetup.RepairCache)
+// without an LVM command of its own while there are none.
+func (w *PoolWatch) MissingPVs(vg string) uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, g := range w.ok.caches {
+		if g.Name == vg {
+			return g.MissingPVs
+		}
+	}
+	return 0
+}

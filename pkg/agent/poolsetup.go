@@ -47,9 +47,11 @@ type PoolSetupConfig struct {
 	Clock    clock.WithTicker
 }
 
-// PoolEnsurer creates or checks a pool (lvm.Pools).
+// PoolEnsurer creates or checks a pool and removes the missing PVs of a
+// cache pool (lvm.Pools).
 type PoolEnsurer interface {
 	Ensure(ctx context.Context, cfg lvm.PoolConfig) (lvm.VG, error)
+	RemoveMissing(ctx context.Context, vg, role string) (lvm.Reduced, error)
 }
 
 // LVMDevices restricts LVM to the pool devices (lvm.Command).
@@ -80,6 +82,9 @@ type PoolSetup struct {
 
 	mu     sync.Mutex
 	states map[string]*poolState
+	// missingReported is the last refusal to remove the cache pool's missing
+	// PVs that an Event told, to tell each once.
+	missingReported string
 }
 
 // poolState is one pool's outcome so far.
@@ -126,6 +131,7 @@ func (s *PoolSetup) Start(ctx context.Context) error {
 		} else {
 			s.Attempt(ctx)
 		}
+		s.RepairCache(ctx)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -247,8 +253,14 @@ func (s *PoolSetup) lvmDevices(plans map[string]poolPlan) []string {
 	return all
 }
 
-// apply creates or checks one pool and tells the node of a cache pool.
+// apply creates or checks one pool and tells the node of a cache pool. A
+// cache VG that misses a PV is reduced first: LVM would refuse to extend it.
 func (s *PoolSetup) apply(ctx context.Context, role string, cfg lvm.PoolConfig) error {
+	if role == PoolCache {
+		if _, err := s.removeMissing(ctx, cfg.VG); err != nil {
+			return err
+		}
+	}
 	if _, err := s.deps.Pools.Ensure(ctx, cfg); err != nil {
 		return err
 	}
@@ -337,10 +349,15 @@ func (s *PoolSetup) announce(role, vg string, st poolState) {
 		}
 		klog.ErrorS(nil, "Pool not set up; retrying", "pool", role, "vg", vg, "interval", s.cfg.Interval, "reason", st.reason)
 	}
+	s.nodeEvent(eventType, reason, "SetUpPool", note)
+}
+
+// nodeEvent records an Event on the Node, when there is a recorder.
+func (s *PoolSetup) nodeEvent(eventType, reason, action, note string) {
 	if s.deps.Events == nil {
 		return
 	}
 	// Node Events name the Node by its name as UID, as kubelet's do.
 	node := &corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: s.cfg.NodeName, UID: types.UID(s.cfg.NodeName)}
-	s.deps.Events.Eventf(node, nil, eventType, reason, "SetUpPool", "%s", note)
+	s.deps.Events.Eventf(node, nil, eventType, reason, action, "%s", note)
 }

@@ -112,7 +112,7 @@ func (c *Command) ListPVs(ctx context.Context) ([]PV, error) {
 }
 
 func (c *Command) GetVG(ctx context.Context, name string) (VG, error) {
-	rows, err := c.report(ctx, "vgs", "vg_name,vg_size,vg_free,vg_extent_size,vg_tags", name)
+	rows, err := c.report(ctx, "vgs", "vg_name,vg_size,vg_free,vg_extent_size,vg_tags,vg_missing_pv_count", name)
 	if err != nil {
 		var cmdErr *command.Error
 		if errors.As(err, &cmdErr) && strings.Contains(cmdErr.Stderr, "not found") {
@@ -130,7 +130,7 @@ func parseVG(r map[string]string) (VG, error) {
 	var p numbers
 	vg := VG{
 		Name: r["vg_name"], Size: p.uint(r, "vg_size"), Free: p.uint(r, "vg_free"),
-		ExtentSize: p.uint(r, "vg_extent_size"), Tags: splitTags(r["vg_tags"]),
+		ExtentSize: p.uint(r, "vg_extent_size"), Tags: splitTags(r["vg_tags"]), MissingPVs: p.uint(r, "vg_missing_pv_count"),
 	}
 	return vg, p.err
 }
@@ -151,7 +151,7 @@ func (c *Command) ExtendVG(ctx context.Context, name string, devices []string) e
 }
 
 func (c *Command) ListLVs(ctx context.Context, vg string) ([]LV, error) {
-	rows, err := c.report(ctx, "lvs", "lv_name,vg_name,lv_size,lv_tags,lv_path,lv_kernel_major,lv_kernel_minor", vg)
+	rows, err := c.report(ctx, "lvs", "lv_name,vg_name,lv_size,lv_tags,lv_path,lv_kernel_major,lv_kernel_minor,lv_health_status", vg)
 	if err != nil {
 		return nil, err
 	}
@@ -168,7 +168,8 @@ func (c *Command) ListLVs(ctx context.Context, vg string) ([]LV, error) {
 
 func parseLV(r map[string]string) (LV, error) {
 	var p numbers
-	lv := LV{Name: r["lv_name"], VG: r["vg_name"], Size: p.uint(r, "lv_size"), Tags: splitTags(r["lv_tags"]), Path: r["lv_path"]}
+	lv := LV{Name: r["lv_name"], VG: r["vg_name"], Size: p.uint(r, "lv_size"), Tags: splitTags(r["lv_tags"]), Path: r["lv_path"],
+		Partial: r["lv_health_status"] == "partial"}
 	// An inactive LV reports -1 for its kernel numbers.
 	if major, minor := r["lv_kernel_major"], r["lv_kernel_minor"]; major != "" && major != "-1" {
 		num, err := dm.ParseDevNum(major + ":" + minor)
@@ -233,6 +234,11 @@ func (c *Command) ChangeTags(ctx context.Context, vg, name string, add, del []st
 		return nil
 	}
 	_, err := c.lvm(ctx, "lvchange", append(args, vg+"/"+name)...)
+	return err
+}
+
+func (c *Command) ReduceMissing(ctx context.Context, vg string) error {
+	_, err := c.lvm(ctx, "vgreduce", "--removemissing", "--force", vg)
 	return err
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"k8s.io/utils/exec"
@@ -176,5 +177,51 @@ func TestChangeTagsIsOneLvchange(t *testing.T) {
 	want := []string{"lvchange", "--addtag", "a=1", "--deltag", "b=2", "ssdcache-nvme/pvc-1.cache-meta"}
 	if len(calls) != 1 || !slices.Equal(calls[0].args, want) {
 		t.Fatalf("calls %v, want one with %v", calls, want)
+	}
+}
+
+// vgsMissingOutput is a VG one of whose two PVs LVM does not find.
+const vgsMissingOutput = `{"report":[{"vg":[{"vg_name":"ssdcache-nvme","vg_size":"2147483648","vg_free":"1073741824","vg_extent_size":"4194304","vg_tags":"ssdcache.io/pool=cache","vg_missing_pv_count":"1"}]}]}`
+
+// lvsPartialOutput has a cache LV on the missing PV and one on the survivor.
+const lvsPartialOutput = `{"report":[{"lv":[
+  {"lv_name":"pvc-1.cache-data", "vg_name":"ssdcache-nvme", "lv_size":"8388608", "lv_tags":"ssdcache.io/volume=pvc-1,ssdcache.io/role=cache-data", "lv_path":"/dev/ssdcache-nvme/pvc-1.cache-data", "lv_kernel_major":"254", "lv_kernel_minor":"7", "lv_health_status":"partial"},
+  {"lv_name":"pvc-2.cache-data", "vg_name":"ssdcache-nvme", "lv_size":"8388608", "lv_tags":"ssdcache.io/volume=pvc-2,ssdcache.io/role=cache-data", "lv_path":"/dev/ssdcache-nvme/pvc-2.cache-data", "lv_kernel_major":"254", "lv_kernel_minor":"8", "lv_health_status":""}
+]}]}`
+
+func TestMissingPVsAndPartialLVsAreRead(t *testing.T) {
+	var calls []recorded
+	c := NewCommand(fakeExec(t, &calls, vgsMissingOutput, lvsPartialOutput), "")
+	vg, err := c.GetVG(context.Background(), "ssdcache-nvme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vg.MissingPVs != 1 {
+		t.Fatalf("vg %+v: want 1 missing PV", vg)
+	}
+	if !slices.Contains(strings.Split(calls[0].args[slices.Index(calls[0].args, "-o")+1], ","), "vg_missing_pv_count") {
+		t.Fatalf("vgs args %v do not ask for vg_missing_pv_count", calls[0].args)
+	}
+	lvs, err := c.ListLVs(context.Background(), "ssdcache-nvme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lvs) != 2 || !lvs[0].Partial || lvs[1].Partial {
+		t.Fatalf("lvs %+v: want the first partial, the second not", lvs)
+	}
+	if !strings.Contains(calls[1].args[slices.Index(calls[1].args, "-o")+1], "lv_health_status") {
+		t.Fatalf("lvs args %v do not ask for lv_health_status", calls[1].args)
+	}
+}
+
+func TestReduceMissingIsOneForcedVgreduce(t *testing.T) {
+	var calls []recorded
+	c := NewCommand(fakeExec(t, &calls, ""), "", "/dev/disk/by-id/nvme-survivor")
+	if err := c.ReduceMissing(context.Background(), "ssdcache-nvme"); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"vgreduce", "--devices", "/dev/disk/by-id/nvme-survivor", "--removemissing", "--force", "ssdcache-nvme"}
+	if len(calls) != 1 || calls[0].cmd != "lvm" || !slices.Equal(calls[0].args, want) {
+		t.Fatalf("calls %v, want lvm %v", calls, want)
 	}
 }

@@ -56,6 +56,9 @@ type LV struct {
 	Tags   []string
 	Path   string
 	DevNum dm.DevNum // zero when the LV is not active
+	// Partial is set for an LV with extents on a PV that LVM reports
+	// missing (lv_health_status "partial").
+	Partial bool
 }
 
 // Volume returns the volume ID from the LV's tags, or "" if it has none.
@@ -83,6 +86,10 @@ type VG struct {
 	Free       uint64
 	ExtentSize uint64
 	Tags       []string
+	// MissingPVs counts the VG's PVs whose device LVM does not find: a dead
+	// or removed disk. LVM refuses to change such a VG (no vgextend, no
+	// lvcreate) until they are removed (ReduceMissing).
+	MissingPVs uint64
 }
 
 // PV is a physical volume and the VG it belongs to ("" for none).
@@ -109,6 +116,11 @@ type Interface interface {
 	RemoveLV(ctx context.Context, vg, name string) error
 	// ChangeTags adds and deletes tags of an LV in one metadata update.
 	ChangeTags(ctx context.Context, vg, name string, add, del []string) error
+	// ReduceMissing removes vg's missing PVs together with every LV that has
+	// extents on them (vgreduce --removemissing --force). LVM refuses while
+	// one of those LVs is open. Callers check first that losing those LVs
+	// loses no data (Pools.RemoveMissing).
+	ReduceMissing(ctx context.Context, vg string) error
 }
 
 // FindLV returns the LV of vg named name, or ErrNotFound.

@@ -209,3 +209,96 @@ func describe(sigs []blockdev.Signature) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// ErrMissingPVInUse is returned when a VG's missing PV cannot be removed
+// without losing something: an LV on it that is not a cache LV of ssdcache,
+// or a cache LV that a device-mapper table still uses.
+var ErrMissingPVInUse = errors.New("refusing to remove the missing PV")
+
+// Reduced is what RemoveMissing removed from a volume group.
+type Reduced struct {
+	// MissingPVs is how many PVs were missing and are gone from the VG.
+	MissingPVs uint64
+	// LVs are the cache LVs that had extents on them, and went with them.
+	LVs []LV
+}
+
+// RemoveMissing removes the missing PVs of vg, the pool of role, with the
+// cache LVs on them (vgreduce --removemissing --force): LVM refuses every
+// change of a VG that has missing PVs, so a multi-device cache pool with a
+// dead device could attach no cache. It does so only when losing those LVs
+// loses no data: every one is a cache data or metadata LV of ssdcache (its
+// tags say so; caches are writethrough, the origin holds every byte) and no
+// device is stacked on it (the kernel lists as holders every device-mapper
+// table, live or loaded, that uses it: the monitor dropped those caches to
+// linear tables). Otherwise nothing is changed and the error, wrapping
+// ErrMissingPVInUse, names the LVs. A VG that does not exist or misses no PV
+// is left alone (zero Reduced).
+func (p *Pools) RemoveMissing(ctx context.Context, vg, role string) (Reduced, error) {
+	g, err := p.lvm.GetVG(ctx, vg)
+	if errors.Is(err, ErrNotFound) || (err == nil && g.MissingPVs == 0) {
+		return Reduced{}, nil
+	}
+	if err != nil {
+		return Reduced{}, err
+	}
+	if !slices.Contains(g.Tags, PoolTagPrefix+role) {
+		return Reduced{}, fmt.Errorf("volume group %s misses %d PV(s) but has no tag %s%s: not an ssdcache pool, not touching it: %w",
+			vg, g.MissingPVs, PoolTagPrefix, role, ErrMissingPVInUse)
+	}
+	lvs, err := p.lvm.ListLVs(ctx, vg)
+	if err != nil {
+		return Reduced{}, err
+	}
+	partial := slices.DeleteFunc(lvs, func(lv LV) bool { return !lv.Partial })
+	if err := p.checkDisposable(vg, partial); err != nil {
+		return Reduced{}, err
+	}
+	klog.InfoS("Removing the missing PVs of a cache pool with the cache LVs on them", "vg", vg, "missing", g.MissingPVs, "lvs", lvNames(partial))
+	if err := p.lvm.ReduceMissing(ctx, vg); err != nil {
+		return Reduced{}, fmt.Errorf("volume group %s: remove %d missing PV(s): %w", vg, g.MissingPVs, err)
+	}
+	return Reduced{MissingPVs: g.MissingPVs, LVs: partial}, nil
+}
+
+// checkDisposable fails unless every LV on a missing PV may go: an
+// ssdcache cache LV (role and volume tags, a name of that volume's) that no
+// device is stacked on.
+func (p *Pools) checkDisposable(vg string, partial []LV) error {
+	var foreign, held []string
+	for _, lv := range partial {
+		r := lv.Role()
+		if (r != RoleCacheData && r != RoleCacheMetadata) || lv.Volume() == "" || !strings.HasPrefix(lv.Name, lv.Volume()+".") {
+			foreign = append(foreign, fmt.Sprintf("%s (tags %v)", lv.Name, lv.Tags))
+			continue
+		}
+		if lv.DevNum.IsZero() {
+			continue // inactive: no device, so no table can use it
+		}
+		holders, err := p.dev.Holders(lv.Path)
+		if err != nil {
+			// Unproven is not unused.
+			held = append(held, fmt.Sprintf("%s (reading its holders: %v)", lv.Name, err))
+		} else if len(holders) > 0 {
+			held = append(held, fmt.Sprintf("%s (used by %s)", lv.Name, strings.Join(holders, ", ")))
+		}
+	}
+	var errs []error
+	if len(foreign) > 0 {
+		errs = append(errs, fmt.Errorf("volume group %s: LVs on the missing PV that are not ssdcache cache LVs: %s; remove them by hand if they hold nothing needed: %w",
+			vg, strings.Join(foreign, ", "), ErrMissingPVInUse))
+	}
+	if len(held) > 0 {
+		errs = append(errs, fmt.Errorf("volume group %s: cache LVs on the missing PV still in use: %s; their caches must be dropped first: %w",
+			vg, strings.Join(held, ", "), ErrMissingPVInUse))
+	}
+	return errors.Join(errs...)
+}
+
+func lvNames(lvs []LV) []string {
+	names := make([]string, len(lvs))
+	for i, lv := range lvs {
+		names[i] = lv.Name
+	}
+	return names
+}

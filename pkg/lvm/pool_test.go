@@ -3,6 +3,7 @@ package lvm_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -137,5 +138,108 @@ func TestEnsureRecognisesMembersNamedByID(t *testing.T) {
 	}
 	if len(writes) != 0 {
 		t.Fatalf("second Ensure changed the pool: %v", writes)
+	}
+}
+
+// missingWorld is a cache pool on two devices, the second of which died
+// with volume pvc-1's cache on it; pvc-2's cache sits on the survivor.
+func missingWorld(t *testing.T) (*lvmfake.LVM, *blockdevfake.Devices, *[]string) {
+	t.Helper()
+	l, dev := world()
+	ctx := context.Background()
+	l.AddVG("ssdcache-nvme", 20<<30, lvm.PoolTagPrefix+"cache")
+	for _, vol := range []string{"pvc-1", "pvc-2"} {
+		for name, role := range map[string]lvm.Role{".cache-data": lvm.RoleCacheData, ".cache-meta": lvm.RoleCacheMetadata} {
+			lv, err := l.CreateLV(ctx, "ssdcache-nvme", vol+name, 1<<30, lvm.Tags(vol, role))
+			if err != nil {
+				t.Fatal(err)
+			}
+			dev.Add(lv.Path, blockdevfake.Device{Node: fmt.Sprintf("/dev/dm-%d", lv.DevNum.Minor)})
+		}
+	}
+	l.LosePV("ssdcache-nvme", "/dev/disk/by-id/nvme-dead", "pvc-1.cache-data", "pvc-1.cache-meta")
+	var writes []string
+	l.Record = func(e string) { writes = append(writes, e) }
+	return l, dev, &writes
+}
+
+// The dropped caches' LVs go with the missing PV; the survivor's stay and
+// the VG can be changed again.
+func TestRemoveMissingTakesOnlyTheDroppedCachesLVs(t *testing.T) {
+	l, dev, writes := missingWorld(t)
+	ctx := context.Background()
+	got, err := lvm.NewPools(l, dev).RemoveMissing(ctx, "ssdcache-nvme", "cache")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.MissingPVs != 1 || len(got.LVs) != 2 || got.LVs[0].Volume() != "pvc-1" || got.LVs[1].Volume() != "pvc-1" {
+		t.Fatalf("reduced %+v, want 1 PV and pvc-1's two LVs", got)
+	}
+	if len(*writes) != 1 || (*writes)[0] != "lvm reducemissing ssdcache-nvme" {
+		t.Fatalf("writes %v, want one vgreduce", *writes)
+	}
+	left, _ := l.ListLVs(ctx, "ssdcache-nvme")
+	if len(left) != 2 || left[0].Volume() != "pvc-2" {
+		t.Fatalf("left %+v, want pvc-2's LVs", left)
+	}
+	if _, err := l.CreateLV(ctx, "ssdcache-nvme", "pvc-3.cache-data", 1<<20, nil); err != nil {
+		t.Fatalf("the reduced VG still refuses changes: %v", err)
+	}
+	again, err := lvm.NewPools(l, dev).RemoveMissing(ctx, "ssdcache-nvme", "cache")
+	if err != nil || again.MissingPVs != 0 || len(*writes) != 2 {
+		t.Fatalf("second call: %+v %v, writes %v; want nothing done", again, err, *writes)
+	}
+}
+
+// A cache LV on the missing PV that a table still uses (its cache was not
+// dropped), or an LV ssdcache did not make, stops the removal: nothing is
+// changed and the error names them.
+func TestRemoveMissingRefusesLVsInUseOrUnknown(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		prepare func(*lvmfake.LVM, *blockdevfake.Devices)
+		want    string
+	}{
+		{"held by a live table", func(l *lvmfake.LVM, dev *blockdevfake.Devices) {
+			lv, _ := lvm.FindLV(context.Background(), l, "ssdcache-nvme", "pvc-1.cache-data")
+			d, _ := dev.Resolve(lv.Path)
+			dev.Add(lv.Path, blockdevfake.Device{Node: d, Holders: []string{"dm-9"}})
+		}, "pvc-1.cache-data (used by dm-9)"},
+		{"holders unreadable", func(l *lvmfake.LVM, dev *blockdevfake.Devices) {
+			dev.Remove("/dev/ssdcache-nvme/pvc-1.cache-meta")
+		}, "pvc-1.cache-meta (reading its holders"},
+		// Made before the PV went missing (the fake, as LVM, refuses lvcreate after).
+		{"unknown LV", nil, "not ssdcache cache LVs: notes (tags [team=a])"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, dev, writes := missingWorld(t)
+			if tc.prepare == nil {
+				l, dev = world()
+				l.AddVG("ssdcache-nvme", 20<<30, lvm.PoolTagPrefix+"cache")
+				_, _ = l.CreateLV(context.Background(), "ssdcache-nvme", "notes", 1<<20, []string{"team=a"})
+				l.LosePV("ssdcache-nvme", "/dev/disk/by-id/nvme-dead", "notes")
+				writes = &[]string{}
+				l.Record = func(e string) { *writes = append(*writes, e) }
+			} else {
+				tc.prepare(l, dev)
+			}
+			_, err := lvm.NewPools(l, dev).RemoveMissing(context.Background(), "ssdcache-nvme", "cache")
+			if !errors.Is(err, lvm.ErrMissingPVInUse) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want ErrMissingPVInUse naming %q", err, tc.want)
+			}
+			if len(*writes) != 0 {
+				t.Fatalf("a refusal changed LVM: %v", *writes)
+			}
+		})
+	}
+}
+
+// A same-named VG without ssdcache's pool tag is never reduced.
+func TestRemoveMissingLeavesForeignVGs(t *testing.T) {
+	l, dev := world()
+	l.AddVG("ssdcache-nvme", 20<<30)
+	l.LosePV("ssdcache-nvme", "/dev/disk/by-id/nvme-dead")
+	if _, err := lvm.NewPools(l, dev).RemoveMissing(context.Background(), "ssdcache-nvme", "cache"); !errors.Is(err, lvm.ErrMissingPVInUse) {
+		t.Fatalf("err = %v, want a refusal", err)
 	}
 }

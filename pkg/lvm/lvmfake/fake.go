@@ -20,6 +20,8 @@ type LVM struct {
 	vgs  map[string]*lvm.VG
 	lvs  map[string][]lvm.LV // by VG
 	pvs  []lvm.PV
+	// lost is the size of each VG's missing PVs (LosePV).
+	lost map[string]uint64
 	next uint32
 	// DeviceSize gives the size of a device added to a VG (default 10 GiB).
 	DeviceSize func(device string) uint64
@@ -34,7 +36,7 @@ type LVM struct {
 // New returns an empty fake.
 func New() *LVM {
 	return &LVM{
-		vgs: map[string]*lvm.VG{}, lvs: map[string][]lvm.LV{}, FailOn: map[string]error{},
+		vgs: map[string]*lvm.VG{}, lvs: map[string][]lvm.LV{}, lost: map[string]uint64{}, FailOn: map[string]error{},
 		DeviceSize: func(string) uint64 { return 10 << 30 },
 		Resolve:    func(d string) string { return d },
 	}
@@ -108,6 +110,9 @@ func (f *LVM) ExtendVG(_ context.Context, name string, devices []string) error {
 	if _, ok := f.vgs[name]; !ok {
 		return fmt.Errorf("volume group %s: %w", name, lvm.ErrNotFound)
 	}
+	if err := f.refuseMissing(name); err != nil {
+		return err
+	}
 	f.addDevices(name, devices)
 	return nil
 }
@@ -141,6 +146,9 @@ func (f *LVM) CreateLV(_ context.Context, vg, name string, size uint64, tags []s
 	g, ok := f.vgs[vg]
 	if !ok {
 		return lvm.LV{}, fmt.Errorf("volume group %s: %w", vg, lvm.ErrNotFound)
+	}
+	if err := f.refuseMissing(vg); err != nil {
+		return lvm.LV{}, err
 	}
 	if f.index(vg, name) >= 0 {
 		return lvm.LV{}, fmt.Errorf("logical volume %s/%s already exists", vg, name)
@@ -240,7 +248,57 @@ func (f *LVM) RemoveLV(_ context.Context, vg, name string) error {
 	if i < 0 {
 		return fmt.Errorf("logical volume %s/%s: %w", vg, name, lvm.ErrNotFound)
 	}
+	if err := f.refuseMissing(vg); err != nil {
+		return err
+	}
 	f.vgs[vg].Free += f.lvs[vg][i].Size
 	f.lvs[vg] = slices.Delete(f.lvs[vg], i, i+1)
+	return nil
+}
+
+// refuseMissing fails as LVM does for a change of a VG with missing PVs.
+func (f *LVM) refuseMissing(vg string) error {
+	if g, ok := f.vgs[vg]; ok && g.MissingPVs > 0 {
+		return fmt.Errorf("Cannot change VG %s while PVs are missing", vg)
+	}
+	return nil
+}
+
+// LosePV makes vg's PV on device missing, as a dead disk does: LVM no
+// longer lists the PV, the VG counts it missing and lvs on it turn partial.
+func (f *LVM) LosePV(vg, device string, lvs ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.vgs[vg].MissingPVs++
+	f.lost[vg] += f.DeviceSize(device)
+	f.pvs = slices.DeleteFunc(f.pvs, func(pv lvm.PV) bool { return pv.Name == f.Resolve(device) })
+	for _, name := range lvs {
+		if i := f.index(vg, name); i >= 0 {
+			f.lvs[vg][i].Partial = true
+		}
+	}
+}
+
+// ReduceMissing removes vg's missing PVs and the partial LVs, as
+// vgreduce --removemissing --force does.
+func (f *LVM) ReduceMissing(_ context.Context, vg string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record("reducemissing", vg); err != nil {
+		return err
+	}
+	g, ok := f.vgs[vg]
+	if !ok {
+		return fmt.Errorf("volume group %s: %w", vg, lvm.ErrNotFound)
+	}
+	for _, lv := range f.lvs[vg] {
+		if lv.Partial {
+			g.Free += lv.Size
+		}
+	}
+	f.lvs[vg] = slices.DeleteFunc(f.lvs[vg], func(lv lvm.LV) bool { return lv.Partial })
+	g.Size -= min(g.Size, f.lost[vg])
+	g.Free -= min(g.Free, f.lost[vg])
+	g.MissingPVs, f.lost[vg] = 0, 0
 	return nil
 }
