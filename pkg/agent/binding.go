@@ -55,6 +55,8 @@ type BindingReconciler struct {
 	resync          time.Duration
 	// cacheLost is told about a cache a failed preload could not load back.
 	cacheLost func(volumeID, why string)
+	// repairs names the Degraded bindings' volumes to attach again once.
+	repairs *CacheRepairs
 }
 
 // BindingOptions tune a BindingReconciler; zero values take the defaults.
@@ -73,13 +75,19 @@ type BindingOptions struct {
 	// older controller, or whose label a user removed, is not among them.
 	// Nil reads through the client.
 	APIReader client.Reader
+	// Repairs (PoolSetupDeps.Repairs) names the volumes whose dropped cache
+	// went with a missing PV the pool set-up removed: their Degraded
+	// bindings are attached again once, without a spec change. Nil: only a
+	// spec change retries.
+	Repairs *CacheRepairs
 }
 
 // NewBindingReconciler returns the reconciler of node nodeName.
 func NewBindingReconciler(c client.Client, rec events.EventRecorder, e *cache.Engine, locks *cache.VolumeLocks,
 	samples *Samples, nodeName string, o BindingOptions) *BindingReconciler {
 	r := &BindingReconciler{client: c, recorder: rec, engine: e, locks: locks, samples: samples, nodeName: nodeName,
-		clock: o.Clock, figuresInterval: o.FiguresInterval, resync: o.Resync, metrics: o.Metrics, cacheLost: o.CacheLost}
+		clock: o.Clock, figuresInterval: o.FiguresInterval, resync: o.Resync, metrics: o.Metrics, cacheLost: o.CacheLost,
+		repairs: o.Repairs}
 	if r.clock == nil {
 		r.clock = clock.RealClock{}
 	}
@@ -165,7 +173,8 @@ func (r *BindingReconciler) apply(ctx context.Context, b *ssdv1.CacheBinding) ou
 		return outcome{phase: ssdv1.PhaseAdmitted, ready: cond(ssdv1.ConditionReady, false, ssdv1.ReasonVolumeNotStaged,
 			fmt.Sprintf("volume %s is not staged on node %s; the cache attaches when a pod uses the volume", vol, r.nodeName))}
 	}
-	if out, degraded := r.degraded(b); degraded {
+	out, degraded, retrying := r.degraded(b, table)
+	if degraded {
 		return out
 	}
 	spec := cache.Spec{SizeBytes: uint64(b.Status.ResolvedSizeBytes), Mode: cache.ModeReadCache, Class: b.Spec.DeviceClass,
@@ -178,11 +187,18 @@ func (r *BindingReconciler) apply(ctx context.Context, b *ssdv1.CacheBinding) ou
 		spec.Mode = cache.ModePaused
 	}
 	res, err := r.engine.SetCache(ctx, vol, &spec)
+	if err != nil && retrying {
+		return retryFailed(err)
+	}
 	if err != nil {
 		return failed(err, "Attach")
 	}
 	_, wasCached := table.Target.(dm.CacheTarget)
-	out := attached(b, spec, res.Changed, wasCached)
+	out = attached(b, spec, res.Changed, wasCached)
+	if retrying {
+		out.events = append(out.events, note{corev1.EventTypeNormal, ReasonCacheRetried, "Attach",
+			"the failed device's PV was removed from the node's cache pool; a new cache was attached without a spec change"})
+	}
 	if res.Warmed.Stopped {
 		out.events = append(out.events, note{corev1.EventTypeNormal, "CacheWarmupStopped", "Warmup",
 			"the warm-up stopped because the binding changed; the cache started cold and the change applies next"})
@@ -206,20 +222,26 @@ func warmedMessage(w cache.WarmReport, took time.Duration) string {
 }
 
 // degraded keeps a cache that was dropped for failing detached until the
-// binding's spec changes, which is how a user asks for another try. The drop
-// is known from the monitor until it is in the binding's Degraded condition,
-// and from the condition alone after a restart.
-func (r *BindingReconciler) degraded(b *ssdv1.CacheBinding) (outcome, bool) {
+// binding's spec changes, which is how a user asks for another try, or
+// until the pool set-up removed the failed device's PV with the cache's LVs
+// (repairs): then it is attached again once (retrying). The drop is known
+// from the monitor until it is in the binding's Degraded condition, and
+// from the condition alone after a restart.
+func (r *BindingReconciler) degraded(b *ssdv1.CacheBinding, table dm.Table) (out outcome, degraded, retrying bool) {
 	vol := b.Status.VolumeHandle
 	why, dropped := r.samples.Dropped(vol)
 	c := meta.FindStatusCondition(b.Status.Conditions, ssdv1.ConditionDegraded)
 	recorded := c != nil && c.Status == metav1.ConditionTrue && c.Reason == ssdv1.ReasonCacheDeviceFailed
 	if recorded && c.ObservedGeneration < b.Generation {
 		r.samples.ClearDropped(vol)
-		return outcome{}, false
+		return outcome{}, false, false
 	}
 	if !dropped && !recorded {
-		return outcome{}, false
+		return outcome{}, false, false
+	}
+	if recorded && r.repaired(vol, table) {
+		r.samples.ClearDropped(vol)
+		return outcome{}, false, true
 	}
 	msg := fmt.Sprintf("the cache device failed (%s) and the cache was dropped; the volume serves every read from its origin; edit the binding's spec to try again", why)
 	var events []note
@@ -230,7 +252,32 @@ func (r *BindingReconciler) degraded(b *ssdv1.CacheBinding) (outcome, bool) {
 	}
 	d := cond(ssdv1.ConditionDegraded, true, ssdv1.ReasonCacheDeviceFailed, msg)
 	return outcome{phase: ssdv1.PhaseDegraded, degraded: &d,
-		ready: cond(ssdv1.ConditionReady, false, ssdv1.ReasonCacheDeviceFailed, msg), events: events}, true
+		ready: cond(ssdv1.ConditionReady, false, ssdv1.ReasonCacheDeviceFailed, msg), events: events}, true, false
+}
+
+// ReasonCacheRetried is the Event of a Degraded binding attached again
+// after the pool set-up removed its failed device's PV.
+const ReasonCacheRetried = "CacheRetried"
+
+// repaired takes the one retry a removal of the volume's dropped cache
+// with its missing PV allows, once the node has a cache pool again and the
+// volume's table is not a cache (the drop made it linear).
+func (r *BindingReconciler) repaired(vol string, table dm.Table) bool {
+	if _, cached := table.Target.(dm.CacheTarget); cached || len(r.engine.Pools().CacheVGs) == 0 || !r.repairs.Pending(vol) {
+		return false
+	}
+	return r.repairs.Take(vol)
+}
+
+// retryFailed keeps a binding whose automatic retry failed Degraded, with
+// why, until its spec changes: no further automatic retry (no loop on a
+// pool that keeps failing the attach).
+func retryFailed(err error) outcome {
+	msg := fmt.Sprintf("the cache device failed and the cache was dropped; after its PV was removed from the node's cache pool, attaching a new cache failed: %v; "+
+		"the volume serves every read from its origin; edit the binding's spec to try again", err)
+	d := cond(ssdv1.ConditionDegraded, true, ssdv1.ReasonCacheDeviceFailed, msg)
+	return outcome{phase: ssdv1.PhaseDegraded, degraded: &d, ready: cond(ssdv1.ConditionReady, false, "AttachFailed", msg),
+		events: []note{{corev1.EventTypeWarning, "AttachFailed", "Attach", msg}}}
 }
 
 // ownerOf is the owner tag of a binding's cache LVs.
