@@ -62,7 +62,7 @@ func (s *PoolSetup) removeMissing(ctx context.Context, vg string) (bool, error) 
 	}
 	s.deps.Repairs.add(r.LVs)
 	note := removedNote(vg, r)
-	klog.InfoS("Removed the missing PVs of the cache pool", "vg", vg, "missing", r.MissingPVs, "lvs", lvNames(r.LVs))
+	klog.InfoS("Removed the missing PVs of the cache pool", "vg", vg, "missing", r.MissingPVs, "lvs", lvm.Names(r.LVs))
 	s.nodeEvent(corev1.EventTypeNormal, ReasonMissingPVRemoved, "RemoveMissingPV", note)
 	return true, nil
 }
@@ -88,18 +88,10 @@ func removedNote(vg string, r lvm.Reduced) string {
 	lvs := "no LV"
 	if len(r.LVs) > 0 {
 		lvs = fmt.Sprintf("the cache LVs %s (the dropped caches of volumes %s; their HDDs hold all their data)",
-			strings.Join(lvNames(r.LVs), ", "), strings.Join(vols, ", "))
+			strings.Join(lvm.Names(r.LVs), ", "), strings.Join(vols, ", "))
 	}
 	return fmt.Sprintf("cache pool %s: removed %d missing PV(s) and %s; the pool goes on with its other devices, and a new device its configuration names is added now",
 		vg, r.MissingPVs, lvs)
-}
-
-func lvNames(lvs []lvm.LV) []string {
-	names := make([]string, len(lvs))
-	for i, lv := range lvs {
-		names[i] = lv.Name
-	}
-	return names
 }
 
 // extendCache sets the up cache pool up again once its missing PVs are

@@ -254,7 +254,7 @@ func (p *Pools) RemoveMissing(ctx context.Context, vg, role string) (Reduced, er
 	if err := p.checkDisposable(vg, partial); err != nil {
 		return Reduced{}, err
 	}
-	klog.InfoS("Removing the missing PVs of a cache pool with the cache LVs on them", "vg", vg, "missing", g.MissingPVs, "lvs", lvNames(partial))
+	klog.InfoS("Removing the missing PVs of a cache pool with the cache LVs on them", "vg", vg, "missing", g.MissingPVs, "lvs", Names(partial))
 	if err := p.lvm.ReduceMissing(ctx, vg); err != nil {
 		return Reduced{}, fmt.Errorf("volume group %s: remove %d missing PV(s): %w", vg, g.MissingPVs, err)
 	}
@@ -295,7 +295,8 @@ func (p *Pools) checkDisposable(vg string, partial []LV) error {
 	return errors.Join(errs...)
 }
 
-func lvNames(lvs []LV) []string {
+// Names are the names of lvs, for logs and messages.
+func Names(lvs []LV) []string {
 	names := make([]string, len(lvs))
 	for i, lv := range lvs {
 		names[i] = lv.Name
