@@ -55,6 +55,10 @@ type Config struct {
 	Expander VolumeExpander
 	// DriverName is the CSI driver whose PVs the resizer grows.
 	DriverName string
+	// Repairs (PoolSetupDeps.Repairs) names the Degraded bindings' volumes
+	// whose dropped cache went with a removed missing PV, to attach again
+	// once; nil retries them only on a spec change.
+	Repairs *CacheRepairs
 	// Workers is how many bindings the agent applies at once
 	// (DefaultWorkers when zero): an attach that fills a large cache from
 	// its hot set reads the HDD for minutes, and must not hold the other
@@ -87,7 +91,7 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 		}
 	}
 	r := NewBindingReconciler(mgr.GetClient(), mgr.GetEventRecorder(EventSource), cfg.Engine, cfg.Locks, samples, cfg.NodeName,
-		BindingOptions{FiguresInterval: cfg.FiguresInterval, Metrics: cfg.Metrics, CacheLost: monitor.CacheLost, APIReader: mgr.GetAPIReader()})
+		BindingOptions{FiguresInterval: cfg.FiguresInterval, Metrics: cfg.Metrics, CacheLost: monitor.CacheLost, APIReader: mgr.GetAPIReader(), Repairs: cfg.Repairs})
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("cachebinding-agent").
 		For(&ssdv1.CacheBinding{}, builder.WithPredicates(onNode(cfg.NodeName), relevantChange(), r.stopFillOnChange())).
