@@ -215,7 +215,8 @@ func (r *BindingReconciler) apply(ctx context.Context, b *ssdv1.CacheBinding) ou
 
 func warmedMessage(w cache.WarmReport, took time.Duration) string {
 	if w.Blocks == 0 {
-		return fmt.Sprintf("cache resumed warm in %s: %d blocks it held when paused mapped again without reading the origin, %d written while paused left out",
+		// After a pause or a clean unstage: the SSD still held the blocks.
+		return fmt.Sprintf("cache came back warm in %s: %d blocks the SSD still held mapped again without reading the origin, %d written meanwhile left out",
 			took, w.Kept, w.Dropped)
 	}
 	return fmt.Sprintf("cache filled from the volume's hot set: %d bytes in %s, %d blocks written meanwhile left out", w.Bytes, took, w.Dropped)

@@ -98,7 +98,7 @@ func TestWarmupLimitBoundsTheCopy(t *testing.T) {
 	}
 }
 
-// A resumed cache reports the blocks it held when paused and mapped again
+// A resumed cache reports the blocks the SSD still held and mapped again
 // without reading the origin, and says so in its event.
 func TestResumeReportsTheKeptBlocks(t *testing.T) {
 	n := newNode(t)
@@ -132,7 +132,7 @@ func TestResumeReportsTheKeptBlocks(t *testing.T) {
 			warmed = e
 		}
 	}
-	if !strings.Contains(warmed, "2 blocks it held when paused") {
+	if !strings.Contains(warmed, "2 blocks the SSD still held") {
 		t.Fatalf("resume event %q, want one naming the 2 kept blocks", warmed)
 	}
 }
