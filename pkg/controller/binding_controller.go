@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	ssdv1 "github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
 )
@@ -40,6 +41,11 @@ type BindingReconciler struct {
 	agents        agentLeases
 	workers       int
 	arbiter       arbiter
+	// unseen holds the status writes decided but not shown by the cache yet.
+	unseen unseenWrites
+	// wake takes bindings whose failed admission kept room from others on their
+	// node and namespace (pendingBeside); nil until SetupWithManager.
+	wake chan event.GenericEvent
 }
 
 // NewBindingReconciler returns a reconciler that reads through c (normally the
@@ -65,13 +71,22 @@ func (r *BindingReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	return res, err
 }
 
-// reconcile runs the steps: release on deletion, decide admission holding the
-// locks of its node and namespace, make sure of the finalizer and the node label,
+// reconcile runs the steps: release on deletion, make sure of the finalizer and
+// the node label, decide admission holding the locks of its node and namespace,
 // write the status.
 func (r *BindingReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	b := &ssdv1.CacheBinding{}
 	if err := r.client.Get(ctx, req.NamespacedName, b); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.unseen.forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if r.unseen.behind(b) {
+		// Our last status write of b succeeded and the cache does not show it
+		// yet: a decision on this copy would only lose the write's optimistic
+		// lock. The write's own watch event brings b back.
+		return ctrl.Result{}, nil
 	}
 	if !b.DeletionTimestamp.IsZero() {
 		// The agent's Lease is not watched: look again until it releases the binding.
@@ -83,24 +98,21 @@ func (r *BindingReconciler) reconcile(ctx context.Context, req ctrl.Request) (ct
 	} else if _, err := asPending(err); err != nil {
 		return ctrl.Result{}, err
 	}
-	release, err := r.arbiter.hold(ctx, r.client, b, node)
+	readVersion := b.ResourceVersion
+	// Before the locks: the patch's round trip decides nothing.
+	if err := r.ensureMeta(ctx, b, node); err != nil {
+		return ctrl.Result{}, err
+	}
+	d, decided, err := r.decideHeld(ctx, b, node, readVersion)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	defer release()
-	d, err := r.decide(ctx, b)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if d.node != node && d.admit {
-		// The volume was bound, or moved, since the lock was taken: decide again
-		// holding the lock of the node it is on now.
+	if !decided {
+		// The volume was bound, or moved, since it was resolved: decide again
+		// holding the lock of the node it is on now, and label it with that node.
 		return ctrl.Result{RequeueAfter: conflictRetry}, nil
 	}
-	if err := r.ensureMeta(ctx, b, d.node); err != nil {
-		return ctrl.Result{}, err
-	}
-	if err := r.applyDecision(ctx, b, d); err != nil {
+	if err := r.writeDecision(ctx, b, d); err != nil {
 		return ctrl.Result{}, err
 	}
 	if !d.admit {
@@ -109,6 +121,23 @@ func (r *BindingReconciler) reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{RequeueAfter: r.pendingResync}, nil
 	}
 	return ctrl.Result{}, nil
+}
+
+// writeDecision writes the status d gives b, which decideHeld recorded in
+// r.unseen. Unless the write succeeds the record goes; when the write failed
+// (or panicked) after the record admitted b, the pending bindings it kept room
+// from are woken to decide again.
+func (r *BindingReconciler) writeDecision(ctx context.Context, b *ssdv1.CacheBinding, d decision) error {
+	key := client.ObjectKeyFromObject(b)
+	wrote, failed := false, true
+	defer func() {
+		if !wrote && r.unseen.forget(key) && failed {
+			r.wakeBeside(ctx, b)
+		}
+	}()
+	wrote, err := r.applyDecision(ctx, b, d)
+	failed = err != nil
+	return err
 }
 
 // ensureMeta adds, in one patch written before any admission, the finalizer that

@@ -33,7 +33,7 @@ func TestTrimmedCacheKeepsPreloadPaths(t *testing.T) {
 	if err != nil || !d.admit {
 		t.Fatalf("decision %+v, %v; want admitted", d, err)
 	}
-	if err := w.r.applyDecision(w.ctx, b, d); err != nil {
+	if _, err := w.r.applyDecision(w.ctx, b, d); err != nil {
 		t.Fatal(err)
 	}
 	got := w.get("a")

@@ -201,14 +201,15 @@ func (r *BindingReconciler) loadOf(ctx context.Context, b *ssdv1.CacheBinding, p
 	self := claimOf(b, 0)
 	for i := range list.Items {
 		o := &list.Items[i]
+		if o.UID == b.UID {
+			continue
+		}
+		share, isAdmitted := r.shareOf(o, p)
 		switch {
-		case o.UID == b.UID:
-		case o.Status.NodeName != "":
+		case isAdmitted:
 			// Deleting bindings still hold their cache until the agent detaches it. The
 			// sum saturates: sizes admitted by an older controller may pass 2^63 together.
-			if p.node == "" || o.Status.NodeName == p.node {
-				load.admittedBytes, _ = addBytes(load.admittedBytes, p.weight(max(o.Status.ResolvedSizeBytes, 0)))
-			}
+			load.admittedBytes, _ = addBytes(load.admittedBytes, share)
 		case withPending && o.DeletionTimestamp.IsZero() && compareAge(claimOf(o, 0), self) < 0 && mayTarget(o, p.node):
 			c, err := r.pendingClaim(ctx, o, p.node)
 			if err != nil {
@@ -221,6 +222,24 @@ func (r *BindingReconciler) loadOf(ctx context.Context, b *ssdv1.CacheBinding, p
 		}
 	}
 	return load, nil
+}
+
+// shareOf is what the admitted binding o takes of pool p, and whether o is
+// admitted at all: as the reader shows it or as a status write of this
+// controller on its way says, whichever takes more, so that neither a write
+// the reader does not show yet nor one that may still fail frees room early.
+func (r *BindingReconciler) shareOf(o *ssdv1.CacheBinding, p pool) (int64, bool) {
+	share := func(node string, size int64) int64 {
+		if node == "" || (p.node != "" && node != p.node) {
+			return 0
+		}
+		return p.weight(max(size, 0))
+	}
+	taken, isAdmitted := share(o.Status.NodeName, o.Status.ResolvedSizeBytes), o.Status.NodeName != ""
+	if w, ok := r.unseen.of(o); ok {
+		taken, isAdmitted = max(taken, share(w.nodeName, w.size)), isAdmitted || w.nodeName != ""
+	}
+	return taken, isAdmitted
 }
 
 // mayTarget tells whether the pending binding o may be for node ("" for any):

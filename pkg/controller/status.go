@@ -17,19 +17,19 @@ import (
 // applyDecision writes the status fields the controller owns and emits an Event when
 // the state changed. The patch carries the resourceVersion, so a concurrent write by
 // the node agent makes it fail and the request is retried on fresh data instead of
-// overwriting the agent's conditions.
-func (r *BindingReconciler) applyDecision(ctx context.Context, b *ssdv1.CacheBinding, d decision) error {
+// overwriting the agent's conditions. It tells whether it wrote.
+func (r *BindingReconciler) applyDecision(ctx context.Context, b *ssdv1.CacheBinding, d decision) (bool, error) {
 	before := b.DeepCopy()
 	setControllerStatus(b, d)
 	if equality.Semantic.DeepEqual(before.Status, b.Status) {
-		return nil
+		return false, nil
 	}
 	if err := r.client.Status().Patch(ctx, b, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-		return err
+		return false, err
 	}
 	klog.FromContext(ctx).V(2).Info("Updated status", "binding", klog.KObj(b), "phase", b.Status.Phase, "node", b.Status.NodeName)
 	r.recordTransition(before, b, d)
-	return nil
+	return true, nil
 }
 
 // setControllerStatus applies a decision to the status fields the controller owns.

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	ssdv1 "github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
 )
@@ -24,6 +25,7 @@ import (
 // depends on its PVC, the PVC's PV, the node's capacity, on capacity other
 // bindings release, and on its namespace's cache limit.
 func (r *BindingReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.wake = make(chan event.GenericEvent, wakeBuffer)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("cachebinding").
 		For(&ssdv1.CacheBinding{}).
@@ -37,8 +39,26 @@ func (r *BindingReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			builder.WithPredicates(namespaceLimitChanged())).
 		// Decisions on the same node or limited namespace are serialised by the
 		// arbiter; the others run side by side.
+		WatchesRawSource(source.Channel(r.wake, handler.EnqueueRequestsFromMapFunc(r.pendingBeside))).
 		WithOptions(crcontroller.Options{MaxConcurrentReconciles: r.workers}).
 		Complete(r)
+}
+
+// wakeBuffer is how many failed admissions may wait for their wake-ups to be
+// queued before a reconcile waits to hand over its own.
+const wakeBuffer = 64
+
+// wakeBeside wakes the bindings pendingBeside finds for b, whose failed
+// status write admitted it in the arbiter's eyes for a moment: they may have
+// been refused the room it took.
+func (r *BindingReconciler) wakeBeside(ctx context.Context, b *ssdv1.CacheBinding) {
+	if r.wake == nil {
+		return
+	}
+	select {
+	case r.wake <- event.GenericEvent{Object: b}:
+	case <-ctx.Done():
+	}
 }
 
 func (r *BindingReconciler) bindingsOfNamespace(ctx context.Context, o client.Object) []reconcile.Request {
