@@ -285,15 +285,15 @@ func (e *Engine) reloadWith(ctx context.Context, op, volumeID string, table dm.T
 }
 
 // SuspendTimeout bounds how long a reload's suspend waits for the I/O in
-// flight on the device (the kernel's wait is interruptible; the filesystem
-// freeze before it is not, and is not bounded). A working device finishes
+// flight on the device (the kernel's wait is interruptible; no suspend
+// freezes the filesystem, whose wait would not be). A working device finishes
 // its requests in well under a second, a busy emulated HDD in seconds; one
 // that never completes them (a hung SSD under a cache) would otherwise hold
 // the caller, and the volume's lock, for as long as it hangs.
 const SuspendTimeout = time.Minute
 
-// suspend is a reload's suspend: it flushes and freezes a filesystem on the
-// device, as dmsetup suspend does, and gives up after SuspendTimeout.
+// suspend is a reload's suspend: it waits for the I/O in flight, and gives
+// up after SuspendTimeout.
 func (e *Engine) suspend(ctx context.Context, name string) error {
 	ctx, cancel := context.WithTimeout(ctx, SuspendTimeout)
 	defer cancel()
@@ -322,6 +322,52 @@ func (e *Engine) swapTable(ctx context.Context, op, volumeID string, table dm.Ta
 		return errors.Join(err, e.rollback(ctx, name))
 	}
 	return nil
+}
+
+// reloadLoadedAhead is reload for a table whose constructor reads nothing
+// the live table writes (a cache table over a metadata LV no table uses):
+// it is loaded before the suspend, so that the device waits only for the
+// swap, not for dm-cache to open the metadata and size its policy. If
+// whileSuspended returns rewrite, the loaded table is dropped, rewrite
+// changes what it is to read, and the table is loaded again, all with the
+// device suspended: dm-cache reads its metadata when loaded, and would not
+// see a change made after. suspended is how long the device held its I/O.
+func (e *Engine) reloadLoadedAhead(ctx context.Context, op, volumeID string, table dm.Table, whileSuspended func(context.Context) (rewrite func(context.Context) error, err error)) (suspended time.Duration, err error) {
+	name := DeviceName(volumeID)
+	e.layouts.forget(volumeID) // whatever the outcome, the caller records the new one
+	if err := e.dm.Load(ctx, name, table); err != nil {
+		return 0, errors.Join(err, e.rollback(ctx, name))
+	}
+	e.faults.Reached(ctx, op+"/loaded")
+	start := time.Now()
+	defer func() { suspended = time.Since(start) }() // until resumed, or rolled back
+	if err := e.suspend(ctx, name); err != nil {
+		return 0, errors.Join(err, e.rollback(ctx, name))
+	}
+	e.faults.Reached(ctx, op+"/suspended")
+	rewrite, err := whileSuspended(ctx)
+	if err == nil && rewrite != nil {
+		err = e.loadAgainAfter(ctx, name, table, rewrite)
+	}
+	if err == nil {
+		err = e.dm.Resume(ctx, name)
+	}
+	if err != nil {
+		return 0, errors.Join(err, e.rollback(ctx, name))
+	}
+	return 0, nil // suspended: set on the way out
+}
+
+// loadAgainAfter drops name's loaded table, runs rewrite and loads table
+// again.
+func (e *Engine) loadAgainAfter(ctx context.Context, name string, table dm.Table, rewrite func(context.Context) error) error {
+	if err := e.dm.ClearInactive(ctx, name); err != nil {
+		return err
+	}
+	if err := rewrite(ctx); err != nil {
+		return err
+	}
+	return e.dm.Load(ctx, name, table)
 }
 
 // rollbackTimeout bounds putting a device's live table back in service after

@@ -51,9 +51,8 @@ func (a *applier) swapMetadata(ctx context.Context, table dm.Table, meta lvm.LV,
 	live := table.Target.(dm.CacheTarget)
 	live.Metadata = next.DevNum
 	swapped := dm.Table{Length: table.Length, Target: live}
-	start := time.Now()
-	md, err := a.loadOverNext(ctx, swapped, next, w)
-	a.warmed.Suspended, a.warmed.CopiedWhileServing = time.Since(start), true
+	md, suspended, err := a.loadOverNext(ctx, swapped, next, w)
+	a.warmed.Suspended, a.warmed.CopiedWhileServing = suspended, true
 	a.warmed.Dropped += droppedEarly
 	if err != nil {
 		// Rolled back: the cache serves on its old metadata, as before.
@@ -79,30 +78,31 @@ func (a *applier) swapMetadata(ctx context.Context, table dm.Table, meta lvm.LV,
 }
 
 // loadOverNext loads table, whose metadata LV next already maps w's
-// blocks, in place of the live cache table; only the load runs while the
-// device is suspended, unless a copy was written after swapMetadata looked
-// (while cache_restore ran): the metadata is then written again without
-// it, with the device suspended, as the swap to a linear table does.
-// Giving the swap up instead would never map a batch under steady writes.
-// md is what ends up mapped.
-func (a *applier) loadOverNext(ctx context.Context, table dm.Table, next lvm.LV, w *warming) (md dm.CacheMetadata, err error) {
+// blocks, in place of the live cache table. The table is loaded before the
+// suspend, so the device is suspended only for the look at the writes and
+// the swap, unless a copy was written after swapMetadata looked (while
+// cache_restore ran): the metadata is then written again without it, with
+// the device suspended, as the swap to a linear table does. Giving the swap
+// up instead would never map a batch under steady writes. md is what ends
+// up mapped; suspended is how long the device held its I/O.
+func (a *applier) loadOverNext(ctx context.Context, table dm.Table, next lvm.LV, w *warming) (md dm.CacheMetadata, suspended time.Duration, err error) {
 	name := DeviceName(a.volumeID)
 	defer a.untrack(ctx, w)
-	err = a.reloadWith(ctx, a.op, a.volumeID, table, func(ctx context.Context) error {
+	suspended, err = a.reloadLoadedAhead(ctx, a.op, a.volumeID, table, func(ctx context.Context) (func(context.Context) error, error) {
 		written, err := a.dm.WrittenAreas(ctx, name, w.region)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		var report WarmReport
 		md, report = w.metadata(written)
 		report.Duration = time.Since(w.start)
 		a.warmed = report
-		if report.Dropped > 0 {
-			return a.metadata.Restore(ctx, next.Path, md)
+		if report.Dropped == 0 {
+			return nil, nil
 		}
-		return nil
+		return func(ctx context.Context) error { return a.metadata.Restore(ctx, next.Path, md) }, nil
 	})
-	return md, err
+	return md, suspended, err
 }
 
 // relearnLayout records again what a cache table maps after a swap rolled

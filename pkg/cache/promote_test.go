@@ -410,7 +410,7 @@ func TestPromoteWhileServingLeavesOutBlocksWrittenBeforeTheSwap(t *testing.T) {
 		}
 		record(e)
 	}
-	w.meta.Calls = nil
+	w.meta.Calls, w.events = nil, nil
 	res, left, err := w.engine.Promote(context.Background(), vol, []uint64{120, 200})
 	if err != nil {
 		t.Fatal(err)
@@ -420,6 +420,13 @@ func TestPromoteWhileServingLeavesOutBlocksWrittenBeforeTheSwap(t *testing.T) {
 	}
 	if got := restores(w.meta.Calls); len(got) != 2 || got[1] != "restore /dev/ssdcache-nvme/pvc-1.cache-meta2 1 mappings" {
 		t.Fatalf("metadata writes %v, want both blocks beside the live ones, then 200 alone", got)
+	}
+	// dm-cache reads its metadata when its table is loaded: the table loaded
+	// ahead over the first write is dropped, and loaded again after the
+	// second, all while suspended.
+	suspend := indexOf(w.events, "dm suspend")
+	if suspend < 0 || !slices.Equal(w.events[suspend+1:suspend+3], []string{"dm clear " + DeviceName(vol), w.events[suspend-1]}) || w.events[suspend+3] != "dm resume "+DeviceName(vol) {
+		t.Fatalf("want the loaded table cleared and loaded again while suspended:\n%s", strings.Join(w.events, "\n"))
 	}
 }
 

@@ -22,8 +22,8 @@ type Dmsetup struct {
 // NewDmsetup returns an Interface that runs dmsetup through run.
 func NewDmsetup(run *command.Runner) *Dmsetup { return &Dmsetup{run: run} }
 
-// ReadingFrom makes d read devices, tables and statuses, load tables and
-// suspend and resume devices with ioctls on c rather than dmsetup
+// ReadingFrom makes d read devices, tables and statuses, load and clear
+// tables and suspend and resume devices with ioctls on c rather than dmsetup
 // processes; creating and removing devices still run dmsetup, which makes
 // and removes their /dev/mapper nodes.
 func (d *Dmsetup) ReadingFrom(c Control) *Dmsetup {
@@ -71,7 +71,7 @@ func (d *Dmsetup) Suspend(ctx context.Context, name string) error {
 	if d.kernel != nil {
 		return d.kernel.suspend(ctx, name, true)
 	}
-	_, err := d.dmsetup(ctx, "suspend", name)
+	_, err := d.dmsetup(ctx, "suspend", "--nolockfs", name)
 	return err
 }
 
@@ -92,6 +92,9 @@ func (d *Dmsetup) Resume(ctx context.Context, name string) error {
 }
 
 func (d *Dmsetup) ClearInactive(ctx context.Context, name string) error {
+	if d.kernel != nil {
+		return d.kernel.clear(name)
+	}
 	_, err := d.dmsetup(ctx, "clear", name)
 	return err
 }

@@ -33,13 +33,19 @@ type Interface interface {
 	Create(ctx context.Context, name string, table Table) error
 	// Load loads table into name's inactive slot; it becomes live on Resume.
 	Load(ctx context.Context, name string, table Table) error
-	// Suspend quiesces name, holding new I/O until Resume.
+	// Suspend quiesces name, holding new I/O until Resume, once the I/O in
+	// flight has completed. It does not freeze a filesystem on name
+	// (DM_SKIP_LOCKFS_FLAG, dmsetup suspend --nolockfs): every table
+	// ssdcache swaps presents the same bytes as the one it replaces (a
+	// writethrough cache or the origin alone), so the filesystem needs no
+	// consistent point, and a freeze would write back every dirty page of
+	// it while the device is held, a wait that grows with the page cache
+	// and that no signal interrupts.
 	Suspend(ctx context.Context, name string) error
-	// SuspendNoFlush is Suspend without freezing a filesystem on name
-	// (DM_SKIP_LOCKFS_FLAG) and with I/O a target pushes back kept for the
+	// SuspendNoFlush is Suspend with I/O a target pushes back kept for the
 	// next table rather than failed (DM_NOFLUSH_FLAG): the suspend of a
-	// table whose device no longer answers writes nothing through it
-	// beforehand. It still waits for the I/O in flight.
+	// table whose device no longer answers. It still waits for the I/O in
+	// flight.
 	SuspendNoFlush(ctx context.Context, name string) error
 	// Resume activates a loaded table, or just resumes I/O.
 	Resume(ctx context.Context, name string) error

@@ -76,6 +76,7 @@ const (
 	cmdDevSuspend  = unix.DM_DEV_SUSPEND
 	cmdDevStatus   = unix.DM_DEV_STATUS
 	cmdTableLoad   = unix.DM_TABLE_LOAD
+	cmdTableClear  = unix.DM_TABLE_CLEAR
 	cmdTableStatus = unix.DM_TABLE_STATUS
 	cmdTargetMsg   = unix.DM_TARGET_MSG
 
@@ -153,12 +154,12 @@ func (k kernelIoctls) callWith(cmd uintptr, name string, flags uint32, payload [
 func align8(n int) int { return (n + 7) &^ 7 }
 
 // suspend suspends name (on) or resumes it, which makes a loaded table
-// live. A suspend flushes and waits for the I/O in flight, and freezes a
-// filesystem on the device, as `dmsetup suspend` does.
+// live. A suspend waits for the I/O in flight but does not freeze a
+// filesystem on the device (Interface.Suspend says why).
 func (k kernelIoctls) suspend(ctx context.Context, name string, on bool) error {
 	flags := uint32(0)
 	if on {
-		flags = flagSuspend
+		flags = flagSuspend | flagSkipLockfs
 	}
 	return k.suspendWith(ctx, name, flags)
 }
@@ -196,6 +197,12 @@ func (k kernelIoctls) load(ctx context.Context, name string, t Table) error {
 		_, err := k.callWith(cmdTableLoad, name, 0, spec, 1)
 		return err
 	})
+}
+
+// clear drops name's inactive table, if it has one.
+func (k kernelIoctls) clear(name string) error {
+	_, err := k.call(cmdTableClear, name, 0)
+	return err
 }
 
 // interruptible makes a table change that may wait on I/O (a suspend waits

@@ -131,6 +131,10 @@ func (k *fakeKernel) Ioctl(cmd uintptr, buf []byte) error {
 		return k.message(buf, name, start, size, flags)
 	case cmdTableLoad:
 		return k.load(buf, name, start, size)
+	case cmdTableClear:
+		d.inactive, d.loaded = nil, false
+		k.devices[name] = d
+		return nil
 	case cmdDevSuspend:
 		k.suspends = append(k.suspends, asked)
 		k.suspendOrResume(name, asked&flagSuspend != 0)
@@ -569,10 +573,10 @@ func waitForGoroutines(t *testing.T, want int, limit time.Duration, when string)
 	}
 }
 
-// A drop's suspend skips the filesystem freeze and keeps pushed-back I/O
-// (DM_SKIP_LOCKFS_FLAG, DM_NOFLUSH_FLAG, as dmsetup suspend --nolockfs
-// --noflush); every other suspend flushes and freezes as dmsetup's default.
-func TestSuspendNoFlushSkipsTheFreeze(t *testing.T) {
+// No suspend freezes the filesystem (DM_SKIP_LOCKFS_FLAG, as dmsetup
+// suspend --nolockfs); a drop's also keeps pushed-back I/O
+// (DM_NOFLUSH_FLAG, --noflush), where every other waits for it.
+func TestNoSuspendFreezesTheFilesystem(t *testing.T) {
 	k := kernelDevices()
 	d := NewDmsetup(nil).ReadingFrom(k)
 	ctx := context.Background()
@@ -588,8 +592,36 @@ func TestSuspendNoFlushSkipsTheFreeze(t *testing.T) {
 	if err := d.Suspend(ctx, "ssdcache-pvc-1"); err != nil {
 		t.Fatal(err)
 	}
-	want := []uint32{flagSuspend | flagNoFlush | flagSkipLockfs, 0, flagSuspend}
+	want := []uint32{flagSuspend | flagNoFlush | flagSkipLockfs, 0, flagSuspend | flagSkipLockfs}
 	if !slices.Equal(k.suspends, want) {
 		t.Fatalf("suspend flags %#x, want %#x", k.suspends, want)
+	}
+}
+
+// ClearInactive drops a loaded table through the control device, leaving
+// the live one.
+func TestClearInactiveDropsTheLoadedTable(t *testing.T) {
+	k := kernelDevices()
+	d := NewDmsetup(nil).ReadingFrom(k)
+	ctx := context.Background()
+	before, err := d.Table(ctx, "ssdcache-pvc-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Load(ctx, "ssdcache-pvc-1", Table{Length: 524288, Target: LinearTarget{Device: DevNum{Major: 254, Minor: 2}}}); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := d.Info(ctx, "ssdcache-pvc-1"); err != nil || !info.InactiveTable {
+		t.Fatalf("after Load: %+v, %v; want an inactive table", info, err)
+	}
+	if err := d.ClearInactive(ctx, "ssdcache-pvc-1"); err != nil {
+		t.Fatal(err)
+	}
+	info, err := d.Info(ctx, "ssdcache-pvc-1")
+	if err != nil || info.InactiveTable {
+		t.Fatalf("after ClearInactive: %+v, %v; want no inactive table", info, err)
+	}
+	if after, err := d.Table(ctx, "ssdcache-pvc-1"); err != nil || !after.Equal(before) {
+		t.Fatalf("live table after ClearInactive: %v, %v; want %v", after, err, before)
 	}
 }
