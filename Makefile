@@ -72,9 +72,11 @@ STRESS_ROUNDS ?= 10
 stress:
 	SSDCACHE_STRESS_ROUNDS=$(STRESS_ROUNDS) hack/test-kernel.sh -run '^TestStress$$' -timeout 150m
 
-## bench-api: on a real API server, 1,000 CacheBindings over 100 nodes (admission latency, steady-state status writes), then 10,000 (the controller's and one node plugin's memory)
+## bench-api: on a real API server, 1,000 CacheBindings over 100 nodes (admission latency, steady-state status writes), then 10,000 (the controller's and one node plugin's memory); only test/api, no other API server beside it; BENCH_API_RUN=TestScaleAdmission for one
 bench-api:
-	SSDCACHE_API_SCALE=1 hack/test-api.sh -run '^(TestScaleAdmission|TestMemoryAtScale)$$' -v -timeout 40m
+	KUBEBUILDER_ASSETS=$$(hack/envtest-assets.sh | tail -n 1) SSDCACHE_API_SCALE=1 \
+		SSDCACHE_CONTROLLER_ROLE=$(CURDIR)/deploy/rbac/controller/role.yaml \
+		$(GO) test -count=1 -timeout 40m -v -run '^($(or $(BENCH_API_RUN),TestScaleAdmission|TestMemoryAtScale))$$' ./test/api/
 
 ## release: binaries (amd64, arm64), image (OCI archive, amd64), chart, Helm repository index.yaml, CRDs and SHA256SUMS of one VERSION into _output/release/; with OCI_REGISTRY=host/path also pushes chart and image there (hack/release.sh)
 release:
