@@ -32,7 +32,7 @@ func (a *applier) swapMetadata(ctx context.Context, table dm.Table, meta lvm.LV,
 	// Copies written during the copy are left out before the mappings are
 	// written, so only a write between this look and the suspend (while
 	// cache_restore runs) has them written again with the device suspended.
-	written, err := a.dm.WrittenAreas(ctx, DeviceName(a.volumeID), w.region)
+	written, err := a.dm.WrittenAreasAmong(ctx, DeviceName(a.volumeID), w.region, w.copyAreas())
 	if err != nil {
 		return false, nil, nil // the swap below reads them with the device suspended
 	}
@@ -89,7 +89,11 @@ func (a *applier) loadOverNext(ctx context.Context, table dm.Table, next lvm.LV,
 	name := DeviceName(a.volumeID)
 	defer a.untrack(ctx, w)
 	suspended, err = a.reloadLoadedAhead(ctx, a.op, a.volumeID, table, func(ctx context.Context) (func(context.Context) error, error) {
-		written, err := a.dm.WrittenAreas(ctx, name, w.region)
+		// Only the copies' areas matter (the kept blocks are served, and
+		// writethrough kept them current): reading those alone keeps the
+		// read, the largest part of the suspension, apart from the region's
+		// size.
+		written, err := a.dm.WrittenAreasAmong(ctx, name, w.region, w.copyAreas())
 		if err != nil {
 			return nil, err
 		}
@@ -120,6 +124,15 @@ func (a *applier) untrack(ctx context.Context, w *warming) {
 	if err := a.dm.Untrack(context.WithoutCancel(ctx), DeviceName(a.volumeID), w.region); err != nil {
 		klog.ErrorS(err, "Could not delete the dm-stats region of a copy", "volumeID", a.volumeID, "operation", a.op, "region", w.region)
 	}
+}
+
+// copyAreas are the tracking areas of w's copies, sorted, each once.
+func (w *warming) copyAreas() []uint64 {
+	areas := make([]uint64, len(w.copies))
+	for i, c := range w.copies {
+		areas[i] = c.Origin / w.areaBlocks
+	}
+	return slices.Compact(slices.Sorted(slices.Values(areas)))
 }
 
 // dropWrittenCopies leaves out of w's copies those in written tracking

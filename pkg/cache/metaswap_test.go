@@ -45,6 +45,23 @@ func TestPromotionIntoAServingCacheSwapsMetadataWithoutALinearTable(t *testing.T
 	}
 }
 
+// A promotion reads the write counts of its copies' areas alone, however
+// large the volume and its count, before writing the mappings and again
+// with the device suspended.
+func TestPromotionReadsOnlyItsCopiesAreasWhileSuspended(t *testing.T) {
+	w := promotingWorld(t)
+	w.stage(t, warmCache(gib))
+	w.used(t)
+	if got := promoteOrder(t, w, 5, 6, 900); got != "serving" {
+		t.Fatalf("promotion: %s, want serving throughout", got)
+	}
+	// 10 blocks an area on this volume: blocks 5 and 6 lie in area 0, 900
+	// in 90. The first read is the look before the mappings are written.
+	if len(w.dm.AreasAsked) != 2 || !slices.Equal(w.dm.AreasAsked[1], []uint64{0, 90}) {
+		t.Fatalf("areas read %v, want the copies' [0 90] before the mappings are written and again while suspended", w.dm.AreasAsked)
+	}
+}
+
 // Without room in the cache VG for a second metadata LV, the promotion maps
 // its batch as before: copied while serving, mapped with the cache swapped out.
 func TestPromotionWithoutRoomForSecondMetadataSwapsTheCacheOut(t *testing.T) {

@@ -77,6 +77,10 @@ type Interface interface {
 	// TrackWrites; writes still in flight are not counted, so call it with
 	// the device suspended.
 	WrittenAreas(ctx context.Context, name string, region uint64) ([]uint64, error)
+	// WrittenAreasAmong is WrittenAreas for the given areas alone (sorted):
+	// it reads only their counters, so that its cost follows the areas asked
+	// for rather than the region's size.
+	WrittenAreasAmong(ctx context.Context, name string, region uint64, areas []uint64) ([]uint64, error)
 	// Untrack deletes region.
 	Untrack(ctx context.Context, name string, region uint64) error
 	// TrackUncachedWrites starts counting the writes through name per area

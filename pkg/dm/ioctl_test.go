@@ -625,3 +625,40 @@ func TestClearInactiveDropsTheLoadedTable(t *testing.T) {
 		t.Fatalf("live table after ClearInactive: %v, %v; want %v", after, err, before)
 	}
 }
+
+// WrittenAreasAmong prints only the lines of the areas asked for, one
+// message per run of consecutive areas, and names each by its line; the
+// last area, shorter than the others, is named by its line too. Past
+// maxAreaRuns runs it prints the region once.
+func TestWrittenAreasAmongReadsOnlyTheirLines(t *testing.T) {
+	k := kernelDevices()
+	d := NewDmsetup(nil).ReadingFrom(k)
+	line := func(start, length, writes uint64) string {
+		return fmt.Sprintf("%d+%d 0 0 0 0 %d 0 %d 0 0 0 0\n", start, length, writes, writes*8)
+	}
+	k.answers = map[string]map[string]string{"ssdcache-pvc-1": {
+		"@stats_print 7 3 2":  line(384, 128, 1) + line(512, 128, 0),
+		"@stats_print 7 10 1": line(1280, 40, 2), // the region's last area is shorter
+	}}
+	got, err := d.WrittenAreasAmong(context.Background(), "ssdcache-pvc-1", 7, []uint64{3, 4, 4, 10})
+	if err != nil || !slices.Equal(got, []uint64{3, 10}) {
+		t.Fatalf("written areas %v (%v), want [3 10]", got, err)
+	}
+	if want := []string{"ssdcache-pvc-1 0 @stats_print 7 3 2", "ssdcache-pvc-1 0 @stats_print 7 10 1"}; !slices.Equal(k.messages, want) {
+		t.Fatalf("messages %q, want %q", k.messages, want)
+	}
+
+	var many []uint64
+	var all strings.Builder
+	for a := range uint64(2 * maxAreaRuns) {
+		many = append(many, 2*a) // every other area: a run each
+		all.WriteString(line(2*a*128, 128, 1))
+		all.WriteString(line((2*a+1)*128, 128, 1))
+	}
+	k.answers["ssdcache-pvc-1"]["@stats_print 7"] = all.String()
+	k.messages = nil
+	got, err = d.WrittenAreasAmong(context.Background(), "ssdcache-pvc-1", 7, many)
+	if err != nil || !slices.Equal(got, many) || !slices.Equal(k.messages, []string{"ssdcache-pvc-1 0 @stats_print 7"}) {
+		t.Fatalf("%d runs: written %v (%v) after %q; want the areas asked for, from one print of the region", 2*maxAreaRuns, got, err, k.messages)
+	}
+}

@@ -164,6 +164,57 @@ func (d *Dmsetup) WrittenAreas(ctx context.Context, name string, region uint64) 
 	return ParseWrittenAreas(out)
 }
 
+// maxAreaRuns bounds the "@stats_print <region> <first line> <lines>"
+// messages of one WrittenAreasAmong: areas that fall in more runs of
+// consecutive areas than this are read with one print of the region.
+const maxAreaRuns = 16
+
+func (d *Dmsetup) WrittenAreasAmong(ctx context.Context, name string, region uint64, areas []uint64) ([]uint64, error) {
+	runs := areaRuns(areas)
+	if len(runs) > maxAreaRuns {
+		all, err := d.WrittenAreas(ctx, name, region)
+		if err != nil {
+			return nil, err
+		}
+		return slices.DeleteFunc(all, func(a uint64) bool { _, asked := slices.BinarySearch(areas, a); return !asked }), nil
+	}
+	var written []uint64
+	for _, r := range runs {
+		out, err := d.message(ctx, name, fmt.Sprintf("@stats_print %d %d %d", region, r.first, r.count))
+		if err != nil {
+			return nil, err
+		}
+		lines, err := parseWrittenLines(out)
+		if err != nil {
+			return nil, err
+		}
+		for i, w := range lines {
+			if w {
+				written = append(written, r.first+uint64(i))
+			}
+		}
+	}
+	return written, nil
+}
+
+// areaRun is count consecutive areas from first.
+type areaRun struct{ first, count uint64 }
+
+// areaRuns groups sorted areas into runs of consecutive ones.
+func areaRuns(areas []uint64) []areaRun {
+	var runs []areaRun
+	for _, a := range areas {
+		if n := len(runs); n > 0 && runs[n-1].first+runs[n-1].count == a {
+			runs[n-1].count++
+			continue
+		} else if n > 0 && runs[n-1].first+runs[n-1].count > a {
+			continue // a repeat
+		}
+		runs = append(runs, areaRun{first: a, count: 1})
+	}
+	return runs
+}
+
 func (d *Dmsetup) Untrack(ctx context.Context, name string, region uint64) error {
 	_, err := d.message(ctx, name, fmt.Sprintf("@stats_delete %d", region))
 	return err
@@ -203,6 +254,29 @@ func ParseWrittenAreas(out string) ([]uint64, error) { return parseAreas(out, 5,
 func parseAreas(out string, ios, sectors int) ([]uint64, error) {
 	var areas []uint64
 	var areaLen uint64
+	err := scanAreas(out, ios, sectors, func(start, length uint64, counted bool) {
+		if areaLen == 0 {
+			areaLen = length // every area but a shorter last one has the first's length
+		}
+		if counted {
+			areas = append(areas, start/areaLen)
+		}
+	})
+	return areas, err
+}
+
+// parseWrittenLines tells, line by line, which areas of "@stats_print"
+// output (a part of a region: "@stats_print <region> <first> <lines>")
+// completed a write.
+func parseWrittenLines(out string) ([]bool, error) {
+	var written []bool
+	err := scanAreas(out, 5, 7, func(_, _ uint64, counted bool) { written = append(written, counted) })
+	return written, err
+}
+
+// scanAreas calls visit with each line's area and whether its counter at
+// field ios or sectors is not zero.
+func scanAreas(out string, ios, sectors int, visit func(start, length uint64, counted bool)) error {
 	var f [areaFields]string
 	for rest := strings.TrimSpace(out); rest != ""; {
 		var line string
@@ -212,22 +286,17 @@ func parseAreas(out string, ios, sectors int) ([]uint64, error) {
 			continue
 		}
 		if count < areaFields {
-			return nil, fmt.Errorf("dm-stats line %q: want <start>+<length> and at least 7 counters", line)
+			return fmt.Errorf("dm-stats line %q: want <start>+<length> and at least 7 counters", line)
 		}
 		start, length, ok := strings.Cut(f[0], "+")
 		s, err1 := strconv.ParseUint(start, 10, 64)
 		n, err2 := strconv.ParseUint(length, 10, 64)
 		if !ok || err1 != nil || err2 != nil || n == 0 {
-			return nil, fmt.Errorf("dm-stats line %q: area %q is not <start>+<length>", line, f[0])
+			return fmt.Errorf("dm-stats line %q: area %q is not <start>+<length>", line, f[0])
 		}
-		if areaLen == 0 {
-			areaLen = n // every area but a shorter last one has the first's length
-		}
-		if f[ios] != "0" || f[sectors] != "0" {
-			areas = append(areas, s/areaLen)
-		}
+		visit(s, n, f[ios] != "0" || f[sectors] != "0")
 	}
-	return areas, nil
+	return nil
 }
 
 // areaFields is how many leading fields of a "@stats_print" line

@@ -47,6 +47,8 @@ type DM struct {
 	// Record, when set, is called for every mutating operation, so a test can
 	// merge dm calls with other fakes' calls into one ordered log.
 	Record func(event string)
+	// AreasAsked are the areas of each WrittenAreasAmong call, in order.
+	AreasAsked [][]uint64
 }
 
 // New returns an empty fake with device numbers from major 253.
@@ -357,6 +359,14 @@ func (f *DM) WrittenAreas(_ context.Context, name string, id uint64) ([]uint64, 
 		return nil, fmt.Errorf("%s has no dm-stats write region %d", name, id)
 	}
 	return sortedAreas(r.touched), nil
+}
+
+func (f *DM) WrittenAreasAmong(ctx context.Context, name string, id uint64, areas []uint64) ([]uint64, error) {
+	f.mu.Lock()
+	f.AreasAsked = append(f.AreasAsked, slices.Clone(areas))
+	f.mu.Unlock()
+	written, err := f.WrittenAreas(ctx, name, id)
+	return slices.DeleteFunc(written, func(a uint64) bool { return !slices.Contains(areas, a) }), err
 }
 
 func sortedAreas(touched map[uint64]bool) []uint64 {

@@ -3,6 +3,7 @@ package guest
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -88,6 +89,11 @@ func checkStatsMessages(t *testing.T, kernel *dm.Dmsetup) {
 	areas, err := kernel.WrittenAreas(ctx(t), "ioctl-cache", region)
 	if err != nil || len(areas) != 16 || areas[0] != 256 || areas[15] != 271 {
 		t.Fatalf("areas written through the control device: %v (%v), want 256 to 271", areas, err)
+	}
+	// A promotion reads its copies' areas alone, by line ranges of the print.
+	among, err := kernel.WrittenAreasAmong(ctx(t), "ioctl-cache", region, []uint64{250, 251, 252, 253, 254, 255, 256, 257, 300, 2047})
+	if err != nil || !slices.Equal(among, []uint64{256, 257}) {
+		t.Fatalf("areas written among 250-257, 300 and the last: %v (%v), want 256 and 257", among, err)
 	}
 	if err := kernel.Untrack(ctx(t), "ioctl-cache", region); err != nil {
 		t.Fatal(err)
