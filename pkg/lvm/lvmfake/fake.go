@@ -16,10 +16,10 @@ const extent = 4 << 20
 
 // LVM is a fake lvm.Interface with extent-rounded sizes and free-space accounting.
 type LVM struct {
-	mu   sync.Mutex
-	vgs  map[string]*lvm.VG
-	lvs  map[string][]lvm.LV // by VG
-	pvs  []lvm.PV
+	mu  sync.Mutex
+	vgs map[string]*lvm.VG
+	lvs map[string][]lvm.LV // by VG
+	pvs []lvm.PV
 	// lost is the size of each VG's missing PVs (LosePV).
 	lost map[string]uint64
 	next uint32
