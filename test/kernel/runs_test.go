@@ -11,8 +11,9 @@ import (
 // namedOnly are the guest tests no boot runs unless SSDCACHE_GUEST_RUN names
 // them, each with the reason its doc comment gives.
 var namedOnly = []string{
-	"TestColdPassesBackToBack", // figures of back-to-back passes, not verdicts
-	"TestHelperCacheOp",        // a child process of the crash tests, not a test
+	"TestColdPassesBackToBack",   // figures of back-to-back passes, not verdicts
+	"TestHelperCacheOp",          // a child process of the crash tests, not a test
+	"TestSwapWindowAtCacheSizes", // figures of a promotion's swap at 1-64 GiB caches, not verdicts
 }
 
 // TestEveryGuestTestRuns: a guest test that no boot's run pattern matches
