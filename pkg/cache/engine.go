@@ -340,9 +340,8 @@ func (e *Engine) reloadLoadedAhead(ctx context.Context, op, volumeID string, tab
 	}
 	e.faults.Reached(ctx, op+"/loaded")
 	start := time.Now()
-	defer func() { suspended = time.Since(start) }() // until resumed, or rolled back
 	if err := e.suspend(ctx, name); err != nil {
-		return 0, errors.Join(err, e.rollback(ctx, name))
+		return time.Since(start), errors.Join(err, e.rollback(ctx, name))
 	}
 	e.faults.Reached(ctx, op+"/suspended")
 	rewrite, err := whileSuspended(ctx)
@@ -353,9 +352,9 @@ func (e *Engine) reloadLoadedAhead(ctx context.Context, op, volumeID string, tab
 		err = e.dm.Resume(ctx, name)
 	}
 	if err != nil {
-		return 0, errors.Join(err, e.rollback(ctx, name))
+		err = errors.Join(err, e.rollback(ctx, name))
 	}
-	return 0, nil // suspended: set on the way out
+	return time.Since(start), err // until resumed, or rolled back
 }
 
 // loadAgainAfter drops name's loaded table, runs rewrite and loads table

@@ -204,13 +204,14 @@ type areaRun struct{ first, count uint64 }
 func areaRuns(areas []uint64) []areaRun {
 	var runs []areaRun
 	for _, a := range areas {
-		if n := len(runs); n > 0 && runs[n-1].first+runs[n-1].count == a {
+		n := len(runs)
+		switch {
+		case n > 0 && runs[n-1].first+runs[n-1].count == a:
 			runs[n-1].count++
-			continue
-		} else if n > 0 && runs[n-1].first+runs[n-1].count > a {
-			continue // a repeat
+		case n > 0 && runs[n-1].first+runs[n-1].count > a: // a repeat
+		default:
+			runs = append(runs, areaRun{first: a, count: 1})
 		}
-		runs = append(runs, areaRun{first: a, count: 1})
 	}
 	return runs
 }
