@@ -66,7 +66,7 @@ type PoolSetupDeps struct {
 	LVM       LVMDevices
 	Watch     *PoolWatch
 	// OnCacheUp gives the engine the cache pool (cache.Engine.AddCachePool).
-	OnCacheUp func(class, vg string)
+	OnCacheUp func(ctx context.Context, class, vg string) error
 	Metrics   *Metrics
 	// Events, when set, records each change of a pool's state on the Node.
 	Events events.EventRecorder
@@ -268,7 +268,9 @@ func (s *PoolSetup) apply(ctx context.Context, role string, cfg lvm.PoolConfig) 
 		return err
 	}
 	if role == PoolCache {
-		s.deps.OnCacheUp(s.cfg.CacheClass, cfg.VG)
+		if err := s.deps.OnCacheUp(ctx, s.cfg.CacheClass, cfg.VG); err != nil {
+			return err
+		}
 		s.deps.Watch.SetCacheVGs([]string{cfg.VG})
 	}
 	return nil

@@ -71,7 +71,10 @@ func newSetupWorld(t *testing.T, origin, cache PoolSpec) *setupWorld {
 	w.watch = NewPoolWatch(w.lvm, "ssdcache-hdd", nil, m, PoolWatchOptions{Clock: w.clk})
 	w.setup = NewPoolSetup(PoolSetupConfig{NodeName: node, Origin: origin, Cache: cache, CacheClass: "nvme", Clock: w.clk},
 		PoolSetupDeps{Inventory: w.dev, Pools: lvm.NewPools(w.lvm, w.dev), LVM: w.lvmDevs, Watch: w.watch, Metrics: m, Events: w.events,
-			OnCacheUp: func(class, vg string) { w.cacheUp = append(w.cacheUp, class+"="+vg) }})
+			OnCacheUp: func(_ context.Context, class, vg string) error {
+				w.cacheUp = append(w.cacheUp, class+"="+vg)
+				return nil
+			}})
 	return w
 }
 

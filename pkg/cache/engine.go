@@ -92,6 +92,8 @@ type Engine struct {
 	// layouts are the blocks each live cache maps, as far as this
 	// process loaded them.
 	layouts *layouts
+	// bootID tells a reboot from a restart of the plugin (WithBootID).
+	bootID string
 
 	poolsMu sync.RWMutex
 	pools   Pools
@@ -155,14 +157,25 @@ func (e *Engine) Pools() Pools {
 
 // AddCachePool makes vg the cache pool of class: the node plugin sets up a
 // cache pool whose devices were missing or refused at start once they are
-// usable, without a restart.
-func (e *Engine) AddCachePool(class, vg string) {
+// usable, without a restart. The first time it sees vg it deletes the
+// shutdown marks a plugin of this boot left on its LVs, before anything
+// can work on them (shutdown.go).
+func (e *Engine) AddCachePool(ctx context.Context, class, vg string) error {
+	e.poolsMu.RLock()
+	known := slices.Contains(slices.Collect(maps.Values(e.pools.CacheVGs)), vg)
+	e.poolsMu.RUnlock()
+	if !known {
+		if err := e.forgetShutdownMarks(ctx, vg); err != nil {
+			return err
+		}
+	}
 	e.poolsMu.Lock()
 	defer e.poolsMu.Unlock()
 	if e.pools.CacheVGs == nil {
 		e.pools.CacheVGs = map[string]string{}
 	}
 	e.pools.CacheVGs[class] = vg
+	return nil
 }
 
 // observe reads the kernel's table and the volume's cache LVs.

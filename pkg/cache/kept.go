@@ -154,20 +154,32 @@ func taggedClean(lvs []lvm.LV) (lvm.LV, bool) {
 // cache over the volume's own origin LV keeps its pair of LVs, tagged; any
 // other cache LVs are removed.
 func (a *applier) keepOrRemove(ctx context.Context, table dm.Table) error {
-	live := table.Target.(dm.CacheTarget)
-	meta, ok := activeLV(a.lvs, lvm.RoleCacheMetadata)
-	data, _ := activeLV(a.lvs, lvm.RoleCacheData)
-	if ok && len(a.lvs) == 2 && meta.DevNum == live.Metadata && data.DevNum == live.Data {
-		origin, err := a.OriginLV(ctx, a.volumeID)
-		// The kept blocks must outlive a power loss before the next stage:
-		// writethrough completed their writes, maybe in the SSD's cache.
-		if err == nil && origin.DevNum == live.Origin && a.dev.Flush(data.Path, data.DevNum) == nil {
-			a.faults.Reached(ctx, "unstage/keep-cache-lvs")
-			return a.lvm.ChangeTags(ctx, meta.VG, meta.Name, []string{UnstagedCleanTag}, nil)
-		}
+	if meta, ok := a.keepablePair(ctx, a.volumeID, table.Target.(dm.CacheTarget), a.lvs); ok {
+		a.faults.Reached(ctx, "unstage/keep-cache-lvs")
+		return a.lvm.ChangeTags(ctx, meta.VG, meta.Name, []string{UnstagedCleanTag}, nil)
 	}
 	a.faults.Reached(ctx, "unstage/remove-cache-lvs")
 	return a.removeCacheLVs(ctx)
+}
+
+// keepablePair returns the metadata LV of live, a cache table of the
+// volume, if its LVs may outlive the table: they are the volume's only
+// cache LVs, the cache is over the volume's own origin LV (a static disk
+// may be written by anyone while no cache is in front of it), and its data
+// LV was flushed: writethrough completed the kept blocks' writes, maybe
+// only into the SSD's volatile cache, and they must outlive a power loss
+// before the next stage.
+func (e *Engine) keepablePair(ctx context.Context, volumeID string, live dm.CacheTarget, lvs []lvm.LV) (lvm.LV, bool) {
+	meta, ok := activeLV(lvs, lvm.RoleCacheMetadata)
+	data, _ := activeLV(lvs, lvm.RoleCacheData)
+	if !ok || len(lvs) != 2 || meta.DevNum != live.Metadata || data.DevNum != live.Data {
+		return lvm.LV{}, false
+	}
+	origin, err := e.OriginLV(ctx, volumeID)
+	if err != nil || origin.DevNum != live.Origin || e.dev.Flush(data.Path, data.DevNum) != nil {
+		return lvm.LV{}, false
+	}
+	return meta, true
 }
 
 // countWritesOverKept turns the tag of the cache LVs a clean unstage kept

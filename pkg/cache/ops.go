@@ -41,6 +41,9 @@ func (e *Engine) Stage(ctx context.Context, spec StageSpec) (string, error) {
 		err = e.dm.Create(ctx, DeviceName(spec.VolumeID), linearTable(want))
 	}
 	if err == nil {
+		obs.cacheLVs, err = e.judgeShutdownMark(ctx, spec.VolumeID, obs)
+	}
+	if err == nil {
 		err = e.countWritesOverKept(ctx, spec.VolumeID, obs.cacheLVs)
 	}
 	if err != nil {

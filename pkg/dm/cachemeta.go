@@ -33,6 +33,8 @@ type MetadataTools interface {
 	// Restore formats a metadata device with exactly md: a clean shutdown,
 	// metadata format 2, no hints.
 	Restore(ctx context.Context, path string, md CacheMetadata) error
+	// Superblock reads the flags of a metadata device, live or idle.
+	Superblock(ctx context.Context, path string) (CacheSuperblock, error)
 }
 
 type xmlSuperblock struct {

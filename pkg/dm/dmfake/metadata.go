@@ -17,12 +17,39 @@ type Metadata struct {
 	Calls []string
 	// FailRestore makes every Restore fail.
 	FailRestore error
+	// superblocks are the flags a test gave a path with SetSuperblock.
+	superblocks map[string]dm.CacheSuperblock
 }
 
 var _ dm.MetadataTools = (*Metadata)(nil)
 
 // NewMetadata returns a fake with no formatted device.
-func NewMetadata() *Metadata { return &Metadata{devices: map[string]dm.CacheMetadata{}} }
+func NewMetadata() *Metadata {
+	return &Metadata{devices: map[string]dm.CacheMetadata{}, superblocks: map[string]dm.CacheSuperblock{}}
+}
+
+// SetSuperblock makes path's superblock read as sb, as the kernel's last
+// commit (or open) left it.
+func (m *Metadata) SetSuperblock(path string, sb dm.CacheSuperblock) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.superblocks[path] = sb
+}
+
+// Superblock returns what SetSuperblock gave path; metadata that was only
+// restored or Put reads as cache_restore leaves it: cleanly shut down.
+func (m *Metadata) Superblock(_ context.Context, path string) (dm.CacheSuperblock, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.Calls = append(m.Calls, "superblock "+path)
+	if sb, ok := m.superblocks[path]; ok {
+		return sb, nil
+	}
+	if _, ok := m.devices[path]; ok {
+		return dm.CacheSuperblock{CleanShutdown: true, Version: 2}, nil
+	}
+	return dm.CacheSuperblock{}, fmt.Errorf("%s: not dm-cache metadata: magic 0, want 1623043", path)
+}
 
 // Put makes path hold md, as a live cache would have left it.
 func (m *Metadata) Put(path string, md dm.CacheMetadata) {
@@ -44,6 +71,7 @@ func (m *Metadata) Forget(path string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.devices, path)
+	delete(m.superblocks, path)
 }
 
 func (m *Metadata) Dump(_ context.Context, path string) (dm.CacheMetadata, error) {

@@ -1,0 +1,156 @@
+package cache
+
+import (
+	"context"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ssdcache/ssdcache/pkg/dm"
+)
+
+// shutDown is the node plugin's SIGTERM on a world whose live cache's
+// metadata has its clean flag as clean says: the engine marks what it may.
+func (w *world) shutDown(t *testing.T, clean bool) []string {
+	t.Helper()
+	w.meta.SetSuperblock(metaPath, dm.CacheSuperblock{CleanShutdown: clean, Version: 2})
+	marked, err := w.engine.MarkCleanShutdown(context.Background(), NewVolumeLocks())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return marked
+}
+
+// reboot removes the volume's device, which commits the cache's metadata
+// with the clean flag set when removedCleanly (a clean shutdown's detach
+// of dm devices) and leaves it as it was otherwise (a power loss), and
+// starts an engine of the next boot.
+func (w *world) reboot(t *testing.T, removedCleanly bool) {
+	t.Helper()
+	if err := w.dm.Remove(context.Background(), DeviceName(vol)); err != nil {
+		t.Fatal(err)
+	}
+	if removedCleanly {
+		w.meta.SetSuperblock(metaPath, dm.CacheSuperblock{CleanShutdown: true, Version: 2})
+	}
+	w.engineOpts = append(w.engineOpts, WithBootID("boot-2"))
+	w.restart()
+}
+
+func (w *world) metaTags(t *testing.T) []string {
+	t.Helper()
+	for _, lv := range w.mustObserve(t).cacheLVs {
+		if lv.Path == metaPath {
+			return lv.Tags
+		}
+	}
+	t.Fatalf("no metadata LV %s", metaPath)
+	return nil
+}
+
+func newBootWorld(t *testing.T) *world {
+	w := newWorld(t)
+	w.engineOpts = append(w.engineOpts, WithBootID("boot-1"))
+	w.restart()
+	w.stage(t, warmCache(gib))
+	w.used(t, 4, 25)
+	return w
+}
+
+// A cache marked at the plugin's shutdown whose device a clean shutdown
+// then removed comes back after the reboot as after a clean unstage: the
+// stage counts writes before anything mounts, and the attach maps the
+// kept blocks again, reading nothing from the origin.
+func TestCleanRebootKeepsTheCacheMarkedAtShutdown(t *testing.T) {
+	w := newBootWorld(t)
+	if marked := w.shutDown(t, false); !reflect.DeepEqual(marked, []string{vol}) {
+		t.Fatalf("marked %v at shutdown, want [%s]", marked, vol)
+	}
+	if tags := w.metaTags(t); !slices.Contains(tags, ShutdownTagPrefix+"boot-1") {
+		t.Fatalf("metadata LV tags %v, want the mark of boot-1", tags)
+	}
+	w.reboot(t, true)
+	w.stage(t, nil)
+	if tags := w.metaTags(t); slices.ContainsFunc(tags, func(s string) bool { return strings.HasPrefix(s, ShutdownTagPrefix) }) || !w.countingUncachedWrites(t) {
+		t.Fatalf("after the stage: tags %v, counting writes %v; want the mark gone and writes counted", tags, w.countingUncachedWrites(t))
+	}
+	w.dm.Write(DeviceName(vol), 25*blockSecs) // mounted linear before the attach
+	w.dev.Copied = nil
+	r := w.setCache(t, warmCache(gib)).Warmed
+	if r.Kept != 1 || r.Dropped != 1 || r.Blocks != 0 || len(w.dev.Copied) != 0 {
+		t.Fatalf("attach after a clean reboot: %+v, copies %v; want block 4 kept, block 25 left out, nothing copied", r, w.dev.Copied)
+	}
+}
+
+// A power loss after the mark leaves the flag as the mark found it,
+// clear: the stage deletes the mark, and the cache is zeroed and filled
+// from the hot set (safety rule 2).
+func TestPowerLossAfterTheMarkRefills(t *testing.T) {
+	w := newBootWorld(t)
+	w.shutDown(t, false)
+	w.reboot(t, false)
+	w.stage(t, nil)
+	if tags := w.metaTags(t); slices.ContainsFunc(tags, func(s string) bool { return strings.HasPrefix(s, "ssdcache.io/") && !strings.Contains(s, "=") }) || w.countingUncachedWrites(t) {
+		t.Fatalf("after the stage: tags %v, counting writes %v; want neither mark nor clean-unstage tag, and no count", tags, w.countingUncachedWrites(t))
+	}
+	w.events = nil
+	r := w.setCache(t, warmCache(gib)).Warmed
+	if r.Kept != 0 || r.Blocks != 2 || !hasZeroOf(w.events, metaPath) {
+		t.Fatalf("attach after a power loss: %+v; want the metadata zeroed and both hot blocks copied\n%s", r, strings.Join(w.events, "\n"))
+	}
+}
+
+// A suspend and resume of the same table leaves the flag set while the
+// cache serves: a removal could not be told from a power loss, so the
+// shutdown marks nothing, and the reboot refills.
+func TestNoMarkWhileASuspendLeftTheFlagSet(t *testing.T) {
+	w := newBootWorld(t)
+	if marked := w.shutDown(t, true); len(marked) != 0 {
+		t.Fatalf("marked %v with the clean flag already set", marked)
+	}
+	w.reboot(t, true)
+	w.stage(t, nil)
+	if w.countingUncachedWrites(t) {
+		t.Fatal("the stage trusts an unmarked cache after a reboot")
+	}
+}
+
+// A volume whose lock a call still holds at shutdown is not marked: that
+// call could suspend the device after the mark.
+func TestNoMarkOfAVolumeACallStillHolds(t *testing.T) {
+	w := newBootWorld(t)
+	w.meta.SetSuperblock(metaPath, dm.CacheSuperblock{Version: 2})
+	locks := NewVolumeLocks()
+	locks.TryAcquire(vol)
+	if marked, err := w.engine.MarkCleanShutdown(context.Background(), locks); err != nil || len(marked) != 0 {
+		t.Fatalf("marked %v (%v) while a call held the volume", marked, err)
+	}
+}
+
+// A plugin restarted in the same boot deletes its predecessor's marks
+// from a cache VG before it can suspend anything there; a mark of another
+// boot stays for the volume's next stage to judge.
+func TestARestartedPluginForgetsTheMarksOfItsBoot(t *testing.T) {
+	w := newBootWorld(t)
+	w.shutDown(t, false)
+	ctx := context.Background()
+	other := "ssdcache-nvme/" + vol + ".other"
+	lv, err := w.lvm.CreateLV(ctx, "ssdcache-nvme", vol+".other", gib, []string{ShutdownTagPrefix + "boot-0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := NewEngine(w.layers(), Pools{OriginVG: testPools.OriginVG, DefaultClass: testPools.DefaultClass}, nil, WithBlockSectors(blockSecs), WithBootID("boot-1"))
+	if err := e.AddCachePool(ctx, "nvme", "ssdcache-nvme"); err != nil {
+		t.Fatal(err)
+	}
+	if tags := w.metaTags(t); slices.Contains(tags, ShutdownTagPrefix+"boot-1") {
+		t.Fatalf("the restarted plugin kept its boot's mark: %v", tags)
+	}
+	lvs, _ := w.lvm.ListLVs(ctx, "ssdcache-nvme")
+	for _, l := range lvs {
+		if l.Name == lv.Name && !slices.Contains(l.Tags, ShutdownTagPrefix+"boot-0") {
+			t.Fatalf("%s lost the mark of another boot: %v", other, l.Tags)
+		}
+	}
+}
