@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/kubernetes-csi/csi-lib-utils/metrics"
@@ -87,7 +88,7 @@ func newNode(o options, m *agent.Metrics, rec events.EventRecorder) (*node, erro
 		layers.HotSets = hotset.InStateDir(o.stateDir)
 		layers.Files = fileblocks.NewHost()
 	}
-	engineOpts := []cache.Option{cache.WithBlockSectors(o.cacheBlockSize.sectors), cache.WithPossibleCPUs(possibleCPUs())}
+	engineOpts := []cache.Option{cache.WithBlockSectors(o.cacheBlockSize.sectors), cache.WithPossibleCPUs(possibleCPUs()), cache.WithBootID(bootID())}
 	if o.promoteInterval > 0 {
 		engineOpts = append(engineOpts, cache.WithPromoter())
 		layers.Reads = n.missedReads
@@ -115,6 +116,18 @@ func possibleCPUs() int {
 		}
 	}
 	return runtime.NumCPU()
+}
+
+// bootID is the kernel's ID of this boot, which tells the engine a reboot
+// from a restart of the plugin; "" (no cache marked at shutdown) when it
+// cannot be read.
+func bootID() string {
+	id, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		klog.InfoS("No boot ID: caches are filled from the HDD after every reboot", "err", err)
+		return ""
+	}
+	return strings.TrimSpace(string(id))
 }
 
 // nodeCallLockWait is how long NodeStage, NodePublish and their undoing

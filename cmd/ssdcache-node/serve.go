@@ -34,7 +34,9 @@ func run(ctx context.Context, o options) error {
 		if err != nil {
 			return err
 		}
-		return runStandalone(ctx, n, agentConfig(o, n, m), newMetricsEndpoint(o, n))
+		err = runStandalone(ctx, n, agentConfig(o, n, m), newMetricsEndpoint(o, n))
+		markForCleanShutdown(n)
+		return err
 	}
 	mgr, err := newManager(o)
 	if err != nil {
@@ -44,7 +46,28 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	return runManager(ctx, o, mgr, n, agentConfig(o, n, m), newMetricsEndpoint(o, n))
+	err = runManager(ctx, o, mgr, n, agentConfig(o, n, m), newMetricsEndpoint(o, n))
+	markForCleanShutdown(n)
+	return err
+}
+
+// shutdownMarkTimeout bounds the marks at exit: each is an LVM listing, a
+// 4 KiB read and an lvchange per volume, and kubelet kills the pod 30 s
+// after SIGTERM by default, of which the components' own stop takes some.
+const shutdownMarkTimeout = 15 * time.Second
+
+// markForCleanShutdown marks the live caches once every other component has
+// stopped, so that a clean shutdown's removal of their devices brings them
+// back warm after the reboot (cache.Engine.MarkCleanShutdown). A volume
+// left unmarked (the timeout, an error) is filled from the HDD as before.
+func markForCleanShutdown(n *node) {
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownMarkTimeout)
+	defer cancel()
+	marked, err := n.engine.MarkCleanShutdown(ctx, n.locks)
+	if err != nil {
+		klog.ErrorS(err, "Some caches could not be marked for a clean shutdown; a reboot fills them from the HDD")
+	}
+	klog.InfoS("Marked the live caches for a clean shutdown", "volumes", marked)
 }
 
 // setUpNode assembles the node and makes the first attempt at its pools
