@@ -9,7 +9,7 @@ VERSION ?= $(shell hack/version.sh)
 IMAGE ?= ssdcache/ssdcache:$(VERSION)
 export CACHE_DIR
 
-.PHONY: all build vet generate manifests verify-generated test test-unit test-release test-api test-kernel test-e2e demo bench bench-seed bench-api stress image release
+.PHONY: all build vet generate manifests verify-generated test test-unit test-release test-api test-kernel test-e2e demo bench bench-seed bench-scattered bench-api stress image release
 
 all: build
 
@@ -66,6 +66,13 @@ bench-seed:
 	hack/bench.sh -cache-mib 32768 -volume-gib 4096 -working-sets 1Gi,4Gi,16Gi -runs 10 -read-tests seq1m-q8t1-read \
 		-restage-runs 0 -restart-runs 0 -tree-working-set "" -reboot-working-set "" -cold-writes=false -runtime 0 \
 		-timeout 300m -output-dir _output/bench-seed $(BENCH_ARGS)
+
+## bench-scattered: issue #36's scattered workload: RND4K Q32T1 reads over 100 hot zones of 4 MiB spread over a 4 TiB volume (the others: their origins), 32 GiB caches, 3 runs; bytes promoted against hot and touched bytes (about 30 min; needs about 4 GiB free)
+bench-scattered:
+	hack/bench.sh -cache-mib 32768 -volume-gib 4096 -working-sets 400Mi -runs 3 -read-tests rnd4k-q32t1-scattered-read \
+		-scatter-zones 100 -io-limit 24Mi -runtime 120s \
+		-restage-runs 0 -restart-runs 0 -tree-working-set "" -reboot-working-set "" -cold-writes=false \
+		-timeout 60m -output-dir _output/bench-scattered $(BENCH_ARGS)
 
 ## stress: 32 volumes staged, cached, published, unpublished and unstaged in parallel for STRESS_ROUNDS rounds (10) in the VM, caches attached and resized meanwhile
 STRESS_ROUNDS ?= 10

@@ -73,6 +73,7 @@ func run(ctx context.Context, args []string, sys system) int {
 		Inspector: bench.OSInspector{},
 		Tree:      bench.OSTreeFS{},
 		Disks:     bench.SysfsDisks{Root: "/sys"},
+		IOLogs:    bench.OSIOLogFiles{},
 		Clock:     clock.RealClock{},
 		Progress:  sys.stderr,
 		Version:   version.Version,
@@ -175,6 +176,7 @@ type rawFlags struct {
 	cacheSize, volumeSize                  string
 	disjoint                               bool
 	ioLimit                                string
+	scatterBlock                           string
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -199,6 +201,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&c.RuntimeLimit, "runtime", 0, "time limit per test; 0: one full pass over the working set (tree-read always reads the whole tree)")
 	fs.BoolVar(&opts.prepareOnly, "prepare-only", false, "check the targets, lay out missing files and trees, and exit without running tests")
 	fs.StringVar(&raw.ioLimit, "io-limit", "0", "bytes per test (fio io_size); 0: the working set")
+	fs.IntVar(&c.ScatterZones, "scatter-zones", 100, "hot zones of "+bench.ScatteredTest.ID+", spread evenly over each whole target, each holding an equal part of the working set (a divisor of 100: fio's zoned_abs takes whole percentages)")
+	fs.StringVar(&raw.scatterBlock, "scatter-block-size", "256Ki", "cache block in which "+bench.ScatteredTest.ID+" counts the distinct blocks its reads touched (256Ki: ssdcache's)")
+	fs.StringVar(&c.IOLogDir, "iolog-dir", os.TempDir(), "directory for fio's I/O log of each "+bench.ScatteredTest.ID+" (read back and removed after the test)")
 	fs.Uint64Var(&c.RandSeed, "seed", 20250101, "fio random seed, so every run touches the same blocks in the same order")
 	fs.StringVar(&c.SSDReference, "ssd-ref", "", "target name of the raw SSD (fractions and convergence are relative to it)")
 	fs.StringVar(&c.HDDReference, "hdd-ref", "", "target name of the raw HDD")
@@ -243,6 +248,9 @@ func (raw rawFlags) apply(c *bench.Config) error {
 		return err
 	}
 	if c.IOLimit, err = bench.ParseBytes("io-limit", raw.ioLimit); err != nil {
+		return err
+	}
+	if c.ScatterBlockBytes, err = bench.ParseBytes("scatter-block-size", raw.scatterBlock); err != nil {
 		return err
 	}
 	tests := []string(raw.tests)

@@ -17,6 +17,7 @@ func Analyze(r *Report) {
 	numberPasses(r)
 	r.Warmth = warmth(r)
 	r.Overhead = overhead(r, refs)
+	r.Scattered = scattered(r, r.Scattered)
 	nonNil(r)
 }
 

@@ -94,6 +94,15 @@ type Config struct {
 	ConvergeFraction float64 `json:"convergeFraction"`
 	// PlotTest is the test whose MB/s the plot shows.
 	PlotTest string `json:"plotTest"`
+	// ScatterZones is the number of hot zones of the scattered test, spread
+	// evenly over each target (a divisor of 100).
+	ScatterZones int `json:"scatterZones,omitempty"`
+	// ScatterBlockBytes is the cache block in which the scattered test's
+	// touched blocks are counted.
+	ScatterBlockBytes int64 `json:"scatterBlockBytes,omitempty"`
+	// IOLogDir is where fio's I/O log of each scattered test goes (read
+	// back and removed after the test).
+	IOLogDir string `json:"-"`
 }
 
 // MinWorkingSet keeps every working set at least one SEQ1M block.
@@ -191,6 +200,9 @@ func (c *Config) Validate() error {
 	if c.tree() && len(c.Tests) > 1 {
 		return fmt.Errorf("tests: %s reads files in directory targets and runs alone; allowed beside it: no other test (run the block tests in another invocation)", TreeTest.ID)
 	}
+	if err := c.validateScatter(); err != nil {
+		return err
+	}
 	if c.ConvergeFraction <= 0 || c.ConvergeFraction > 1 {
 		return fmt.Errorf("converge-fraction: %v; allowed: (0, 1]", c.ConvergeFraction)
 	}
@@ -220,6 +232,32 @@ func (c *Config) validateTargets() error {
 		return fmt.Errorf("ssd-ref and hdd-ref: both name %q; they must differ", c.SSDReference)
 	}
 	return nil
+}
+
+// validateScatter checks what the scattered test needs before any I/O;
+// the zones' placement is checked against each target's size when the
+// targets are inspected.
+func (c *Config) validateScatter() error {
+	if !c.scattered() {
+		return nil
+	}
+	if c.IOLogDir == "" {
+		return fmt.Errorf("iolog-dir: empty; the test %s needs a directory for fio's I/O log", ScatteredTest.ID)
+	}
+	if c.ScatterBlockBytes < ScatteredTest.BlockSize || c.ScatterBlockBytes%ScatteredTest.BlockSize != 0 {
+		return fmt.Errorf("scatter-block-size: %d; allowed: a multiple of 4 KiB, e.g. 256Ki (ssdcache's cache block)", c.ScatterBlockBytes)
+	}
+	for _, ws := range c.WorkingSets {
+		if _, err := PlanScatter(1<<62, ws.Bytes, c.ScatterZones); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scattered says whether the plan runs the scattered test.
+func (c *Config) scattered() bool {
+	return slices.ContainsFunc(c.Tests, func(t Test) bool { return t.Scattered })
 }
 
 // tree says whether the plan runs the application-load profile.

@@ -41,6 +41,10 @@ type fioJobSpec struct {
 	Runtime  time.Duration
 	IOLimit  int64
 	RandSeed uint64
+	// Distribution is fio's random_distribution ("": uniform).
+	Distribution string
+	// IOLog is where fio logs every I/O (write_iolog; "": no log).
+	IOLog string
 }
 
 // args builds fio's command line. Every job is O_DIRECT through libaio with a
@@ -71,6 +75,12 @@ func (j fioJobSpec) args() []string {
 	}
 	if j.IOLimit > 0 {
 		a = append(a, fmt.Sprintf("--io_size=%d", j.IOLimit))
+	}
+	if j.Distribution != "" {
+		a = append(a, "--random_distribution="+j.Distribution)
+	}
+	if j.IOLog != "" {
+		a = append(a, "--write_iolog="+escapeFioFilename(j.IOLog))
 	}
 	return a
 }

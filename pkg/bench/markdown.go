@@ -11,6 +11,7 @@ func WriteMarkdown(w io.Writer, r *Report) error {
 	var b strings.Builder
 	writeHeader(&b, r)
 	writeCacheAtStart(&b, r)
+	writeScattered(&b, r)
 	writeSummary(&b, r)
 	writeLoadTimes(&b, r)
 	writeWarmth(&b, r)

@@ -29,6 +29,9 @@ type Test struct {
 	Direction  Direction `json:"direction"`
 	// Tree tests read the files of a tree in a directory target (TreeTest).
 	Tree bool `json:"tree,omitempty"`
+	// Scattered tests read a hot set spread over the whole target
+	// (ScatteredTest).
+	Scattered bool `json:"scattered,omitempty"`
 }
 
 // FioRW is the value of fio's rw= option for this test.
@@ -70,9 +73,9 @@ func Matrix() []Test {
 	return tests
 }
 
-// selectable are the tests -tests accepts: the matrix, then the tree test,
-// which only an explicit ID selects.
-func selectable() []Test { return append(Matrix(), TreeTest) }
+// selectable are the tests -tests accepts: the matrix, then the tree test
+// and the scattered test, which only an explicit ID selects.
+func selectable() []Test { return append(Matrix(), TreeTest, ScatteredTest) }
 
 // TestIDs lists the IDs of every test, for help texts and error messages.
 func TestIDs() []string {
@@ -91,7 +94,7 @@ func SelectTests(ids []string) ([]Test, error) {
 		id = strings.ToLower(strings.TrimSpace(id))
 		matched := false
 		for _, t := range selectable() {
-			if id == t.ID || !t.Tree && (id == "all" || id == string(t.Direction)) {
+			if id == t.ID || !t.Tree && !t.Scattered && (id == "all" || id == string(t.Direction)) {
 				want[t.ID] = true
 				matched = true
 			}

@@ -45,9 +45,10 @@ func numberPasses(r *Report) {
 	for _, ws := range r.Config.WorkingSets {
 		wsBytes[ws.Label] = ws.Bytes
 	}
-	tree := map[string]bool{}
+	tree, scattered := map[string]bool{}, map[string]bool{}
 	for _, t := range r.Config.Tests {
 		tree[t.ID] = t.Tree
+		scattered[t.ID] = t.Scattered
 	}
 	read := map[[2]string]int64{} // bytes read so far, by working set and target
 	for i := range r.Results {
@@ -61,6 +62,12 @@ func numberPasses(r *Report) {
 			continue
 		}
 		k := [2]string{res.WorkingSet, res.Target}
+		if scattered[res.Test] {
+			// A scattered test reads a sample of its hot set (-io-limit):
+			// each run is one pass, however few of its bytes it read.
+			res.Pass = res.Run
+			continue
+		}
 		res.Pass = int(read[k]/size) + 1
 		read[k] += res.IOBytes
 	}
@@ -76,7 +83,7 @@ const partialPass = 0.999
 func PartialPasses(r *Report) (n int, least, most float64) {
 	for _, res := range r.Results {
 		f := res.FractionOfWorkingSet
-		if f == nil || *f >= partialPass {
+		if f == nil || *f >= partialPass || res.Scatter != nil {
 			continue
 		}
 		if n == 0 || *f < least {

@@ -29,6 +29,9 @@ type Report struct {
 	// each read test was warm (targets with a dm-cache device only).
 	Warmth   []Warmth   `json:"warmth"`
 	Overhead []Overhead `json:"overhead"`
+	// Scattered are the scattered test's figures per working set and
+	// target, from counters (absent without that test).
+	Scattered []Scattered `json:"scattered,omitempty"`
 	// Error is set when the benchmark stopped early; the rest is what it had.
 	Error string `json:"error,omitempty"`
 }
@@ -59,6 +62,8 @@ type Result struct {
 	// Disks are iostat's figures of the target's device and the disks
 	// beneath it over the test (Report.Disks describes them).
 	Disks []DiskFigures `json:"disks,omitempty"`
+	// Scatter is what a scattered test read (ScatteredTest only).
+	Scatter *ScatterPass `json:"scatter,omitempty"`
 }
 
 // TargetDisks are the devices seen under one target during the runs.

@@ -25,6 +25,9 @@ type Deps struct {
 	Disks    DiskStats
 	Clock    clock.Clock
 	Progress io.Writer // one line per test, for a person watching
+	// IOLogs reads back and removes fio's I/O logs; needed only for the
+	// scattered test.
+	IOLogs IOLogFiles
 	// Version is ssdcache-bench's own version (pkg/version), recorded in
 	// the report so figures can be matched to the release that measured them.
 	Version string
@@ -42,6 +45,8 @@ type Bench struct {
 	trees [][]TreeFile
 	// laidOut are the target paths this run wrote before run 1.
 	laidOut map[string]bool
+	// sizes are the target paths' sizes, for the scattered test's zones.
+	sizes map[string]int64
 }
 
 // New validates cfg and deps.
@@ -57,7 +62,10 @@ func New(cfg Config, deps Deps) (*Bench, error) {
 			return nil, fmt.Errorf("target %s: dm-cache device %q given but no counter sampler", t.Name, t.DMDevice)
 		}
 	}
-	b := &Bench{cfg: cfg, deps: deps, noDisks: map[string]bool{}}
+	b := &Bench{cfg: cfg, deps: deps, noDisks: map[string]bool{}, sizes: map[string]int64{}}
+	if cfg.scattered() && deps.IOLogs == nil {
+		return nil, fmt.Errorf("test %s: no I/O log reader given", ScatteredTest.ID)
+	}
 	if cfg.tree() {
 		if deps.Tree == nil {
 			return nil, fmt.Errorf("test %s: no tree filesystem given", TreeTest.ID)
@@ -106,6 +114,10 @@ func (b *Bench) prepare(ctx context.Context, r *Report) error {
 		info, err := b.deps.Inspector.Inspect(l.target.Path)
 		if err != nil {
 			return fmt.Errorf("target %s: inspecting %s: %w", l.target.Name, l.target.Path, err)
+		}
+		b.sizes[l.target.Path] = info.Size
+		if err := b.checkScatter(l.target, info); err != nil {
+			return err
 		}
 		need, err := prefillNeeded(l.target, info, l.span, b.cfg.ReadOnly)
 		if err != nil {
@@ -269,11 +281,12 @@ func (b *Bench) runTest(ctx context.Context, pos position, test Test, r *Report)
 	if err != nil {
 		return res, err
 	}
-	m, err := b.measure(ctx, pos, test)
+	m, scatter, err := b.measure(ctx, pos, test)
 	if err != nil {
 		return res, err
 	}
 	res.Measurement = m
+	res.Scatter = scatter
 	res.Disks = b.diskFigures(disks, diskStats, ioTime(m, b.deps.Clock.Since(res.StartedAt)))
 	after, haveAfter, err := b.sampleCounters(ctx, dm)
 	if err != nil {
@@ -292,15 +305,21 @@ func (b *Bench) runTest(ctx context.Context, pos position, test Test, r *Report)
 
 // measure runs the test itself: the tree test reads the whole tree (the
 // runtime and I/O limits do not apply: its figure is the time to read all
-// of it), every other test is one fio job.
-func (b *Bench) measure(ctx context.Context, pos position, test Test) (Measurement, error) {
+// of it), the scattered test is a fio job over the whole target whose I/O
+// log says what it read, every other test is one fio job.
+func (b *Bench) measure(ctx context.Context, pos position, test Test) (Measurement, *ScatterPass, error) {
 	if test.Tree {
-		return b.deps.Tree.Read(ctx, treeRoot(pos.target, pos.ws, b.cfg.RandSeed), b.trees[pos.wsIndex], test.BlockSize)
+		m, err := b.deps.Tree.Read(ctx, treeRoot(pos.target, pos.ws, b.cfg.RandSeed), b.trees[pos.wsIndex], test.BlockSize)
+		return m, nil, err
 	}
-	return b.fio(ctx, fioJobSpec{
+	if test.Scattered {
+		return b.measureScattered(ctx, pos, test)
+	}
+	m, err := b.fio(ctx, fioJobSpec{
 		Path: pos.target.Path, Offset: pos.ws.OffsetBytes, Size: pos.ws.Bytes, Test: test,
 		ReadOnly: b.cfg.ReadOnly, Runtime: b.cfg.RuntimeLimit, IOLimit: b.cfg.IOLimit, RandSeed: b.cfg.RandSeed,
 	})
+	return m, nil, err
 }
 
 // sampleCounters reads the target's dm-cache counters; ok is false for a

@@ -7,6 +7,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -34,6 +35,10 @@ type options struct {
 	treeWorkingSet, rebootWorkingSet string
 	runtime, timeout, testInterval   time.Duration
 	reportOnly                       bool
+	// scatterZones and ioLimit shape the scattered test (ssdcache-bench
+	// -scatter-zones, -io-limit).
+	scatterZones int
+	ioLimit      string
 }
 
 func main() {
@@ -58,6 +63,8 @@ func main() {
 	flag.StringVar(&o.rebootWorkingSet, "reboot-working-set", "50%", "working set whose caches are left up while the VM powers off without a clean shutdown and boots again, for one more run after the reboot; empty: no reboot step")
 	flag.DurationVar(&o.runtime, "runtime", 6*time.Second, "time limit per test: a random 4 KiB pass over the simulated HDD would take minutes; a sequential pass over 75% of a 1 GiB cache at HDD speed takes about 5 s")
 	flag.DurationVar(&o.testInterval, "test-interval", 5*time.Second, "pause after each test of ssdcache, lvmcache and bcache (ssdcache-bench -test-interval), as CrystalDiskMark pauses between tests: each cache's background work runs in its own time, as between an application's bursts of reads")
+	flag.IntVar(&o.scatterZones, "scatter-zones", 100, "hot zones of the scattered test ("+bench.ScatteredTest.ID+" in -read-tests), spread evenly over each whole target: ssdcache's -volume-gib volume, the others' origins (a divisor of 100)")
+	flag.StringVar(&o.ioLimit, "io-limit", "0", "bytes each test reads (ssdcache-bench -io-limit; 0: the working set): the scattered test's reads per pass x 4 KiB")
 	flag.BoolVar(&o.reportOnly, "report-only", false, "write report.json, report.md and convergence.svg again from the parts under -output-dir, without the VM (after a change to the report), with the same other flags as the run that measured them")
 	flag.StringVar(&o.dashboard, "dashboard", "charts/ssdcache/dashboards/ssdcache.json", "the Grafana dashboard drawn over ssdcache-node's metrics of the run into dashboard.svg")
 	flag.DurationVar(&o.timeout, "timeout", 110*time.Minute, "limit for each boot of the VM (the reboot step boots it twice)")
@@ -95,6 +102,17 @@ func (o options) validate() error {
 	if o.eventRepeats < 1 {
 		return fmt.Errorf("event-repeats %d: allowed: 1 or more", o.eventRepeats)
 	}
+	if _, err := bench.ParseBytes("io-limit", cmp.Or(o.ioLimit, "0")); err != nil {
+		return err
+	}
+	if strings.Contains(o.readTests, bench.ScatteredTest.ID) {
+		for _, ws := range o.workingSets {
+			sets, _ := bench.ParseWorkingSets([]string{ws}, o.cacheMiB<<20, false)
+			if _, err := bench.PlanScatter(o.cacheMiB<<21, sets[0].Bytes, o.scatterZones); err != nil {
+				return fmt.Errorf("working set %q: %w", ws, err)
+			}
+		}
+	}
 	return nil
 }
 
@@ -118,7 +136,8 @@ func run(ctx context.Context, o options) error {
 		GuestPackage: "github.com/ssdcache/ssdcache/test/benchvm/guest",
 		GuestArgs: []string{"-working-sets", strings.Join(o.workingSets, ","), "-volume-mib", fmt.Sprint(o.volumeMiB()),
 			"-read-tests", o.readTests, fmt.Sprintf("-cold-writes=%t", o.coldWrites),
-			"-runs", fmt.Sprint(o.runs), "-restage-runs", fmt.Sprint(o.restageRuns), "-restart-runs", fmt.Sprint(o.restartRuns), "-event-repeats", fmt.Sprint(o.eventRepeats), "-runtime", o.runtime.String(), "-test-interval", o.testInterval.String(), "-tree-working-set", o.treeWorkingSet, "-reboot-working-set", o.rebootWorkingSet},
+			"-runs", fmt.Sprint(o.runs), "-restage-runs", fmt.Sprint(o.restageRuns), "-restart-runs", fmt.Sprint(o.restartRuns), "-event-repeats", fmt.Sprint(o.eventRepeats), "-runtime", o.runtime.String(), "-test-interval", o.testInterval.String(), "-tree-working-set", o.treeWorkingSet, "-reboot-working-set", o.rebootWorkingSet,
+			"-scatter-zones", fmt.Sprint(o.scatterZones), "-io-limit", cmp.Or(o.ioLimit, "0")},
 		CacheMiB: o.cacheMiB,
 		// The SSD holds the node's cache pool plus raw SSD, lvmcache and
 		// bcache regions; the HDD ssdcache's volume plus three origins of
@@ -188,6 +207,7 @@ func writeMerged(ctx context.Context, o options) error {
 		return err
 	}
 	judgeAgainstColdSets(r)
+	scatteredPromotions(r, o)
 	if err := bench.WriteFiles(o.outputDir, r); err != nil {
 		return err
 	}

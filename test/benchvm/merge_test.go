@@ -36,6 +36,11 @@ func TestOptionsRefuseWhatTheGuestWouldRefuseLate(t *testing.T) {
 		"reboot set absent": func(o *options) { o.rebootWorkingSet = "75%" },
 		"negative runs":     func(o *options) { o.restartRuns = -1 },
 		"no step done":      func(o *options) { o.eventRepeats = 0 },
+		"bad io limit":      func(o *options) { o.ioLimit = "32Mx" },
+		"zones not of 100":  func(o *options) { o.readTests, o.scatterZones = bench.ScatteredTest.ID, 30 },
+		"set not in zones": func(o *options) {
+			o.readTests, o.workingSets, o.rebootWorkingSet = bench.ScatteredTest.ID, []string{"3Mi"}, ""
+		},
 	} {
 		o := good
 		edit(&o)
@@ -52,6 +57,12 @@ func TestOptionsRefuseWhatTheGuestWouldRefuseLate(t *testing.T) {
 	if got, want := strings.Join(labels[:7], " "), "ws-25= ws-25-restage=25% restaged ws-25-restart=25% plugin restarted "+
 		"ws-25-restage-2=25% restaged #2 ws-25-restart-2=25% plugin restarted #2 ws-25-restage-3=25% restaged #3 ws-25-restart-3=25% plugin restarted #3"; got != want {
 		t.Errorf("parts of a working set whose steps are done three times:\n got %s\nwant %s", got, want)
+	}
+	scattered := good
+	scattered.readTests, scattered.scatterZones, scattered.ioLimit = bench.ScatteredTest.ID, 100, "32Mi"
+	scattered.workingSets, scattered.rebootWorkingSet = []string{"100Mi"}, ""
+	if err := scattered.validate(); err != nil {
+		t.Errorf("a scattered test of 100 zones of 1 MiB refused: %v", err)
 	}
 	sized := good
 	sized.workingSets, sized.rebootWorkingSet, sized.volumeGiB = []string{"64Mi", "256Mi"}, "", 4096

@@ -47,6 +47,10 @@ type options struct {
 	rebootWorkingSet string
 	// testInterval is ssdcache-bench's -test-interval.
 	testInterval time.Duration
+	// scatterZones and ioLimit are ssdcache-bench's -scatter-zones and
+	// -io-limit, for the scattered test.
+	scatterZones int
+	ioLimit      string
 }
 
 func main() {
@@ -62,6 +66,8 @@ func main() {
 	flag.IntVar(&o.eventRepeats, "event-repeats", 1, "how many times each working set's restage and plugin restart are done, each followed by its runs")
 	flag.StringVar(&o.rebootWorkingSet, "reboot-working-set", "50%", "working set measured last, its caches left up for the VM's next boot (-after-reboot); empty: no reboot step")
 	flag.DurationVar(&o.testInterval, "test-interval", 0, "pause after each test of a cached target (ssdcache-bench -test-interval)")
+	flag.IntVar(&o.scatterZones, "scatter-zones", 100, "hot zones of the scattered test (ssdcache-bench -scatter-zones)")
+	flag.StringVar(&o.ioLimit, "io-limit", "0", "bytes per test (ssdcache-bench -io-limit; 0: the working set)")
 	flag.Parse()
 	guest.Main(&o.Options, func(ctx context.Context) error { return run(ctx, o) })
 }
@@ -125,7 +131,7 @@ func run(ctx context.Context, o options) error {
 }
 
 func readArgs(o options, ws string) []string {
-	return []string{"-working-sets", ws, "-read-only", "-tests", o.readTests}
+	return []string{"-working-sets", ws, "-read-only", "-tests", o.readTests, "-scatter-zones", fmt.Sprint(o.scatterZones), "-io-limit", o.ioLimit}
 }
 
 // benchLayout makes the bench VG on the second partitions and the raw
