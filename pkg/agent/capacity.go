@@ -99,7 +99,7 @@ func (c *CapacityReporter) Report(ctx context.Context) error {
 		return nil
 	}
 	klog.InfoS("Reporting cache capacity", "node", c.nodeName, "pool", pool.Size, "extent", pool.ExtentBytes,
-		"blockSectors", c.blockSectors, "free", pool.Free, "deviceClass", want[ssdv1.AnnotationCacheDeviceClass])
+		"blockSectors", c.blockSectors, "free", pool.Free, "deviceClass", want[ssdv1.AnnotationDeviceClass])
 	return c.writer.Patch(ctx, node, client.MergeFrom(before))
 }
 
@@ -115,6 +115,9 @@ func (c *CapacityReporter) annotations(pool CachePool) map[string]string {
 		ssdv1.AnnotationCacheBlockBytes:    strconv.FormatUint(c.blockSectors*cachesize.SectorSize, 10),
 		ssdv1.AnnotationCacheCapacityBytes: strconv.FormatUint(pool.Size/100*(100-metadataReservePercent), 10),
 		ssdv1.AnnotationCacheFreeBytes:     strconv.FormatUint(pool.Free, 10),
-		ssdv1.AnnotationCacheDeviceClass:   class,
+		ssdv1.AnnotationDeviceClass:        class,
+		// Also under the name controllers before 0.2 read, for the
+		// upgrade, when a controller of either release may admit.
+		ssdv1.AnnotationDeviceClassDeprecated: class,
 	}
 }

@@ -32,12 +32,12 @@ func TestCapacityReportNamesCapacityFreeBytesAndClass(t *testing.T) {
 		{[]string{"ssdcache-nvme"}, map[string]string{
 			ssdv1.AnnotationCachePoolBytes: "10737418240", ssdv1.AnnotationCacheExtentBytes: "4194304",
 			ssdv1.AnnotationCacheBlockBytes: "131072", ssdv1.AnnotationCacheCapacityBytes: "10522669836",
-			ssdv1.AnnotationCacheFreeBytes: "9663676416", ssdv1.AnnotationCacheDeviceClass: "nvme",
+			ssdv1.AnnotationCacheFreeBytes: "9663676416", ssdv1.AnnotationDeviceClass: "nvme", ssdv1.AnnotationDeviceClassDeprecated: "nvme",
 		}},
 		{nil, map[string]string{
 			ssdv1.AnnotationCachePoolBytes: "0", ssdv1.AnnotationCacheExtentBytes: "0",
 			ssdv1.AnnotationCacheBlockBytes: "131072", ssdv1.AnnotationCacheCapacityBytes: "0",
-			ssdv1.AnnotationCacheFreeBytes: "0", ssdv1.AnnotationCacheDeviceClass: "",
+			ssdv1.AnnotationCacheFreeBytes: "0", ssdv1.AnnotationDeviceClass: "", ssdv1.AnnotationDeviceClassDeprecated: "",
 		}},
 	} {
 		w := NewPoolWatch(l, "ssdcache-hdd", c.cacheVGs, m, PoolWatchOptions{Clock: clk})

@@ -204,7 +204,7 @@ func TestBrokenPoolReportIsCapacityUnknown(t *testing.T) {
 func TestNodeCapacityChangedSeesThePoolAnnotations(t *testing.T) {
 	p := nodeCapacityChanged()
 	for _, a := range []string{ssdv1.AnnotationCachePoolBytes, ssdv1.AnnotationCacheExtentBytes, ssdv1.AnnotationCacheBlockBytes,
-		ssdv1.AnnotationCacheCapacityBytes, ssdv1.AnnotationCacheDeviceClass} {
+		ssdv1.AnnotationCacheCapacityBytes, ssdv1.AnnotationDeviceClass, ssdv1.AnnotationDeviceClassDeprecated} {
 		old := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode, Annotations: map[string]string{a: "1"}}}
 		changed := old.DeepCopy()
 		changed.Annotations[a] = "2"

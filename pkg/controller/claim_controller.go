@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -22,7 +23,7 @@ import (
 )
 
 // ClaimReconciler creates a CacheBinding for every bound PVC whose StorageClass has
-// ssdcache.io/cache-mode: readcache. The binding is named after the PVC and owned by
+// ssdcache.io/cache-mode: ReadCache. The binding is named after the PVC and owned by
 // it, so the garbage collector deletes it with the PVC (and its finalizer then makes
 // the deletion wait for the detach).
 type ClaimReconciler struct {
@@ -71,6 +72,12 @@ func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	}
 	if has, err := r.hasBinding(ctx, pvc); has || err != nil {
 		return ctrl.Result{}, err
+	}
+	// Once per claim, as its binding is created: the class still works. One
+	// Event for all: the recorder folds Events of one reason into a series.
+	if notes := ssdv1.DeprecatedSpellings(sc.Parameters); notes != nil {
+		r.recorder.Eventf(pvc, sc, corev1.EventTypeWarning, "DeprecatedCacheParameters", "CreateCacheBinding",
+			"StorageClass %s: %s", sc.Name, strings.Join(notes, "; "))
 	}
 	return ctrl.Result{}, r.createBinding(ctx, pvc, sc, *spec)
 }

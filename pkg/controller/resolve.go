@@ -138,12 +138,23 @@ func nodeCacheOf(ctx context.Context, c client.Reader, nodeName, deviceClass str
 	if err != nil {
 		return nodeCache{}, err
 	}
-	if class := node.Annotations[ssdv1.AnnotationCacheDeviceClass]; deviceClass != "" && class != deviceClass {
+	if class, annotation := deviceClassOf(node); deviceClass != "" && class != deviceClass {
 		return nodeCache{}, pending(ssdv1.ReasonDeviceClassUnavailable,
 			"spec.deviceClass is %q, but the cache pool of node %s (where the volume is) is of class %q (annotation %s)",
-			deviceClass, nodeName, class, ssdv1.AnnotationCacheDeviceClass)
+			deviceClass, nodeName, class, annotation)
 	}
 	return n, nil
+}
+
+// deviceClassOf is the device class a node's agent reported and the annotation
+// it is read from. Agents write both names; one before 0.2, still running
+// during an upgrade, writes only AnnotationDeviceClassDeprecated, read on a
+// node without the new one.
+func deviceClassOf(node *corev1.Node) (class, annotation string) {
+	if class, ok := node.Annotations[ssdv1.AnnotationDeviceClass]; ok {
+		return class, ssdv1.AnnotationDeviceClass
+	}
+	return node.Annotations[ssdv1.AnnotationDeviceClassDeprecated], ssdv1.AnnotationDeviceClassDeprecated
 }
 
 // nodeExists tells whether a Node object of that name exists.

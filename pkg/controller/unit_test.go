@@ -113,22 +113,22 @@ func TestBindingSpecFromClass(t *testing.T) {
 	class := func(provisioner string, params map[string]string) *storagev1.StorageClass {
 		return &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "sc"}, Provisioner: provisioner, Parameters: params}
 	}
-	spec, err := bindingSpecFromClass("data", class(ssdv1.DriverName, map[string]string{ssdv1.ParamCacheMode: "readcache", ssdv1.ParamCacheSize: "5Gi"}))
+	spec, err := bindingSpecFromClass("data", class(ssdv1.DriverName, map[string]string{ssdv1.ParamCacheMode: "ReadCache", ssdv1.ParamCacheSize: "5Gi"}))
 	if err != nil || spec == nil || !reflect.DeepEqual(*spec, ssdv1.CacheBindingSpec{PVCName: "data", Size: "5Gi", Mode: ssdv1.ModeReadCache, Warmup: ssdv1.WarmupHotSet}) {
 		t.Fatalf("readcache class: spec %+v, err %v", spec, err)
 	}
-	spec, err = bindingSpecFromClass("data", class(ssdv1.DriverName, map[string]string{ssdv1.ParamCacheMode: "readcache"}))
+	spec, err = bindingSpecFromClass("data", class(ssdv1.DriverName, map[string]string{ssdv1.ParamCacheMode: "ReadCache"}))
 	if err != nil || spec.Size != ssdv1.DefaultCacheSize {
 		t.Errorf("class without size: spec %+v, err %v; want size %s", spec, err, ssdv1.DefaultCacheSize)
 	}
-	spec, err = bindingSpecFromClass("data", class(ssdv1.DriverName, map[string]string{ssdv1.ParamCacheMode: "readcache", ssdv1.ParamDeviceClass: "optane", ssdv1.ParamWarmup: "None"}))
+	spec, err = bindingSpecFromClass("data", class(ssdv1.DriverName, map[string]string{ssdv1.ParamCacheMode: "ReadCache", ssdv1.ParamDeviceClass: "optane", ssdv1.ParamWarmup: "None"}))
 	if err != nil || spec.DeviceClass != "optane" || spec.Warmup != ssdv1.WarmupNone {
 		t.Errorf("class with a device class: spec %+v, err %v; want deviceClass optane, warmup None", spec, err)
 	}
 	for _, sc := range []*storagev1.StorageClass{
 		class(ssdv1.DriverName, nil),
-		class(ssdv1.DriverName, map[string]string{ssdv1.ParamCacheMode: "none"}),
-		class("other.csi.io", map[string]string{ssdv1.ParamCacheMode: "readcache"}),
+		class(ssdv1.DriverName, map[string]string{ssdv1.ParamCacheMode: "None"}),
+		class("other.csi.io", map[string]string{ssdv1.ParamCacheMode: "ReadCache"}),
 	} {
 		if spec, err := bindingSpecFromClass("data", sc); spec != nil || err != nil {
 			t.Errorf("class %v must not ask for a cache: spec %+v, err %v", sc.Parameters, spec, err)
@@ -136,11 +136,11 @@ func TestBindingSpecFromClass(t *testing.T) {
 	}
 	bad := map[string]map[string]string{
 		`StorageClass sc: parameter ssdcache.io/cache-mode: "writeback" is not allowed`: {ssdv1.ParamCacheMode: "writeback"},
-		`ssdcache.io/cache-size: cache size "10"`:                                       {ssdv1.ParamCacheMode: "readcache", ssdv1.ParamCacheSize: "10"},
-		`ssdcache.io/warmup: "eager" is not allowed`:                                    {ssdv1.ParamCacheMode: "readcache", ssdv1.ParamWarmup: "eager"},
+		`ssdcache.io/cache-size: cache size "10"`:                                       {ssdv1.ParamCacheMode: "ReadCache", ssdv1.ParamCacheSize: "10"},
+		`ssdcache.io/warmup: "eager" is not allowed`:                                    {ssdv1.ParamCacheMode: "ReadCache", ssdv1.ParamWarmup: "eager"},
 		// The CRD refuses it, so the class must too: no binding retried forever.
-		`ssdcache.io/cache-size: cache size "0.5Gi"`: {ssdv1.ParamCacheMode: "readcache", ssdv1.ParamCacheSize: "0.5Gi"},
-		`ssdcache.io/device-class: "NVMe" is not`:    {ssdv1.ParamCacheMode: "readcache", ssdv1.ParamDeviceClass: "NVMe"},
+		`ssdcache.io/cache-size: cache size "0.5Gi"`: {ssdv1.ParamCacheMode: "ReadCache", ssdv1.ParamCacheSize: "0.5Gi"},
+		`ssdcache.io/device-class: "NVMe" is not`:    {ssdv1.ParamCacheMode: "ReadCache", ssdv1.ParamDeviceClass: "NVMe"},
 		`ssdcache.io/device-class="fast" needs`:      {ssdv1.ParamDeviceClass: "fast"},
 	}
 	for want, params := range bad {

@@ -153,7 +153,7 @@ func nodeCapacityChanged() predicate.Predicate {
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			o, n := e.ObjectOld.GetAnnotations(), e.ObjectNew.GetAnnotations()
 			for _, a := range []string{ssdv1.AnnotationCachePoolBytes, ssdv1.AnnotationCacheExtentBytes, ssdv1.AnnotationCacheBlockBytes,
-				ssdv1.AnnotationCacheCapacityBytes, ssdv1.AnnotationCacheDeviceClass} {
+				ssdv1.AnnotationCacheCapacityBytes, ssdv1.AnnotationDeviceClass, ssdv1.AnnotationDeviceClassDeprecated} {
 				if o[a] != n[a] {
 					return true
 				}

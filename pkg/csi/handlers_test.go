@@ -53,17 +53,17 @@ func TestBadParametersNameFieldValueAndAllowed(t *testing.T) {
 		params   map[string]string
 		contains []string
 	}{
-		{map[string]string{"ssdcache.io/cache-mode": "writeback"}, []string{"ssdcache.io/cache-mode", `"writeback"`, "readcache, none"}},
-		{map[string]string{"ssdcache.io/cache-mode": "readcache", "ssdcache.io/cache-size": "lots"}, []string{"ssdcache.io/cache-size", `"lots"`, "10Gi", "10%"}},
-		{map[string]string{"ssdcache.io/cache-mode": "readcache", "ssdcache.io/cache-size": "150%"}, []string{"150%", "1% to 100%"}},
-		{map[string]string{"ssdcache.io/cache-mode": "readcache", "ssdcache.io/cache-size": "1Mi"}, []string{"1Mi", "16Mi"}},
-		{map[string]string{"ssdcache.io/cache-mode": "readcache", "ssdcache.io/device-class": "optane"}, []string{"optane", "nvme"}},
+		{map[string]string{"ssdcache.io/cache-mode": "writeback"}, []string{"ssdcache.io/cache-mode", `"writeback"`, "ReadCache, None"}},
+		{map[string]string{"ssdcache.io/cache-mode": "ReadCache", "ssdcache.io/cache-size": "lots"}, []string{"ssdcache.io/cache-size", `"lots"`, "10Gi", "10%"}},
+		{map[string]string{"ssdcache.io/cache-mode": "ReadCache", "ssdcache.io/cache-size": "150%"}, []string{"150%", "1% to 100%"}},
+		{map[string]string{"ssdcache.io/cache-mode": "ReadCache", "ssdcache.io/cache-size": "1Mi"}, []string{"1Mi", "16Mi"}},
+		{map[string]string{"ssdcache.io/cache-mode": "ReadCache", "ssdcache.io/device-class": "optane"}, []string{"optane", "nvme"}},
 		{map[string]string{"ssdcache.io/warmup": "eager"}, []string{"ssdcache.io/warmup", `"eager"`, "HotSet", "None"}},
 		{map[string]string{"ssdcache.io/cache-sise": "1Gi"}, []string{`"ssdcache.io/cache-sise"`, "ssdcache.io/cache-size"}},
 		{map[string]string{"csi.storage.k8s.io/fstype": "btrfs"}, []string{"btrfs", "ext4, xfs"}},
-		{map[string]string{"ssdcache.io/cache-size": "1Gi"}, []string{"ssdcache.io/cache-mode=readcache"}},
+		{map[string]string{"ssdcache.io/cache-size": "1Gi"}, []string{"ssdcache.io/cache-mode=ReadCache"}},
 		{map[string]string{"ssdcache.io/device": "/dev/disk/by-id/x"}, []string{"static PersistentVolume"}},
-		{map[string]string{"ssdcache.io/cache-mode": "readcache", "ssdcache.io/cache-size": "1%"}, []string{"1%", "16Mi"}},
+		{map[string]string{"ssdcache.io/cache-mode": "ReadCache", "ssdcache.io/cache-size": "1%"}, []string{"1%", "16Mi"}},
 	}
 	for _, c := range cases {
 		_, err := n.driver.Controller.CreateVolume(context.Background(), &csi.CreateVolumeRequest{
@@ -76,10 +76,11 @@ func TestBadParametersNameFieldValueAndAllowed(t *testing.T) {
 
 func TestCreateVolumeContextAndTopology(t *testing.T) {
 	n := newFakeNode(t)
-	vol := n.create(t, "pvc-0123", map[string]string{"ssdcache.io/cache-mode": "readcache", "ssdcache.io/cache-size": "2Gi"})
+	vol := n.create(t, "pvc-0123", map[string]string{"ssdcache.io/cache-mode": "ReadCache", "ssdcache.io/cache-size": "2Gi"})
 	if vol.VolumeId != "pvc-0123" || vol.CapacityBytes != 10<<30 {
 		t.Fatalf("volume %+v", vol)
 	}
+	// The PV keeps the lowercase mode node plugins before 0.2 read (v1alpha1.VolumeContext).
 	if got := vol.VolumeContext; got["ssdcache.io/cache-mode"] != "readcache" || got["ssdcache.io/cache-size"] != "2Gi" {
 		t.Fatalf("context %v", got)
 	}
@@ -101,7 +102,7 @@ func TestCreateVolumeContextAndTopology(t *testing.T) {
 // volume context, and so NodeStage; the rest of its metadata does not.
 func TestCreateVolumeCarriesThePVCIntoTheContext(t *testing.T) {
 	n := newFakeNode(t)
-	vol := n.create(t, "pvc-0456", map[string]string{"ssdcache.io/cache-mode": "none",
+	vol := n.create(t, "pvc-0456", map[string]string{"ssdcache.io/cache-mode": "None",
 		ssdcsi.ContextPVCName: "data", ssdcsi.ContextPVCNamespace: "team-a", "csi.storage.k8s.io/pv/name": "pvc-0456"})
 	if ns, name := ssdcsi.PVCOf(vol.VolumeContext); ns != "team-a" || name != "data" {
 		t.Fatalf("context %v names PVC %s/%s", vol.VolumeContext, ns, name)
@@ -121,7 +122,7 @@ func TestCreateVolumeCarriesThePVCIntoTheContext(t *testing.T) {
 // with its lock free: the cache is the node agent's to attach.
 func TestStageBringsVolumeUpLinearAndTellsTheAgent(t *testing.T) {
 	n := newFakeNode(t)
-	vol := n.create(t, "pvc-1", map[string]string{"ssdcache.io/cache-mode": "readcache", "ssdcache.io/cache-size": "10%"})
+	vol := n.create(t, "pvc-1", map[string]string{"ssdcache.io/cache-mode": "ReadCache", "ssdcache.io/cache-size": "10%"})
 	staging := filepath.Join(t.TempDir(), "staging")
 	_, err := n.driver.Node.NodeStageVolume(context.Background(), &csi.NodeStageVolumeRequest{
 		VolumeId: vol.VolumeId, StagingTargetPath: staging, VolumeCapability: mountCap("xfs"), VolumeContext: vol.VolumeContext,
@@ -185,7 +186,7 @@ func TestStageExistingDiskThroughSameDMPath(t *testing.T) {
 	_, err := n.driver.Node.NodeStageVolume(context.Background(), &csi.NodeStageVolumeRequest{
 		VolumeId: "media-disk", StagingTargetPath: t.TempDir(), VolumeCapability: mountCap("ext4"),
 		VolumeContext: map[string]string{"ssdcache.io/device": "/dev/disk/by-id/ata-HDD_DATA",
-			"ssdcache.io/cache-mode": "readcache", "ssdcache.io/cache-size": "4Gi"},
+			"ssdcache.io/cache-mode": "ReadCache", "ssdcache.io/cache-size": "4Gi"},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -289,10 +290,10 @@ func TestGetCapacityHonoursTheDeviceClass(t *testing.T) {
 		params map[string]string
 		want   int64
 	}{
-		{map[string]string{"ssdcache.io/cache-mode": "readcache"}, 1 << 40},
-		{map[string]string{"ssdcache.io/cache-mode": "readcache", "ssdcache.io/device-class": "nvme"}, 1 << 40},
-		{map[string]string{"ssdcache.io/cache-mode": "readcache", "ssdcache.io/device-class": "optane"}, 0},
-		{map[string]string{"ssdcache.io/cache-mode": "none"}, 1 << 40},
+		{map[string]string{"ssdcache.io/cache-mode": "ReadCache"}, 1 << 40},
+		{map[string]string{"ssdcache.io/cache-mode": "ReadCache", "ssdcache.io/device-class": "nvme"}, 1 << 40},
+		{map[string]string{"ssdcache.io/cache-mode": "ReadCache", "ssdcache.io/device-class": "optane"}, 0},
+		{map[string]string{"ssdcache.io/cache-mode": "None"}, 1 << 40},
 	} {
 		resp, err := n.driver.Controller.GetCapacity(context.Background(), &csi.GetCapacityRequest{AccessibleTopology: here, Parameters: c.params})
 		if err != nil || resp.AvailableCapacity != c.want {

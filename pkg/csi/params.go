@@ -2,6 +2,9 @@ package csi
 
 import (
 	"fmt"
+	"sync"
+
+	"k8s.io/klog/v2"
 
 	"github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
 	"github.com/ssdcache/ssdcache/pkg/cache"
@@ -55,6 +58,26 @@ type volumeParams struct {
 	format bool
 }
 
+// onceLog logs each message once per process: a CSI response cannot carry a
+// warning, and the provisioner asks GetCapacity of every class over and over.
+type onceLog struct {
+	seen sync.Map
+	log  func(msg string)
+}
+
+func (o *onceLog) warn(msgs []string) {
+	for _, m := range msgs {
+		if _, dup := o.seen.LoadOrStore(m, true); !dup {
+			o.log(m)
+		}
+	}
+}
+
+// spellingWarnings logs StorageClass parameters in deprecated spellings
+// (README, "StorageClass parameters"); the claim controller also puts them on
+// each claim as an Event.
+var spellingWarnings = &onceLog{log: func(msg string) { klog.Warning("StorageClass ", msg) }}
+
 // parseParams validates parameters with the API's one parser; only a volume
 // context (allowDevice) may add the static volume's attributes.
 func parseParams(params map[string]string, allowDevice bool) (volumeParams, error) {
@@ -62,6 +85,10 @@ func parseParams(params map[string]string, allowDevice bool) (volumeParams, erro
 	var err error
 	if p.CacheParameters, err = v1alpha1.ParseCacheParameters(params, ContextDevice, ContextFormat); err != nil {
 		return volumeParams{}, err
+	}
+	if !allowDevice {
+		// A StorageClass's; a volume context keeps the old spellings on purpose.
+		spellingWarnings.warn(v1alpha1.DeprecatedSpellings(params))
 	}
 	for _, key := range []string{ContextDevice, ContextFormat} {
 		value, set := params[key]

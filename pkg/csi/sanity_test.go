@@ -15,6 +15,6 @@ import (
 func TestSanity(t *testing.T) {
 	n := newFakeNode(t)
 	n.serve(t)
-	params := map[string]string{"ssdcache.io/cache-mode": "readcache", "ssdcache.io/cache-size": "5%"}
+	params := map[string]string{"ssdcache.io/cache-mode": "ReadCache", "ssdcache.io/cache-size": "5%"}
 	sanity.Test(t, csisanity.Config(n.endpoint, t.TempDir(), 10<<30, params))
 }

@@ -91,7 +91,7 @@ func TestAgentUnderItsRBAC(t *testing.T) {
 		n := &corev1.Node{}
 		// The pool as admission charges it: 10 GiB of the fake's 4 MiB extents,
 		// caches of the engine's default 256 KiB blocks.
-		if err := c.Get(ctx, client.ObjectKey{Name: node}, n); err != nil || n.Annotations[ssdv1.AnnotationCacheDeviceClass] != "nvme" ||
+		if err := c.Get(ctx, client.ObjectKey{Name: node}, n); err != nil || n.Annotations[ssdv1.AnnotationDeviceClass] != "nvme" || n.Annotations[ssdv1.AnnotationDeviceClassDeprecated] != "nvme" ||
 			n.Annotations[ssdv1.AnnotationCachePoolBytes] != "10737418240" || n.Annotations[ssdv1.AnnotationCacheExtentBytes] != "4194304" ||
 			n.Annotations[ssdv1.AnnotationCacheBlockBytes] != "262144" {
 			return fmt.Errorf("node annotations %v, %v", n.Annotations, err)

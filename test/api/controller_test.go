@@ -22,8 +22,8 @@ func TestAutoBindingFromStorageClass(t *testing.T) {
 	ctx, c := needAPIServer(t)
 	ns := newNamespace(t, ctx, c)
 	node := createNode(t, ctx, c, fmt.Sprint(int64(100<<30)))
-	cached := createStorageClass(t, ctx, c, map[string]string{ssdv1.ParamCacheMode: "readcache", ssdv1.ParamCacheSize: "10%"})
-	plain := createStorageClass(t, ctx, c, map[string]string{ssdv1.ParamCacheMode: "none"})
+	cached := createStorageClass(t, ctx, c, map[string]string{ssdv1.ParamCacheMode: "ReadCache", ssdv1.ParamCacheSize: "10%"})
+	plain := createStorageClass(t, ctx, c, map[string]string{ssdv1.ParamCacheMode: "None"})
 
 	// The uncached PVC is created first: by the time the cached one has its binding,
 	// the controller has looked at the uncached one too (one worker, FIFO queue).
@@ -57,11 +57,30 @@ func TestAutoBindingFromStorageClass(t *testing.T) {
 	}
 }
 
+// TestOldSpellingsOfAClassStillCache: a class written for releases before
+// 0.2 (cache-mode readcache, warmup hotset) still gets its claims a binding,
+// and each claim a Warning per deprecated spelling.
+func TestOldSpellingsOfAClassStillCache(t *testing.T) {
+	ctx, c := needAPIServer(t)
+	ns := newNamespace(t, ctx, c)
+	node := createNode(t, ctx, c, fmt.Sprint(int64(100<<30)))
+	old := createStorageClass(t, ctx, c, map[string]string{ssdv1.ParamCacheMode: "readcache", ssdv1.ParamWarmup: "hotset", ssdv1.ParamCacheSize: "10%"})
+	createVolume(t, ctx, c, ns, volume{pvc: "data", storageClass: old, node: node, size: "50Gi"})
+	b := waitAdmitted(t, c, ns, "data", node, 5<<30)
+	if b.Spec.Mode != ssdv1.ModeReadCache || b.Spec.Warmup != ssdv1.WarmupHotSet {
+		t.Errorf("binding of the old spellings: spec %+v", b.Spec)
+	}
+	waitEvent(t, c, ns, "PersistentVolumeClaim", "data", "DeprecatedCacheParameters",
+		`StorageClass `+old+`: parameter ssdcache.io/cache-mode: "readcache" is deprecated, write "ReadCache"`)
+	waitEvent(t, c, ns, "PersistentVolumeClaim", "data", "DeprecatedCacheParameters",
+		`parameter ssdcache.io/warmup: "hotset" is deprecated, write "HotSet"`)
+}
+
 func TestInvalidStorageClassParameterIsReported(t *testing.T) {
 	ctx, c := needAPIServer(t)
 	ns := newNamespace(t, ctx, c)
 	node := createNode(t, ctx, c, "1000000000000")
-	sc := createStorageClass(t, ctx, c, map[string]string{ssdv1.ParamCacheMode: "readcache", ssdv1.ParamCacheSize: "lots"})
+	sc := createStorageClass(t, ctx, c, map[string]string{ssdv1.ParamCacheMode: "ReadCache", ssdv1.ParamCacheSize: "lots"})
 	createVolume(t, ctx, c, ns, volume{pvc: "data", storageClass: sc, node: node})
 	waitEvent(t, c, ns, "PersistentVolumeClaim", "data", "InvalidCacheParameters", `parameter ssdcache.io/cache-size: cache size "lots"`)
 	if _, err := getBinding(ctx, c, ns, "data"); client.IgnoreNotFound(err) != nil || err == nil {
@@ -283,9 +302,9 @@ func TestDeviceClassMustMatchTheNode(t *testing.T) {
 	ctx, c := needAPIServer(t)
 	ns := newNamespace(t, ctx, c)
 	node := createNode(t, ctx, c, "1000000000000")
-	setAnnotation(t, ctx, c, &corev1.Node{}, node, ssdv1.AnnotationCacheDeviceClass, "nvme")
-	optane := createStorageClass(t, ctx, c, map[string]string{ssdv1.ParamCacheMode: "readcache", ssdv1.ParamDeviceClass: "optane"})
-	nvme := createStorageClass(t, ctx, c, map[string]string{ssdv1.ParamCacheMode: "readcache", ssdv1.ParamDeviceClass: "nvme"})
+	setAnnotation(t, ctx, c, &corev1.Node{}, node, ssdv1.AnnotationDeviceClass, "nvme")
+	optane := createStorageClass(t, ctx, c, map[string]string{ssdv1.ParamCacheMode: "ReadCache", ssdv1.ParamDeviceClass: "optane"})
+	nvme := createStorageClass(t, ctx, c, map[string]string{ssdv1.ParamCacheMode: "ReadCache", ssdv1.ParamDeviceClass: "nvme"})
 	createVolume(t, ctx, c, ns, volume{pvc: "fast", storageClass: optane, node: node, size: "50Gi"})
 	createVolume(t, ctx, c, ns, volume{pvc: "ok", storageClass: nvme, node: node, size: "50Gi"})
 	waitPending(t, c, ns, "fast", ssdv1.ReasonDeviceClassUnavailable, `spec.deviceClass is "optane", but the cache pool of node `+node+` (where the volume is) is of class "nvme"`)

@@ -26,7 +26,7 @@ func TestDeviceClassCannotBeAddedOrRemoved(t *testing.T) {
 	ctx, c := needAPIServer(t)
 	ns := newNamespace(t, ctx, c)
 	node := createNode(t, ctx, c, "1000000000000")
-	setAnnotation(t, ctx, c, &corev1.Node{}, node, ssdv1.AnnotationCacheDeviceClass, "nvme")
+	setAnnotation(t, ctx, c, &corev1.Node{}, node, ssdv1.AnnotationDeviceClass, "nvme")
 	createVolume(t, ctx, c, ns, volume{pvc: "plain", node: node, size: "50Gi"})
 	createVolume(t, ctx, c, ns, volume{pvc: "classed", node: node, size: "50Gi"})
 	createBinding(t, ctx, c, ns, "plain", "plain", "1Gi")

@@ -72,7 +72,7 @@ func TestNodePluginUnderNodeScope(t *testing.T) {
 	startAgent(t, ctx, s, node, driver, engine, locks, l)
 
 	sc := create(t, ctx, c, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: uniqueName("sc")}, Provisioner: ssdv1.DriverName,
-		Parameters:           map[string]string{"ssdcache.io/cache-mode": "none", "csi.storage.k8s.io/fstype": "ext4"},
+		Parameters:           map[string]string{"ssdcache.io/cache-mode": "None", "csi.storage.k8s.io/fstype": "ext4"},
 		VolumeBindingMode:    ptr.To(storagev1.VolumeBindingWaitForFirstConsumer),
 		AllowVolumeExpansion: ptr.To(true)}).Name
 	var pvc *corev1.PersistentVolumeClaim

@@ -96,7 +96,7 @@ type CacheBindingSpec struct {
 	Mode CacheMode `json:"mode,omitempty"`
 
 	// deviceClass names the class of cache devices the cache is carved from (a
-	// node's --cache-class, the StorageClass parameter ssdcache.io/device-class);
+	// node's --device-class, the StorageClass parameter ssdcache.io/device-class);
 	// empty means the node's default class. It cannot be added, changed or
 	// removed once the binding exists.
 	// +optional

@@ -48,10 +48,17 @@ const (
 	// roughly match it); admission uses the capacity.
 	AnnotationCacheFreeBytes = "ssdcache.io/cache-free-bytes"
 
-	// AnnotationCacheDeviceClass is set on each Node by its node agent beside the
+	// AnnotationDeviceClass is set on each Node by its node agent beside the
 	// capacity: the device class of its cache pool ("" when it has none). The
 	// controller admits a binding only to a node of the binding's class.
-	AnnotationCacheDeviceClass = "ssdcache.io/cache-device-class"
+	AnnotationDeviceClass = "ssdcache.io/device-class"
+
+	// AnnotationDeviceClassDeprecated is AnnotationDeviceClass's name before
+	// 0.2. Agents and controllers of both releases run side by side during an
+	// upgrade, so agents write both and the controller reads this one only on a
+	// node without AnnotationDeviceClass (an older agent). Drop it once no
+	// supported release reads it.
+	AnnotationDeviceClassDeprecated = "ssdcache.io/cache-device-class"
 
 	// AnnotationNamespaceCacheLimit, set on a Namespace by an operator, caps the
 	// cache bytes admitted to the namespace's CacheBindings (a quantity such as
@@ -89,23 +96,26 @@ const (
 
 // StorageClass parameters (README, "StorageClass parameters"); ParseCacheParameters reads them.
 const (
-	// ParamCacheMode is `readcache` (every volume of the class gets a cache) or `none`.
+	// ParamCacheMode is `ReadCache` (every volume of the class gets a cache) or
+	// `None`; the spellings of CacheBindingSpec.Mode and .Warmup.
 	ParamCacheMode = "ssdcache.io/cache-mode"
 	// ParamCacheSize is the cache size per volume: a quantity (`10Gi`) or a percentage
 	// of the volume (`10%`), in the syntax of CacheBindingSpec.Size.
 	ParamCacheSize = "ssdcache.io/cache-size"
-	// ParamDeviceClass selects the class of cache devices (the NVMe volume group a node
-	// calls by that name, its --cache-class) that caches of the class are carved from.
+	// ParamDeviceClass selects the device class (the NVMe volume group a node
+	// calls by that name, its --device-class) that caches of the class are carved from.
 	ParamDeviceClass = "ssdcache.io/device-class"
-	// ParamWarmup is the warm-up policy of the class's bindings (`none` for now).
+	// ParamWarmup is the warm-up policy of the class's bindings: `HotSet` or `None`.
 	ParamWarmup = "ssdcache.io/warmup"
 	// ParamFSType is the standard CSI filesystem-type parameter.
 	ParamFSType = "csi.storage.k8s.io/fstype"
 
-	// CacheModeReadCache is the ParamCacheMode value that asks for a cache.
-	CacheModeReadCache = "readcache"
-	// CacheModeNone is the ParamCacheMode value for classes without a cache.
-	CacheModeNone = "none"
+	// CacheModeReadCache is the ParamCacheMode value that asks for a cache,
+	// spelled as ModeReadCache.
+	CacheModeReadCache = string(ModeReadCache)
+	// CacheModeNone is the ParamCacheMode value for classes without a cache,
+	// spelled as WarmupNone.
+	CacheModeNone = string(WarmupNone)
 	// DefaultCacheSize is used when a caching StorageClass does not set ParamCacheSize.
 	DefaultCacheSize = "10%"
 )

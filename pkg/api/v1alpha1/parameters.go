@@ -18,7 +18,7 @@ var deviceClassName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 // controller, the claim controller and (through the binding they make) the node
 // agent all read a class through ParseCacheParameters, so they cannot disagree.
 type CacheParameters struct {
-	// Cached is true for ssdcache.io/cache-mode: readcache.
+	// Cached is true for ssdcache.io/cache-mode: ReadCache.
 	Cached bool
 	// Size is the cache per volume (DefaultCacheSize when the class sets none);
 	// zero when not Cached.
@@ -65,11 +65,11 @@ func (p *CacheParameters) set(key, value string, extraKeys []string) error {
 	var err error
 	switch key {
 	case ParamCacheMode:
-		allowed := []string{CacheModeReadCache, CacheModeNone}
-		if !slices.Contains(allowed, value) {
-			return fmt.Errorf("parameter %s: %q is not allowed; allowed values are %s", key, value, strings.Join(allowed, ", "))
+		mode, ok := canonical(value, cacheModes)
+		if !ok {
+			return fmt.Errorf("parameter %s: %q is not allowed; allowed values are %s", key, value, strings.Join(cacheModes, ", "))
 		}
-		p.Cached = value == CacheModeReadCache
+		p.Cached = mode == CacheModeReadCache
 	case ParamCacheSize:
 		if p.Size, err = ParseCacheSize(value); err != nil {
 			return fmt.Errorf("parameter %s: %w", key, err)
@@ -80,11 +80,11 @@ func (p *CacheParameters) set(key, value string, extraKeys []string) error {
 		}
 		p.DeviceClass = value
 	case ParamWarmup:
-		i := slices.IndexFunc(WarmupPolicies, func(w WarmupPolicy) bool { return strings.EqualFold(value, string(w)) })
-		if i < 0 {
-			return fmt.Errorf("parameter %s: %q is not allowed; allowed values are %s and %s (any case)", key, value, WarmupHotSet, WarmupNone)
+		policy, ok := canonical(value, warmupPolicies)
+		if !ok {
+			return fmt.Errorf("parameter %s: %q is not allowed; allowed values are %s", key, value, strings.Join(warmupPolicies, ", "))
 		}
-		p.Warmup = WarmupPolicies[i]
+		p.Warmup = WarmupPolicy(policy)
 	case ParamFSType:
 		if !slices.Contains(FSTypes, value) {
 			return fmt.Errorf("parameter %s: %q is not allowed; allowed values are %s", key, value, strings.Join(FSTypes, ", "))
@@ -99,6 +99,38 @@ func (p *CacheParameters) set(key, value string, extraKeys []string) error {
 	return nil
 }
 
+// The values of the parameters with a fixed set, spelled as the CRD spells
+// them. Any other case is accepted and deprecated (DeprecatedSpellings): the
+// lowercase spellings are those of releases before 0.2.
+var (
+	cacheModes     = []string{CacheModeReadCache, CacheModeNone}
+	warmupPolicies = []string{string(WarmupHotSet), string(WarmupNone)}
+)
+
+// canonical is the allowed value that value spells in any case.
+func canonical(value string, allowed []string) (string, bool) {
+	i := slices.IndexFunc(allowed, func(a string) bool { return strings.EqualFold(value, a) })
+	if i < 0 {
+		return "", false
+	}
+	return allowed[i], true
+}
+
+// DeprecatedSpellings lists, one sentence each, the parameters that parse
+// but in a spelling other than the CRD's (`readcache` for `ReadCache`,
+// `hotset` for `HotSet`), for the caller to warn about; sorted by parameter.
+func DeprecatedSpellings(params map[string]string) []string {
+	var notes []string
+	for _, key := range []string{ParamCacheMode, ParamWarmup} {
+		allowed := map[string][]string{ParamCacheMode: cacheModes, ParamWarmup: warmupPolicies}[key]
+		value, set := params[key]
+		if want, ok := canonical(value, allowed); set && ok && value != want {
+			notes = append(notes, fmt.Sprintf("parameter %s: %q is deprecated, write %q (the CRD's spelling); the old spelling is still accepted", key, value, want))
+		}
+	}
+	return notes
+}
+
 // BindingSpec is the binding a PVC of a class with these parameters gets; nil
 // when the class asks for no cache.
 func (p CacheParameters) BindingSpec(pvcName string) *CacheBindingSpec {
@@ -109,13 +141,23 @@ func (p CacheParameters) BindingSpec(pvcName string) *CacheBindingSpec {
 		DeviceClass: p.DeviceClass, Warmup: p.Warmup}
 }
 
+// The cache modes as volume contexts spell them. A PV outlives a release:
+// node plugins before 0.2 accept only these lowercase spellings, so a PV
+// written with ReadCache could not be staged after a rollback. Switch to
+// CacheModeReadCache once no supported release predates 0.2.
+const (
+	volumeContextReadCache = "readcache"
+	volumeContextNone      = "none"
+)
+
 // VolumeContext is what CreateVolume hands to NodeStage through the PV: the
-// parameters again, in canonical form.
+// parameters again, in canonical form (the cache mode in the spelling every
+// release reads, see volumeContextReadCache).
 func (p CacheParameters) VolumeContext() map[string]string {
 	if !p.Cached {
-		return map[string]string{ParamCacheMode: CacheModeNone}
+		return map[string]string{ParamCacheMode: volumeContextNone}
 	}
-	ctx := map[string]string{ParamCacheMode: CacheModeReadCache, ParamCacheSize: p.Size.String()}
+	ctx := map[string]string{ParamCacheMode: volumeContextReadCache, ParamCacheSize: p.Size.String()}
 	if p.DeviceClass != "" {
 		ctx[ParamDeviceClass] = p.DeviceClass
 	}
