@@ -67,7 +67,7 @@ bench-seed:
 		-restage-runs 0 -restart-runs 0 -tree-working-set "" -reboot-working-set "" -cold-writes=false -runtime 0 \
 		-timeout 300m -output-dir _output/bench-seed $(BENCH_ARGS)
 
-## bench-scattered: issue #36's scattered workload: RND4K Q32T1 reads over 100 hot zones of 4 MiB spread over a 4 TiB volume (the others: their origins), 32 GiB caches, 3 runs; bytes promoted against hot and touched bytes (about 30 min; needs about 4 GiB free)
+## bench-scattered: issue #36's scattered workload: RND4K Q32T1 reads over 100 hot zones of 4 MiB spread over a 4 TiB volume (the others: their origins), 32 GiB caches, 3 runs; bytes promoted against hot and touched bytes (about 10 min; needs about 4 GiB free)
 bench-scattered:
 	hack/bench.sh -cache-mib 32768 -volume-gib 4096 -working-sets 400Mi -runs 3 -read-tests rnd4k-q32t1-scattered-read \
 		-scatter-zones 100 -io-limit 24Mi -runtime 120s \
