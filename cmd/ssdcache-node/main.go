@@ -26,7 +26,9 @@ import (
 
 type options struct {
 	nodeName, endpoint, driverName string
-	originVG, cacheVG, cacheClass  string
+	originVG, cacheVG, deviceClass string
+	// cacheClass is --cache-class, --device-class's name before 0.2.
+	cacheClass                     string
 	originDevices, cacheDevices    list
 	originSelector, cacheSelector  lvm.Selector
 	adoptDevices                   list
@@ -96,7 +98,8 @@ func parseFlags() options {
 	flag.Var(&o.originDevices, "origin-devices", "HDDs of the origin volume group, as /dev/disk/by-id paths (comma-separated or repeated)")
 	flag.StringVar(&o.cacheVG, "cache-vg", "ssdcache-nvme", "volume group of cache slices (NVMe)")
 	flag.Var(&o.cacheDevices, "cache-devices", "NVMe devices of the cache volume group, as /dev/disk/by-id paths; none runs the node without cache")
-	flag.StringVar(&o.cacheClass, "cache-class", "nvme", "device class name of the cache volume group (StorageClass parameter ssdcache.io/device-class)")
+	flag.StringVar(&o.deviceClass, "device-class", "nvme", "device class of the cache volume group (the StorageClass parameter ssdcache.io/device-class and CacheBinding spec.deviceClass that select it)")
+	flag.StringVar(&o.cacheClass, "cache-class", "", "DEPRECATED: the name of --device-class before 0.2")
 	flag.Var(&o.originSelector, "origin-selector", "selects more HDDs of the origin volume group on each node, by their /dev/disk/by-id links and sysfs: comma-separated by-id=<glob of by-id paths>, model=<glob>, min-size=<quantity>, max-size=<quantity>, rotational=<bool>; whole disks only")
 	flag.Var(&o.cacheSelector, "cache-selector", "selects more NVMe/SSD devices of the cache volume group on each node, as --origin-selector does")
 	flag.Var(&o.adoptDevices, "adopt-devices", "devices that may be wiped although they carry a filesystem, partition table or LVM signature")
@@ -123,6 +126,28 @@ func parseFlags() options {
 	return o
 }
 
+// setFlags are the names of the flags the command line gave.
+func setFlags(fs *flag.FlagSet) map[string]bool {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	return set
+}
+
+// resolveDeviceClass takes --cache-class, deprecated, as --device-class,
+// warning once (here, at start), and refuses the two flags given different
+// values: which one the user meant cannot be told.
+func (o *options) resolveDeviceClass(set map[string]bool) error {
+	if !set["cache-class"] {
+		return nil
+	}
+	if set["device-class"] && o.deviceClass != o.cacheClass {
+		return fmt.Errorf("--device-class=%q and --cache-class=%q (its deprecated name) differ; give --device-class alone", o.deviceClass, o.cacheClass)
+	}
+	klog.Warningf("--cache-class=%s is deprecated: use --device-class=%s", o.cacheClass, o.cacheClass)
+	o.deviceClass = o.cacheClass
+	return nil
+}
+
 func main() {
 	o := parseFlags()
 	if o.printVersion {
@@ -134,6 +159,10 @@ func main() {
 		os.Exit(2)
 	}
 	ctrl.SetLogger(klog.NewKlogr())
+	if err := o.resolveDeviceClass(setFlags(flag.CommandLine)); err != nil {
+		fmt.Fprintln(os.Stderr, "ssdcache-node:", err)
+		os.Exit(2)
+	}
 	ctx := ctrl.SetupSignalHandler()
 	if o.awaitCSI > 0 {
 		if err := awaitCSI(ctx, o.endpoint, o.awaitCSI); err != nil {

@@ -76,9 +76,9 @@ func newNode(o options, m *agent.Metrics, rec events.EventRecorder) (*node, erro
 	l.UseDevices(slices.Concat(origin.Paths, cachePool.Paths))
 	n := &node{dev: dev, locks: cache.NewVolumeLocks(), repairs: agent.NewCacheRepairs(), missedReads: readtrack.NewKernel(), csiMetrics: newCSIMetrics(o.driverName), metrics: m,
 		pools: agent.NewPoolWatch(l, o.originVG, nil, m, agent.PoolWatchOptions{Interval: o.poolScanInterval, StaleAfter: o.poolStaleAfter,
-			Classes: map[string]string{o.cacheClass: o.cacheVG}})}
+			Classes: map[string]string{o.deviceClass: o.cacheVG}})}
 	if cachePool.Configured() {
-		n.cacheClass = o.cacheClass
+		n.cacheClass = o.deviceClass
 	} else {
 		klog.InfoS("No cache devices configured; volumes will not be cached")
 	}
@@ -93,9 +93,9 @@ func newNode(o options, m *agent.Metrics, rec events.EventRecorder) (*node, erro
 		engineOpts = append(engineOpts, cache.WithPromoter())
 		layers.Reads = n.missedReads
 	}
-	n.engine = cache.NewEngine(layers, cache.Pools{OriginVG: o.originVG, DefaultClass: o.cacheClass}, faultPoints(o.faultPoint), engineOpts...)
+	n.engine = cache.NewEngine(layers, cache.Pools{OriginVG: o.originVG, DefaultClass: o.deviceClass}, faultPoints(o.faultPoint), engineOpts...)
 	n.setup = agent.NewPoolSetup(
-		agent.PoolSetupConfig{NodeName: o.nodeName, Origin: origin, Cache: cachePool, CacheClass: o.cacheClass, Interval: o.poolRetryInterval},
+		agent.PoolSetupConfig{NodeName: o.nodeName, Origin: origin, Cache: cachePool, CacheClass: o.deviceClass, Interval: o.poolRetryInterval},
 		agent.PoolSetupDeps{Inventory: blockdev.NewHostInventory(), Pools: lvm.NewPools(l, dev), LVM: l, Watch: n.pools,
 			OnCacheUp: n.engine.AddCachePool, Metrics: m, Events: rec, Repairs: n.repairs})
 	n.driver, err = csi.NewDriver(csi.Config{

@@ -68,7 +68,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "ssdcache", Subsystem: "cache", Name: name, Help: help}, volumeLabels)
 	}
 	pool := func(name, help string) *prometheus.GaugeVec {
-		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "ssdcache", Subsystem: "pool", Name: name, Help: help}, []string{"pool", "vg", "class"})
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "ssdcache", Subsystem: "pool", Name: name, Help: help}, []string{"pool", "vg", "device_class"})
 	}
 	m := &Metrics{
 		readHits:    counter("cache", "read_hits_total", "Reads served from the cache device."),
@@ -93,7 +93,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "1 when the last LVM scan found the node's cache volume group, 0 when the node runs without cache."}),
 		nodePoolReady: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "ssdcache", Subsystem: "node", Name: "pool_ready",
 			Help: "1 once the node's pool (origin or cache) is set up on its devices, 0 while they are missing or refused (retried)."}, []string{"pool"}),
-		poolSize: pool("size_bytes", "Size of a pool's volume group at the last LVM scan; pool is origin or cache, class the cache device class."),
+		poolSize: pool("size_bytes", "Size of a pool's volume group at the last LVM scan; pool is origin or cache, device_class the cache device class."),
 		poolFree: pool("free_bytes", "Unallocated bytes of a pool's volume group at the last LVM scan."),
 		disk:     newDiskSeries(),
 		owners:   map[string]VolumeOwner{},

@@ -45,11 +45,11 @@ func TestTwoNodeGroupsWithDeviceSelectors(t *testing.T) {
 		cacheSelector  string
 	}{
 		{"ssd-ssdcache-node-seagate", "seagate",
-			[]string{"--cache-class=nvme", "--pool-retry-interval=10s"},
+			[]string{"--device-class=nvme", "--pool-retry-interval=10s"},
 			[]string{"--origin-devices=", "--cache-devices=", "--adopt-devices="},
 			"by-id=/dev/disk/by-id/ata-ST4000NM*,min-size=2Ti,rotational=true", "model=Samsung SSD 980*,rotational=false"},
 		{"ssd-ssdcache-node-wd", "wd",
-			[]string{"--cache-class=sata", "--cache-devices=/dev/disk/by-id/nvme-eui.0025388b71b2c3d4",
+			[]string{"--device-class=sata", "--cache-devices=/dev/disk/by-id/nvme-eui.0025388b71b2c3d4",
 				"--adopt-devices=/dev/disk/by-id/nvme-eui.0025388b71b2c3d4"},
 			[]string{"--origin-devices=", "--cache-selector="},
 			"model=WDC WD80*,max-size=9T", ""},

@@ -177,7 +177,7 @@ func TestNodePluginContainer(t *testing.T) {
 		"--origin-devices=/dev/disk/by-id/wwn-0x5000c500a1b2c3d4,/dev/disk/by-id/wwn-0x5000c500a1b2c3d5",
 		"--cache-devices=/dev/disk/by-id/nvme-eui.0025388b71b2c3d4",
 		"--adopt-devices=/dev/disk/by-id/nvme-eui.0025388b71b2c3d4",
-		"--origin-vg=ssdcache-hdd", "--cache-vg=ssdcache-nvme", "--cache-class=fast",
+		"--origin-vg=ssdcache-hdd", "--cache-vg=ssdcache-nvme", "--device-class=fast",
 		`--lvm-config=devices { global_filter = [ "a|/dev/disk/by-id/.*|", "r|.*|" ] }`,
 		"--max-volumes-per-node=32", "--metrics-address=:9810", "--csi-endpoint=unix:///csi/csi.sock")
 	if len(node.Command) != 1 || node.Command[0] != "/usr/local/bin/ssdcache-node" {
@@ -304,9 +304,9 @@ func TestNodeGroupsRenderOneDaemonSetEach(t *testing.T) {
 	}
 	nodeA := container(t, a.Spec.Template.Spec, "ssdcache-node")
 	mustHaveArgs(t, nodeA, "--origin-devices=/dev/disk/by-id/wwn-0x5000c500aaaa0001",
-		"--cache-devices=/dev/disk/by-id/nvme-shared-model-serial", "--cache-class=nvme")
+		"--cache-devices=/dev/disk/by-id/nvme-shared-model-serial", "--device-class=nvme")
 	nodeB := container(t, b.Spec.Template.Spec, "ssdcache-node")
-	mustHaveArgs(t, nodeB, "--origin-devices=/dev/disk/by-id/wwn-0x5000c500bbbb0001", "--cache-class=sata")
+	mustHaveArgs(t, nodeB, "--origin-devices=/dev/disk/by-id/wwn-0x5000c500bbbb0001", "--device-class=sata")
 	if v, ok := argWithPrefix(nodeB, "--cache-devices="); ok {
 		t.Errorf("rack-b set cacheDevices: [] but got --cache-devices=%s", v)
 	}

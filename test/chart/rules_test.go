@@ -243,8 +243,8 @@ var rulesCases = []rulesCase{{
 	series: []string{
 		nodeSeries("ssdcache_node_pool_ready", "node-d", `pool="origin"`) + " " + points(0*time.Minute, "1"),
 		nodeSeries("ssdcache_cache_pool_up", "node-d", "") + " " + points(0*time.Minute, "0"),
-		nodeSeries("ssdcache_pool_size_bytes", "node-d", `pool="origin",vg="ssdcache-hdd",class=""`) + " " + points(0*time.Minute, "4000000000000"),
-		nodeSeries("ssdcache_pool_free_bytes", "node-d", `pool="origin",vg="ssdcache-hdd",class=""`) + " " + points(0*time.Minute, "3000000000000"),
+		nodeSeries("ssdcache_pool_size_bytes", "node-d", `pool="origin",vg="ssdcache-hdd",device_class=""`) + " " + points(0*time.Minute, "4000000000000"),
+		nodeSeries("ssdcache_pool_free_bytes", "node-d", `pool="origin",vg="ssdcache-hdd",device_class=""`) + " " + points(0*time.Minute, "3000000000000"),
 		nodeSeries("ssdcache_cache_drops_total", "node-d", volume) + " " + points(0*time.Minute, "0"),
 		nodeSeries("ssdcache_volume_read_bytes_total", "node-d", volume) + " " + points(0*time.Minute, "0", 10*time.Minute, "1000000"),
 	},

@@ -128,6 +128,15 @@ runs neither, and "overlaps" lets NOTES say how to find it. */}}
 {{- define "ssdcache.nodeSets" -}}
 {{- $fullname := include "ssdcache.fullname" . -}}
 {{- $node := .Values.node -}}
+{{- $nodeClass := $node.deviceClass -}}
+{{- /* cacheClass is deviceClass's name before 0.2, still honoured (NOTES.txt
+says so); the chart's values.yaml no longer has it, so only a user sets it. */ -}}
+{{- if hasKey $node "cacheClass" -}}
+{{- if and (ne $node.deviceClass "nvme") (ne $node.deviceClass $node.cacheClass) -}}
+{{- fail (printf "node.deviceClass is %q and node.cacheClass, its deprecated name, is %q: set node.deviceClass alone" $node.deviceClass $node.cacheClass) -}}
+{{- end -}}
+{{- $nodeClass = $node.cacheClass -}}
+{{- end -}}
 {{- $sets := list -}}
 {{- range $group := $node.nodeGroups | default (list (dict)) -}}
 {{- $where := ternary "node" (printf "node.nodeGroups %s" $group.name) (empty $group.name) -}}
@@ -141,7 +150,14 @@ runs neither, and "overlaps" lets NOTES say how to find it. */}}
 {{- range $key := list "originSelector" "cacheSelector" -}}
 {{- $_ := set $s (printf "%sArg" $key) (include "ssdcache.selectorArg" ((ternary (get $group $key) (get $node $key) (hasKey $group $key)) | default dict)) -}}
 {{- end -}}
-{{- $_ := set $s "cacheClass" (ternary $group.cacheClass $node.cacheClass (hasKey $group "cacheClass")) -}}
+{{- $class := ternary $group.cacheClass $nodeClass (hasKey $group "cacheClass") -}}
+{{- if hasKey $group "deviceClass" -}}
+{{- if and (hasKey $group "cacheClass") (ne $group.deviceClass $group.cacheClass) -}}
+{{- fail (printf "%s: deviceClass is %q and cacheClass, its deprecated name, is %q: set deviceClass alone" $where $group.deviceClass $group.cacheClass) -}}
+{{- end -}}
+{{- $class = $group.deviceClass -}}
+{{- end -}}
+{{- $_ := set $s "deviceClass" $class -}}
 {{- if not (or $s.originDevices $s.originSelectorArg) -}}
 {{- if $group.name -}}
 {{- fail (printf "%s: no origin devices: originDevices is [] and originSelector is {} in the group and under node; set either (a list of /dev/disk/by-id/<id> paths, or a selector of byId, model, minSize, maxSize, rotational): the plugin refuses to start without an origin pool" $where) -}}
@@ -227,4 +243,21 @@ in "one of its own labels differs", so every term is paired with each. */ -}}
 {{- end -}}
 {{- end -}}
 {{- toJson (dict "sets" $sets "overlaps" $overlaps) -}}
+{{- end -}}
+
+{{/*
+The ssdcache.io/cache-mode the chart's StorageClass carries: storageClass.cacheMode
+in the CRD's spelling (ReadCache, None), except that a class already in the
+cluster with the same mode in another spelling (readcache, written by a release
+before 0.2) keeps it: a StorageClass's parameters cannot change, and the upgrade
+would fail on it. Recreate the class to take the new spelling.
+*/}}
+{{- define "ssdcache.storageClassCacheMode" -}}
+{{- $mode := ternary "ReadCache" "None" (eq (lower .Values.storageClass.cacheMode) "readcache") -}}
+{{- $live := lookup "storage.k8s.io/v1" "StorageClass" "" (include "ssdcache.storageClassName" .) -}}
+{{- $liveMode := get (($live).parameters | default dict) "ssdcache.io/cache-mode" -}}
+{{- if and $liveMode (eq (lower $liveMode) (lower $mode)) -}}
+{{- $mode = $liveMode -}}
+{{- end -}}
+{{- $mode -}}
 {{- end -}}
