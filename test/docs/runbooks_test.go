@@ -118,7 +118,7 @@ helm install ssdcache _output/release/ssdcache-0.1.0.tgz -n ssdcache-system \
 for n in storage-1 storage-2; do
   kubectl annotate node $n ssdcache.io/cache-pool-bytes=1000203091968 ssdcache.io/cache-extent-bytes=4194304 \
     ssdcache.io/cache-block-bytes=262144 ssdcache.io/cache-capacity-bytes=980199029248 \
-    ssdcache.io/cache-free-bytes=892431155200 ssdcache.io/cache-device-class= >/dev/null
+    ssdcache.io/cache-free-bytes=892431155200 ssdcache.io/device-class= ssdcache.io/cache-device-class= >/dev/null
 done
 kubectl create namespace team-a
 kubectl create namespace app
