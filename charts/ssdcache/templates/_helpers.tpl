@@ -130,7 +130,9 @@ runs neither, and "overlaps" lets NOTES say how to find it. */}}
 {{- $node := .Values.node -}}
 {{- $nodeClass := $node.deviceClass -}}
 {{- /* cacheClass is deviceClass's name before 0.2, still honoured (NOTES.txt
-says so); the chart's values.yaml no longer has it, so only a user sets it. */ -}}
+says so); the chart's values.yaml no longer has it, so only a user sets it.
+A node.deviceClass at its default cannot be told from one the user gave, so
+only one of another value is refused beside it. */ -}}
 {{- if hasKey $node "cacheClass" -}}
 {{- if and (ne $node.deviceClass "nvme") (ne $node.deviceClass $node.cacheClass) -}}
 {{- fail (printf "node.deviceClass is %q and node.cacheClass, its deprecated name, is %q: set node.deviceClass alone" $node.deviceClass $node.cacheClass) -}}
