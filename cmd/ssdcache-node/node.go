@@ -36,8 +36,8 @@ type node struct {
 	locks      *cache.VolumeLocks
 	driver     *csi.Driver
 	csiMetrics metrics.CSIMetricsManager
-	// cacheClass is the device class of the cache pool; "" when none is configured.
-	cacheClass string
+	// deviceClass is the device class of the cache pool; "" when none is configured.
+	deviceClass string
 	// setup brings the pools up and retries while their devices are missing
 	// or refused; its Ready is the node's readiness and CSI Probe.
 	setup *agent.PoolSetup
@@ -78,7 +78,7 @@ func newNode(o options, m *agent.Metrics, rec events.EventRecorder) (*node, erro
 		pools: agent.NewPoolWatch(l, o.originVG, nil, m, agent.PoolWatchOptions{Interval: o.poolScanInterval, StaleAfter: o.poolStaleAfter,
 			Classes: map[string]string{o.deviceClass: o.cacheVG}})}
 	if cachePool.Configured() {
-		n.cacheClass = o.deviceClass
+		n.deviceClass = o.deviceClass
 	} else {
 		klog.InfoS("No cache devices configured; volumes will not be cached")
 	}
@@ -95,7 +95,7 @@ func newNode(o options, m *agent.Metrics, rec events.EventRecorder) (*node, erro
 	}
 	n.engine = cache.NewEngine(layers, cache.Pools{OriginVG: o.originVG, DefaultClass: o.deviceClass}, faultPoints(o.faultPoint), engineOpts...)
 	n.setup = agent.NewPoolSetup(
-		agent.PoolSetupConfig{NodeName: o.nodeName, Origin: origin, Cache: cachePool, CacheClass: o.deviceClass, Interval: o.poolRetryInterval},
+		agent.PoolSetupConfig{NodeName: o.nodeName, Origin: origin, Cache: cachePool, DeviceClass: o.deviceClass, Interval: o.poolRetryInterval},
 		agent.PoolSetupDeps{Inventory: blockdev.NewHostInventory(), Pools: lvm.NewPools(l, dev), LVM: l, Watch: n.pools,
 			OnCacheUp: n.engine.AddCachePool, Metrics: m, Events: rec, Repairs: n.repairs})
 	n.driver, err = csi.NewDriver(csi.Config{

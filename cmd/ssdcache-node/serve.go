@@ -85,7 +85,7 @@ func setUpNode(ctx context.Context, o options, m *agent.Metrics, rec events.Even
 
 func agentConfig(o options, n *node, m *agent.Metrics) agent.Config {
 	return agent.Config{NodeName: o.nodeName, Engine: n.engine, Dev: n.dev, Locks: n.locks, Metrics: m, Pools: n.pools,
-		CacheClass: n.cacheClass, HealthInterval: o.healthInterval, SampleInterval: o.sampleInterval,
+		DeviceClass: n.deviceClass, HealthInterval: o.healthInterval, SampleInterval: o.sampleInterval,
 		FiguresInterval: o.statusInterval, PromoteInterval: o.promoteInterval, VolumeEvents: n.volumeEvents, LeaseNamespace: o.leaseNamespace,
 		Expander: n.driver.Controller, DriverName: o.driverName, Repairs: n.repairs}
 }

@@ -40,8 +40,8 @@ type PoolSetupConfig struct {
 	NodeName string
 	Origin   PoolSpec
 	// Cache left without devices runs the node uncached.
-	Cache      PoolSpec
-	CacheClass string
+	Cache       PoolSpec
+	DeviceClass string
 	// Interval between two attempts while a pool is not up (DefaultPoolRetryInterval).
 	Interval time.Duration
 	Clock    clock.WithTicker
@@ -268,7 +268,7 @@ func (s *PoolSetup) apply(ctx context.Context, role string, cfg lvm.PoolConfig) 
 		return err
 	}
 	if role == PoolCache {
-		if err := s.deps.OnCacheUp(ctx, s.cfg.CacheClass, cfg.VG); err != nil {
+		if err := s.deps.OnCacheUp(ctx, s.cfg.DeviceClass, cfg.VG); err != nil {
 			return err
 		}
 		s.deps.Watch.SetCacheVGs([]string{cfg.VG})

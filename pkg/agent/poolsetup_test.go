@@ -69,7 +69,7 @@ func newSetupWorld(t *testing.T, origin, cache PoolSpec) *setupWorld {
 	origin.VG, origin.PoolDevices.VG = "ssdcache-hdd", "ssdcache-hdd"
 	cache.VG, cache.PoolDevices.VG = "ssdcache-nvme", "ssdcache-nvme"
 	w.watch = NewPoolWatch(w.lvm, "ssdcache-hdd", nil, m, PoolWatchOptions{Clock: w.clk})
-	w.setup = NewPoolSetup(PoolSetupConfig{NodeName: node, Origin: origin, Cache: cache, CacheClass: "nvme", Clock: w.clk},
+	w.setup = NewPoolSetup(PoolSetupConfig{NodeName: node, Origin: origin, Cache: cache, DeviceClass: "nvme", Clock: w.clk},
 		PoolSetupDeps{Inventory: w.dev, Pools: lvm.NewPools(w.lvm, w.dev), LVM: w.lvmDevs, Watch: w.watch, Metrics: m, Events: w.events,
 			OnCacheUp: func(_ context.Context, class, vg string) error {
 				w.cacheUp = append(w.cacheUp, class+"="+vg)

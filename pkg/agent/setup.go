@@ -33,9 +33,9 @@ type Config struct {
 	Metrics  *Metrics
 	// Pools is the node's background LVM scan, which the capacity report reads.
 	Pools *PoolWatch
-	// CacheClass is the device class of the node's cache pool; "" when the
+	// DeviceClass is the device class of the node's cache pool; "" when the
 	// node runs without cache.
-	CacheClass                     string
+	DeviceClass                    string
 	HealthInterval, SampleInterval time.Duration
 	CapacityInterval               time.Duration
 	// PromoteInterval is how often the blocks read on warm caches are
@@ -115,7 +115,7 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 			return err
 		}
 	}
-	return mgr.Add(NewCapacityReporter(mgr.GetAPIReader(), mgr.GetClient(), cfg.Pools, cfg.NodeName, cfg.CacheClass,
+	return mgr.Add(NewCapacityReporter(mgr.GetAPIReader(), mgr.GetClient(), cfg.Pools, cfg.NodeName, cfg.DeviceClass,
 		cfg.Engine.BlockSectors(), cfg.CapacityInterval))
 }
 

@@ -68,7 +68,7 @@ func TestAgentUnderItsRBAC(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = agent.Setup(mgr, agent.Config{NodeName: node, Engine: engine, Dev: blockdevfake.New(), Locks: cache.NewVolumeLocks(),
-		Metrics: m, Pools: pools, CacheClass: "nvme", LeaseNamespace: ns, Expander: growAsAsked{}, DriverName: ssdv1.DriverName})
+		Metrics: m, Pools: pools, DeviceClass: "nvme", LeaseNamespace: ns, Expander: growAsAsked{}, DriverName: ssdv1.DriverName})
 	if err != nil {
 		t.Fatal(err)
 	}

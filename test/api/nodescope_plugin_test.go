@@ -165,7 +165,7 @@ func startAgent(t *testing.T, ctx context.Context, s *nodeScope, node string, dr
 		}
 	}
 	err = agent.Setup(mgr, agent.Config{NodeName: node, Engine: engine, Dev: blockdevfake.New(), Locks: locks,
-		Metrics: m, Pools: pools, CacheClass: "nvme", LeaseNamespace: s.namespace, Expander: driver.Controller, DriverName: ssdv1.DriverName})
+		Metrics: m, Pools: pools, DeviceClass: "nvme", LeaseNamespace: s.namespace, Expander: driver.Controller, DriverName: ssdv1.DriverName})
 	if err != nil {
 		t.Fatal(err)
 	}
