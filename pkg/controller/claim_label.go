@@ -2,10 +2,13 @@ package controller
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -31,18 +34,30 @@ import (
 // when the volume does, goes when the claim has no such volume any more, and
 // is put back when someone else changes it. Like the binding's, it is a
 // selector, not an authority: the resizer acts on the PV's node affinity.
+//
+// A volume of this driver lives on one node, so a PV of it whose required
+// affinity allows several nodes (or none) can only be a static PV written by
+// hand, and which node holds it is unknown. Its claim gets no label (naming
+// one of the nodes, or the node of the pod using it, could hand the claim to
+// an agent that does not hold the volume) and a Warning Event,
+// EventVolumeNotPinned, says which PV and the form it must take.
 type ClaimLabeler struct {
-	client  client.Client
-	workers int
+	client   client.Client
+	recorder events.EventRecorder
+	workers  int
 }
+
+// EventVolumeNotPinned is the reason of the Warning Event on a claim bound
+// to a PV of this driver that is not pinned to exactly one node.
+const EventVolumeNotPinned = "VolumeNotPinnedToOneNode"
 
 // NewClaimLabeler returns the labeler of claims; c is normally the manager's
 // cached client, which holds every claim and PV already (the binding
 // reconciler watches both). Its reconciles wait on their patch, not the CPU,
 // so it runs opts.Workers of them at once: a controller started in a
 // cluster of many claims labels them all first.
-func NewClaimLabeler(c client.Client, opts Options) *ClaimLabeler {
-	return &ClaimLabeler{client: c, workers: opts.workers()}
+func NewClaimLabeler(c client.Client, recorder events.EventRecorder, opts Options) *ClaimLabeler {
+	return &ClaimLabeler{client: c, recorder: recorder, workers: opts.workers()}
 }
 
 // SetupWithManager wakes the labeler for a claim when its volume or its
@@ -67,7 +82,10 @@ func (r *ClaimLabeler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Re
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	node := claimNode(pvc, pv)
+	node, unpinned := claimNode(pvc, pv)
+	if unpinned != nil {
+		r.recorder.Eventf(pvc, pv, corev1.EventTypeWarning, EventVolumeNotPinned, "LabelClaimNode", "%v", unpinned)
+	}
 	if current, set := pvc.Labels[ssdv1.LabelNode]; current == node && set == (node != "") {
 		return ctrl.Result{}, nil
 	}
@@ -99,15 +117,32 @@ func (r *ClaimLabeler) volumeOf(ctx context.Context, pvc *corev1.PersistentVolum
 // last (only a Bound claim can ask for more), so the label is no write
 // between its own; and the value is a valid label already (kubelet labels
 // the Node with the same topology value), unless the PV was written by hand.
-func claimNode(pvc *corev1.PersistentVolumeClaim, pv *corev1.PersistentVolume) string {
-	if pvc.Status.Phase != corev1.ClaimBound || pv == nil || pv.Name != pvc.Spec.VolumeName || !boundTo(pv, pvc) {
-		return ""
+// unpinned is why such a PV of this driver names no node the label can hold
+// (several nodes, none, or an invalid label value), nil otherwise.
+func claimNode(pvc *corev1.PersistentVolumeClaim, pv *corev1.PersistentVolume) (node string, unpinned error) {
+	if pvc.Status.Phase != corev1.ClaimBound || pv == nil || pv.Name != pvc.Spec.VolumeName || !boundTo(pv, pvc) ||
+		pv.Spec.CSI == nil || pv.Spec.CSI.Driver != ssdv1.DriverName {
+		return "", nil
 	}
-	t, err := targetFromPV(pv)
-	if err != nil || len(validation.IsValidLabelValue(t.nodeName)) > 0 {
-		return "" // not this driver's, not pinned to one node, or no label value
+	node, err := nodeFromAffinity(pv)
+	var why *pendingError
+	switch {
+	case errors.As(err, &why):
+		return "", notPinned(pvc, why.message)
+	case err != nil:
+		return "", err
+	case len(validation.IsValidLabelValue(node)) > 0:
+		return "", notPinned(pvc, fmt.Sprintf("PV %s names node %q, which no label value can hold", pv.Name, node))
 	}
-	return t.nodeName
+	return node, nil
+}
+
+// notPinned says what a claim whose PV names no single node misses and the
+// PV's allowed form.
+func notPinned(pvc *corev1.PersistentVolumeClaim, problem string) error {
+	return fmt.Errorf("%s. A volume of %s lives on one node, so no node plugin watches claim %s for it (it cannot grow, nor be cached); "+
+		"its PV's spec.nodeAffinity.required must name that node alone: {key: %s, operator: In, values: [<node>]}",
+		problem, ssdv1.DriverName, pvc.Name, ssdv1.TopologyKeyNode)
 }
 
 // boundTo tells whether pv's claimRef names pvc (by UID once the PV

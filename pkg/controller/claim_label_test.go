@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -10,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -36,8 +38,13 @@ func TestClaimNode(t *testing.T) {
 		return boundClaim("data", pv), pv
 	}
 	pvc, pv := pinned(ssdv1.DriverName, "node-a")
-	if got := claimNode(pvc, pv); got != "node-a" {
-		t.Errorf("claim of a volume pinned to node-a: node %q", got)
+	if got, unpinned := claimNode(pvc, pv); got != "node-a" || unpinned != nil {
+		t.Errorf("claim of a volume pinned to node-a: node %q (%v)", got, unpinned)
+	}
+	// The same node in two terms is still one node.
+	pvc, pv = pinned(ssdv1.DriverName, "node-a", "node-a")
+	if got, unpinned := claimNode(pvc, pv); got != "node-a" || unpinned != nil {
+		t.Errorf("claim of a volume pinned twice to node-a: node %q (%v)", got, unpinned)
 	}
 	cases := map[string]func() (*corev1.PersistentVolumeClaim, *corev1.PersistentVolume){
 		// The PV controller writes the phase last.
@@ -64,13 +71,6 @@ func TestClaimNode(t *testing.T) {
 			return pinned("other.example.com", "node-a")
 		},
 		"not a CSI volume": func() (*corev1.PersistentVolumeClaim, *corev1.PersistentVolume) { return pinned("", "node-a") },
-		"no node affinity": func() (*corev1.PersistentVolumeClaim, *corev1.PersistentVolume) { return pinned(ssdv1.DriverName) },
-		"several nodes": func() (*corev1.PersistentVolumeClaim, *corev1.PersistentVolume) {
-			return pinned(ssdv1.DriverName, "node-a", "node-b")
-		},
-		"a node name no label can hold": func() (*corev1.PersistentVolumeClaim, *corev1.PersistentVolume) {
-			return pinned(ssdv1.DriverName, fmt.Sprintf("node-%070d", 0))
-		},
 		"the volume of another claim": func() (*corev1.PersistentVolumeClaim, *corev1.PersistentVolume) {
 			pvc, pv := pinned(ssdv1.DriverName, "node-a")
 			pv.Spec.ClaimRef.Name = "other"
@@ -88,9 +88,64 @@ func TestClaimNode(t *testing.T) {
 		},
 	}
 	for name, setup := range cases {
-		if got := claimNode(setup()); got != "" {
-			t.Errorf("%s: node %q, want no label", name, got)
+		if got, unpinned := claimNode(setup()); got != "" || unpinned != nil {
+			t.Errorf("%s: node %q (%v), want no label and nothing to report", name, got, unpinned)
 		}
+	}
+	// A PV of this driver that names no single node can only have been
+	// written by hand: no label, and a reason naming the PV and the form.
+	unpinned := map[string][]string{
+		"several nodes":                 {"node-a", "node-b"},
+		"no node affinity":              nil,
+		"a node name no label can hold": {fmt.Sprintf("node-%070d", 0)},
+	}
+	for name, nodes := range unpinned {
+		pvc, pv := pinned(ssdv1.DriverName, nodes...)
+		got, why := claimNode(pvc, pv)
+		if got != "" || why == nil || !strings.Contains(why.Error(), "PV pv1 ") || !strings.Contains(why.Error(), ssdv1.TopologyKeyNode+", operator: In, values: [<node>]") {
+			t.Errorf("%s: node %q, reason %v; want no label, and a reason naming PV pv1 and the one-node affinity", name, got, why)
+		}
+	}
+}
+
+// A claim whose PV of this driver allows several nodes gets no label (a
+// label it had goes) and a Warning Event naming the PV, on every reconcile
+// that finds it so; once the PV names one node, it gets that node.
+func TestClaimLabelerReportsAVolumeOfSeveralNodes(t *testing.T) {
+	pv := csiPV(ssdv1.DriverName, "node-a", "node-b")
+	pvc := boundClaim("data", pv)
+	pvc.Labels = map[string]string{ssdv1.LabelNode: "node-a"}
+	w := newLabelWorld(t, pv, pvc)
+	rec := &events.FakeRecorder{Events: make(chan string, 4), Verbose: true}
+	w.r.recorder = rec
+	if got := w.labels("data"); len(got) != 0 {
+		t.Errorf("labels %v of a claim whose PV allows two nodes, want none", got)
+	}
+	select {
+	case e := <-rec.Events:
+		for _, want := range []string{"Warning " + EventVolumeNotPinned, "PV pv1 may live on several nodes [node-a node-b]", "claim data"} {
+			if !strings.Contains(e, want) {
+				t.Errorf("event %q lacks %q", e, want)
+			}
+		}
+	default:
+		t.Fatal("no event for a claim whose PV allows two nodes")
+	}
+
+	pinned := csiPV(ssdv1.DriverName, "node-b")
+	pinned.Spec.ClaimRef = pv.Spec.ClaimRef
+	pinned.ResourceVersion = ""
+	if err := w.c.Delete(context.Background(), pv); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.c.Create(context.Background(), pinned); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.labels("data"); got[ssdv1.LabelNode] != "node-b" {
+		t.Errorf("labels %v once the PV names node-b alone, want %s=node-b", got, ssdv1.LabelNode)
+	}
+	if len(rec.Events) != 0 {
+		t.Errorf("event %q for a claim whose PV names one node", <-rec.Events)
 	}
 }
 
@@ -111,7 +166,7 @@ func newLabelWorld(t *testing.T, objs ...client.Object) *labelWorld {
 			return c.Patch(ctx, obj, patch, opts...)
 		},
 	})
-	w.r = NewClaimLabeler(w.c, Options{})
+	w.r = NewClaimLabeler(w.c, &events.FakeRecorder{}, Options{})
 	return w
 }
 

@@ -85,7 +85,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := NewBindingReconciler(mgr.GetClient(), mgr.GetAPIReader(), recorder, opts).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if err := NewClaimLabeler(mgr.GetClient(), opts).SetupWithManager(mgr); err != nil {
+	if err := NewClaimLabeler(mgr.GetClient(), recorder, opts).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	return NewClaimReconciler(mgr.GetClient(), mgr.GetScheme(), recorder).SetupWithManager(mgr)

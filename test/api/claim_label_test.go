@@ -19,6 +19,7 @@ import (
 
 	"github.com/ssdcache/ssdcache/pkg/agent"
 	ssdv1 "github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
+	"github.com/ssdcache/ssdcache/pkg/controller"
 )
 
 // TestControllerLabelsClaimsWithTheirNode (issue 37 point 5): the
@@ -55,6 +56,44 @@ func TestControllerLabelsClaimsWithTheirNode(t *testing.T) {
 
 	deletePVs(t, c, onA.Spec.VolumeName)
 	waitNodeLabel(t, c, onA, "")
+}
+
+// TestControllerReportsAClaimOfAVolumeOfSeveralNodes (issue 37 point 5): a
+// PV of this driver whose required affinity allows two nodes can only be a
+// static PV written by hand (a volume lives on one node, which the PV does
+// not say), so the controller labels its claim with neither node and reports
+// it with a Warning Event on the claim naming the PV and the one-node form;
+// a claim pinned to one node beside it is labelled as usual.
+func TestControllerReportsAClaimOfAVolumeOfSeveralNodes(t *testing.T) {
+	ctx, c := needAPIServer(t)
+	ns := newNamespace(t, ctx, c)
+	t.Cleanup(func() { deletePVs(t, c, "pv-"+ns) })
+	nodeA, nodeB := createNode(t, ctx, c, ""), createNode(t, ctx, c, "")
+	size := corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}
+	static := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "static", Namespace: ns},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			VolumeName: "pv-" + ns + "-static", Resources: corev1.VolumeResourceRequirements{Requests: size}},
+		Status: corev1.PersistentVolumeClaimStatus{Capacity: size},
+	}
+	pv := pinnedVolume(static, nodeA)
+	pv.Spec.NodeAffinity.Required.NodeSelectorTerms[0].MatchExpressions[0].Values = []string{nodeA, nodeB}
+	create(t, ctx, c, pv)
+	create(t, ctx, c, static)
+	static.Status = corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound, AccessModes: static.Spec.AccessModes, Capacity: size}
+	if err := c.Status().Update(ctx, static); err != nil {
+		t.Fatal(err)
+	}
+	pinned := createVolume(t, ctx, c, ns, volume{pvc: "pinned", node: nodeA, size: "1Gi"})
+
+	waitEvent(t, c, ns, "PersistentVolumeClaim", static.Name, controller.EventVolumeNotPinned,
+		fmt.Sprintf("PV %s may live on several nodes [%s %s]", pv.Name, nodeA, nodeB))
+	waitEvent(t, c, ns, "PersistentVolumeClaim", static.Name, controller.EventVolumeNotPinned,
+		"{key: "+ssdv1.TopologyKeyNode+", operator: In, values: [<node>]}")
+	waitNodeLabel(t, c, pinned, nodeA)
+	if got := nodeLabel(t, ctx, c, static); got != nil {
+		t.Errorf("claim %s of a PV allowing nodes %s and %s is labelled %s=%s; want no label", static.Name, nodeA, nodeB, ssdv1.LabelNode, *got)
+	}
 }
 
 // TestNodePluginCachesOnlyItsNodesClaims (issue 37 point 5): node A's
