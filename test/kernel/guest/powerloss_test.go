@@ -62,12 +62,14 @@ func TestPowerLossWrite(t *testing.T) {
 		sh(t, "dd if=%s iflag=direct bs=1M count=16 of=/dev/null status=none", dev)
 		time.Sleep(time.Second)
 	}
+	warmRebootVolumes(t, p)
 	before := saveDistinctHits(t, p, v.id)
 	t.Logf("cache before the overwrite: %s", before)
 	logPromotions(t, p)
 	if err := os.WriteFile(powerLossStatus(), []byte(before), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	shutDownCleanly(t, p)
 	log, err := os.OpenFile(powerLossLog(), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
 	if err != nil {
 		t.Fatal(err)
@@ -105,6 +107,7 @@ func TestPowerLossVerify(t *testing.T) {
 	}
 	t.Logf("%d records verified; the last acknowledged write was version %d", len(acked), maxVersion(acked))
 	p.unstage(t, v)
+	verifyCleanReboot(t, p)
 }
 
 // writeRecord writes record i as version with O_DIRECT (and O_DSYNC when
@@ -120,16 +123,29 @@ func writeRecord(t testing.TB, dev string, i, version int, durable bool) {
 	}
 	defer f.Close()
 	buf := alignedBlock()
+	fillRecord(buf, i, version)
+	if _, err := f.WriteAt(buf, int64(i)*recordSize); err != nil {
+		t.Fatalf("write record %d: %v", i, err)
+	}
+}
+
+// fillRecord lays record i at version into buf: its index, its version, a
+// checksum and a pattern of both.
+func fillRecord(buf []byte, i, version int) {
 	binary.LittleEndian.PutUint64(buf[0:], uint64(i))
 	binary.LittleEndian.PutUint64(buf[8:], uint64(version))
 	for j := 48; j < recordSize; j++ {
 		buf[j] = byte(i + version + j)
 	}
-	sum := sha256.Sum256(buf[48:])
+	sum := sha256.Sum256(buf[48:recordSize])
 	copy(buf[16:48], sum[:])
-	if _, err := f.WriteAt(buf, int64(i)*recordSize); err != nil {
-		t.Fatalf("write record %d: %v", i, err)
-	}
+}
+
+// parseRecord returns the index and version a record holds, and whether
+// its checksum matches.
+func parseRecord(buf []byte) (i, version int, ok bool) {
+	sum := sha256.Sum256(buf[48:recordSize])
+	return int(binary.LittleEndian.Uint64(buf[0:])), int(binary.LittleEndian.Uint64(buf[8:])), bytes.Equal(sum[:], buf[16:48])
 }
 
 // readRecord returns the version of record i after checking its checksum.
@@ -143,18 +159,21 @@ func readRecord(t testing.TB, dev string, i int) int {
 	if _, err := f.ReadAt(buf, int64(i)*recordSize); err != nil {
 		t.Fatalf("read record %d: %v", i, err)
 	}
-	sum := sha256.Sum256(buf[48:])
-	if idx := binary.LittleEndian.Uint64(buf[0:]); idx != uint64(i) || !bytes.Equal(sum[:], buf[16:48]) {
+	idx, version, ok := parseRecord(buf)
+	if idx != i || !ok {
 		t.Fatalf("record %d is torn or misplaced (index %d)", i, idx)
 	}
-	return int(binary.LittleEndian.Uint64(buf[8:]))
+	return version
 }
 
 // alignedBlock returns a record buffer aligned for O_DIRECT.
-func alignedBlock() []byte {
-	raw := make([]byte, 2*recordSize)
+func alignedBlock() []byte { return alignedBuffer(recordSize) }
+
+// alignedBuffer returns n bytes aligned to a record, for O_DIRECT.
+func alignedBuffer(n int) []byte {
+	raw := make([]byte, n+recordSize)
 	off := (recordSize - int(uintptr(unsafe.Pointer(&raw[0]))%recordSize)) % recordSize
-	return raw[off : off+recordSize]
+	return raw[off : off+n]
 }
 
 func readAcked(t testing.TB) map[int]int {
