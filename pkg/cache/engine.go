@@ -165,7 +165,7 @@ func (e *Engine) AddCachePool(ctx context.Context, class, vg string) error {
 	known := slices.Contains(slices.Collect(maps.Values(e.pools.CacheVGs)), vg)
 	e.poolsMu.RUnlock()
 	if !known {
-		if err := e.forgetShutdownMarks(ctx, vg); err != nil {
+		if err := e.ForgetShutdownMarks(ctx, vg); err != nil {
 			return err
 		}
 	}

@@ -26,7 +26,8 @@ import (
 // it runs in (ShutdownTagPrefix). From there until the device goes, only a
 // suspend, that is the removal, can set the flag, as long as no plugin
 // works on the device: every plugin deletes the marks of its own boot from
-// a cache VG before it works on that VG (AddCachePool). A stage in a later
+// its cache VG before its components start, and from any cache VG it adds
+// later (ForgetShutdownMarks). A stage in a later
 // boot trusts a marked cache whose flag is set, by turning the mark into
 // UnstagedCleanTag (the clean unstage's tag, with the same assumption:
 // nothing writes the origin LV between the removal and the next stage but
@@ -106,10 +107,16 @@ func (e *Engine) markCleanShutdown(ctx context.Context, volumeID string) (bool, 
 	return true, nil
 }
 
-// forgetShutdownMarks deletes the marks of this boot from vg's LVs: a
-// plugin of this boot is about to work on them, and its suspends would
-// make a later power loss look like a clean removal.
-func (e *Engine) forgetShutdownMarks(ctx context.Context, vg string) error {
+// ForgetShutdownMarks deletes the marks of this boot from vg's LVs: a
+// plugin of this boot is about to work on them, and its suspends, or a
+// drop of a failing cache to linear followed by writes, would make a later
+// clean removal vouch for a cache the origin no longer matches. The node
+// plugin calls it for its cache VG before any component starts, and
+// AddCachePool for every VG it adds; a VG that does not exist has none.
+func (e *Engine) ForgetShutdownMarks(ctx context.Context, vg string) error {
+	if _, err := e.lvm.GetVG(ctx, vg); errors.Is(err, lvm.ErrNotFound) {
+		return nil
+	}
 	lvs, err := e.lvm.ListLVs(ctx, vg)
 	if err != nil {
 		return fmt.Errorf("list the LVs of %s for shutdown marks: %w", vg, err)

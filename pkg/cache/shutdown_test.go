@@ -154,3 +154,20 @@ func TestARestartedPluginForgetsTheMarksOfItsBoot(t *testing.T) {
 		}
 	}
 }
+
+// The node plugin forgets its boot's marks from its cache VG before its
+// components start, whether or not the pool is set up yet; a VG that does
+// not exist has none to forget.
+func TestForgetShutdownMarksOfAMissingVGIsNothing(t *testing.T) {
+	w := newBootWorld(t)
+	w.shutDown(t, false)
+	if err := w.engine.ForgetShutdownMarks(context.Background(), "no-such-vg"); err != nil {
+		t.Fatalf("a VG that does not exist: %v", err)
+	}
+	if err := w.engine.ForgetShutdownMarks(context.Background(), "ssdcache-nvme"); err != nil {
+		t.Fatal(err)
+	}
+	if tags := w.metaTags(t); slices.Contains(tags, ShutdownTagPrefix+"boot-1") {
+		t.Fatalf("the mark of this boot outlived ForgetShutdownMarks: %v", tags)
+	}
+}
