@@ -80,6 +80,12 @@ func setUpNode(ctx context.Context, o options, m *agent.Metrics, rec events.Even
 		return nil, err
 	}
 	n.setup.Attempt(ctx)
+	// A plugin of this boot that stopped before left marks on the caches it
+	// could vouch for at a clean shutdown: they must go before any component
+	// here can suspend a cache or drop one to linear (cache/shutdown.go).
+	if err := n.engine.ForgetShutdownMarks(ctx, o.cacheVG); err != nil {
+		return nil, err
+	}
 	return n, nil
 }
 
