@@ -44,9 +44,6 @@ type node struct {
 	// pools reads the volume groups in the background for readiness, Probe
 	// and the capacity report.
 	pools *agent.PoolWatch
-	// repairs carries from the pool set-up to the agent the volumes whose
-	// dropped cache went with a removed missing PV, to attach again once.
-	repairs *agent.CacheRepairs
 	// volumeEvents tells the agent of staged volumes (nil without the agent).
 	volumeEvents *agent.VolumeEvents
 	// metrics learn each staged volume's PVC from its volume context.
@@ -74,7 +71,7 @@ func newNode(o options, m *agent.Metrics, rec events.EventRecorder) (*node, erro
 	// LVM reads only the pool devices; selectors add theirs once resolved.
 	l := lvm.NewCommand(run, o.lvmConfig)
 	l.UseDevices(slices.Concat(origin.Paths, cachePool.Paths))
-	n := &node{dev: dev, locks: cache.NewVolumeLocks(), repairs: agent.NewCacheRepairs(), missedReads: readtrack.NewKernel(), csiMetrics: newCSIMetrics(o.driverName), metrics: m,
+	n := &node{dev: dev, locks: cache.NewVolumeLocks(), missedReads: readtrack.NewKernel(), csiMetrics: newCSIMetrics(o.driverName), metrics: m,
 		pools: agent.NewPoolWatch(l, o.originVG, nil, m, agent.PoolWatchOptions{Interval: o.poolScanInterval, StaleAfter: o.poolStaleAfter,
 			Classes: map[string]string{o.deviceClass: o.cacheVG}})}
 	if cachePool.Configured() {
@@ -97,7 +94,7 @@ func newNode(o options, m *agent.Metrics, rec events.EventRecorder) (*node, erro
 	n.setup = agent.NewPoolSetup(
 		agent.PoolSetupConfig{NodeName: o.nodeName, Origin: origin, Cache: cachePool, DeviceClass: o.deviceClass, Interval: o.poolRetryInterval},
 		agent.PoolSetupDeps{Inventory: blockdev.NewHostInventory(), Pools: lvm.NewPools(l, dev), LVM: l, Watch: n.pools,
-			OnCacheUp: n.engine.AddCachePool, Metrics: m, Events: rec, Repairs: n.repairs})
+			OnCacheUp: n.engine.AddCachePool, Metrics: m, Events: rec})
 	n.driver, err = csi.NewDriver(csi.Config{
 		DriverName: o.driverName, Version: version.Version, NodeID: o.nodeName, Endpoint: o.endpoint, MaxVolumesPerNode: o.maxVolumes,
 		LockWait: nodeCallLockWait,

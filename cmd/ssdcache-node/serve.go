@@ -93,7 +93,7 @@ func agentConfig(o options, n *node, m *agent.Metrics) agent.Config {
 	return agent.Config{NodeName: o.nodeName, Engine: n.engine, Dev: n.dev, Locks: n.locks, Metrics: m, Pools: n.pools,
 		DeviceClass: n.deviceClass, HealthInterval: o.healthInterval, SampleInterval: o.sampleInterval,
 		FiguresInterval: o.statusInterval, PromoteInterval: o.promoteInterval, VolumeEvents: n.volumeEvents, LeaseNamespace: o.leaseNamespace,
-		Expander: n.driver.Controller, DriverName: o.driverName, Repairs: n.repairs}
+		Expander: n.driver.Controller, DriverName: o.driverName}
 }
 
 func newMetricsEndpoint(o options, n *node) *metricsEndpoint {

@@ -55,8 +55,8 @@ type BindingReconciler struct {
 	resync          time.Duration
 	// cacheLost is told about a cache a failed preload could not load back.
 	cacheLost func(volumeID, why string)
-	// repairs names the Degraded bindings' volumes to attach again once.
-	repairs *CacheRepairs
+	// missingPVs is how many PVs a cache VG misses (PoolWatch.MissingPVs).
+	missingPVs func(vg string) uint64
 }
 
 // BindingOptions tune a BindingReconciler; zero values take the defaults.
@@ -75,11 +75,10 @@ type BindingOptions struct {
 	// older controller, or whose label a user removed, is not among them.
 	// Nil reads through the client.
 	APIReader client.Reader
-	// Repairs (PoolSetupDeps.Repairs) names the volumes whose dropped cache
-	// went with a missing PV the pool set-up removed: their Degraded
-	// bindings are attached again once, without a spec change. Nil: only a
-	// spec change retries.
-	Repairs *CacheRepairs
+	// MissingPVs (PoolWatch.MissingPVs) is how many PVs a cache VG misses:
+	// a Degraded binding is retried once its dropped cache's LVs are gone
+	// from a pool that misses none (retry.go). Nil counts none.
+	MissingPVs func(vg string) uint64
 }
 
 // NewBindingReconciler returns the reconciler of node nodeName.
@@ -87,7 +86,7 @@ func NewBindingReconciler(c client.Client, rec events.EventRecorder, e *cache.En
 	samples *Samples, nodeName string, o BindingOptions) *BindingReconciler {
 	r := &BindingReconciler{client: c, recorder: rec, engine: e, locks: locks, samples: samples, nodeName: nodeName,
 		clock: o.Clock, figuresInterval: o.FiguresInterval, resync: o.Resync, metrics: o.Metrics, cacheLost: o.CacheLost,
-		repairs: o.Repairs}
+		missingPVs: o.MissingPVs}
 	if r.clock == nil {
 		r.clock = clock.RealClock{}
 	}
@@ -99,6 +98,9 @@ func NewBindingReconciler(c client.Client, rec events.EventRecorder, e *cache.En
 	}
 	if r.cacheLost == nil {
 		r.cacheLost = func(string, string) {}
+	}
+	if r.missingPVs == nil {
+		r.missingPVs = func(string) uint64 { return 0 }
 	}
 	r.apiReader = o.APIReader
 	if r.apiReader == nil {
@@ -152,6 +154,9 @@ type outcome struct {
 	phase    ssdv1.CacheBindingPhase
 	ready    metav1.Condition
 	degraded *metav1.Condition
+	// retried is set when the binding's automatic retry was attached, or
+	// failed (ConditionCacheRetried).
+	retried *metav1.Condition
 	// warmup is set when a new cache was filled from the volume's hot set.
 	warmup *ssdv1.WarmupRecord
 	// preload is set when spec.preloadPaths were preloaded, or failed anew.
@@ -173,9 +178,16 @@ func (r *BindingReconciler) apply(ctx context.Context, b *ssdv1.CacheBinding) ou
 		return outcome{phase: ssdv1.PhaseAdmitted, ready: cond(ssdv1.ConditionReady, false, ssdv1.ReasonVolumeNotStaged,
 			fmt.Sprintf("volume %s is not staged on node %s; the cache attaches when a pod uses the volume", vol, r.nodeName))}
 	}
-	out, degraded, retrying := r.degraded(b, table)
+	out, degraded, retry := r.degraded(ctx, b, table)
 	if degraded {
 		return out
+	}
+	if retry == retryNow {
+		if err := r.spendRetry(ctx, b); err != nil {
+			out = r.stillDegraded(b)
+			out.err = err
+			return out
+		}
 	}
 	spec := cache.Spec{SizeBytes: uint64(b.Status.ResolvedSizeBytes), Mode: cache.ModeReadCache, Class: b.Spec.DeviceClass,
 		Owner: ownerOf(b), Warm: b.Spec.Warmup != ssdv1.WarmupNone}
@@ -187,7 +199,7 @@ func (r *BindingReconciler) apply(ctx context.Context, b *ssdv1.CacheBinding) ou
 		spec.Mode = cache.ModePaused
 	}
 	res, err := r.engine.SetCache(ctx, vol, &spec)
-	if err != nil && retrying {
+	if err != nil && retry == retryNow {
 		return retryFailed(err)
 	}
 	if err != nil {
@@ -195,9 +207,8 @@ func (r *BindingReconciler) apply(ctx context.Context, b *ssdv1.CacheBinding) ou
 	}
 	_, wasCached := table.Target.(dm.CacheTarget)
 	out = attached(b, spec, res.Changed, wasCached)
-	if retrying {
-		out.events = append(out.events, note{corev1.EventTypeNormal, ReasonCacheRetried, "Attach",
-			"the failed device's PV was removed from the node's cache pool; a new cache was attached without a spec change"})
+	if retry != retryNone {
+		out = retried(out)
 	}
 	if res.Warmed.Stopped {
 		out.events = append(out.events, note{corev1.EventTypeNormal, "CacheWarmupStopped", "Warmup",
@@ -224,61 +235,42 @@ func warmedMessage(w cache.WarmReport, took time.Duration) string {
 
 // degraded keeps a cache that was dropped for failing detached until the
 // binding's spec changes, which is how a user asks for another try, or
-// until the pool set-up removed the failed device's PV with the cache's LVs
-// (repairs): then it is attached again once (retrying). The drop is known
-// from the monitor until it is in the binding's Degraded condition, and
-// from the condition alone after a restart.
-func (r *BindingReconciler) degraded(b *ssdv1.CacheBinding, table dm.Table) (out outcome, degraded, retrying bool) {
+// until the dropped cache's LVs are gone from a whole pool (retry.go): then
+// it is attached again once per spec generation (retryNow), or found so
+// attached (retryDone). The drop is known from the monitor until it is in
+// the binding's Degraded condition, and from the condition alone after a
+// restart.
+func (r *BindingReconciler) degraded(ctx context.Context, b *ssdv1.CacheBinding, table dm.Table) (out outcome, degraded bool, retry retryKind) {
 	vol := b.Status.VolumeHandle
 	why, dropped := r.samples.Dropped(vol)
 	c := meta.FindStatusCondition(b.Status.Conditions, ssdv1.ConditionDegraded)
 	recorded := c != nil && c.Status == metav1.ConditionTrue && c.Reason == ssdv1.ReasonCacheDeviceFailed
 	if recorded && c.ObservedGeneration < b.Generation {
 		r.samples.ClearDropped(vol)
-		return outcome{}, false, false
+		return outcome{}, false, retryNone
 	}
 	if !dropped && !recorded {
-		return outcome{}, false, false
+		return outcome{}, false, retryNone
 	}
-	if recorded && r.repaired(vol, table) {
-		r.samples.ClearDropped(vol)
-		return outcome{}, false, true
+	if recorded {
+		if retry := r.retryOf(ctx, b, table); retry != retryNone {
+			r.samples.ClearDropped(vol)
+			return outcome{}, false, retry
+		}
+		return r.stillDegraded(b), true, retryNone
 	}
 	msg := fmt.Sprintf("the cache device failed (%s) and the cache was dropped; the volume serves every read from its origin; edit the binding's spec to try again", why)
-	var events []note
-	if recorded {
-		msg = c.Message // already told; a restarted agent keeps it dropped
-	} else {
-		events = []note{{corev1.EventTypeWarning, ssdv1.ReasonCacheDeviceFailed, "DropCache", msg}}
-	}
 	d := cond(ssdv1.ConditionDegraded, true, ssdv1.ReasonCacheDeviceFailed, msg)
-	return outcome{phase: ssdv1.PhaseDegraded, degraded: &d,
-		ready: cond(ssdv1.ConditionReady, false, ssdv1.ReasonCacheDeviceFailed, msg), events: events}, true, false
+	return outcome{phase: ssdv1.PhaseDegraded, degraded: &d, ready: cond(ssdv1.ConditionReady, false, ssdv1.ReasonCacheDeviceFailed, msg),
+		events: []note{{corev1.EventTypeWarning, ssdv1.ReasonCacheDeviceFailed, "DropCache", msg}}}, true, retryNone
 }
 
-// ReasonCacheRetried is the Event of a Degraded binding attached again
-// after the pool set-up removed its failed device's PV.
-const ReasonCacheRetried = "CacheRetried"
-
-// repaired takes the one retry a removal of the volume's dropped cache
-// with its missing PV allows, once the node has a cache pool again and the
-// volume's table is not a cache (the drop made it linear).
-func (r *BindingReconciler) repaired(vol string, table dm.Table) bool {
-	if _, cached := table.Target.(dm.CacheTarget); cached || len(r.engine.Pools().CacheVGs) == 0 || !r.repairs.Pending(vol) {
-		return false
-	}
-	return r.repairs.Take(vol)
-}
-
-// retryFailed keeps a binding whose automatic retry failed Degraded, with
-// why, until its spec changes: no further automatic retry (no loop on a
-// pool that keeps failing the attach).
-func retryFailed(err error) outcome {
-	msg := fmt.Sprintf("the cache device failed and the cache was dropped; after its PV was removed from the node's cache pool, attaching a new cache failed: %v; "+
-		"the volume serves every read from its origin; edit the binding's spec to try again", err)
-	d := cond(ssdv1.ConditionDegraded, true, ssdv1.ReasonCacheDeviceFailed, msg)
-	return outcome{phase: ssdv1.PhaseDegraded, degraded: &d, ready: cond(ssdv1.ConditionReady, false, "AttachFailed", msg),
-		events: []note{{corev1.EventTypeWarning, "AttachFailed", "Attach", msg}}}
+// stillDegraded keeps a binding as its recorded Degraded condition says:
+// already told, so no Event; a restarted agent keeps it dropped.
+func (r *BindingReconciler) stillDegraded(b *ssdv1.CacheBinding) outcome {
+	c := meta.FindStatusCondition(b.Status.Conditions, ssdv1.ConditionDegraded)
+	d := cond(ssdv1.ConditionDegraded, true, ssdv1.ReasonCacheDeviceFailed, c.Message)
+	return outcome{phase: ssdv1.PhaseDegraded, degraded: &d, ready: cond(ssdv1.ConditionReady, false, ssdv1.ReasonCacheDeviceFailed, c.Message)}
 }
 
 // ownerOf is the owner tag of a binding's cache LVs.

@@ -70,9 +70,6 @@ type PoolSetupDeps struct {
 	Metrics   *Metrics
 	// Events, when set, records each change of a pool's state on the Node.
 	Events events.EventRecorder
-	// Repairs, when set, hears of the volumes whose dropped cache's LVs went
-	// with a removed missing PV, for their Degraded bindings to be retried.
-	Repairs *CacheRepairs
 }
 
 // PoolSetup brings the node's pools up and keeps trying while one is not:

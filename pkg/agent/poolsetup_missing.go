@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -60,7 +59,6 @@ func (s *PoolSetup) removeMissing(ctx context.Context, vg string) (bool, error) 
 	if r.MissingPVs == 0 {
 		return false, nil
 	}
-	s.deps.Repairs.add(r.LVs)
 	note := removedNote(vg, r)
 	klog.InfoS("Removed the missing PVs of the cache pool", "vg", vg, "missing", r.MissingPVs, "lvs", lvm.Names(r.LVs))
 	s.nodeEvent(corev1.EventTypeNormal, ReasonMissingPVRemoved, "RemoveMissingPV", note)
@@ -126,51 +124,4 @@ func (s *PoolSetup) setUp(role string, up bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.states[role].up = up
-}
-
-// CacheRepairs carries from the pool set-up to the binding reconciler the
-// volumes whose dropped cache's LVs went with a removed missing PV: their
-// Degraded bindings are attached again once, without a spec change
-// (BindingOptions.Repairs). A nil *CacheRepairs records nothing.
-type CacheRepairs struct {
-	mu      sync.Mutex
-	pending map[string]bool
-}
-
-// NewCacheRepairs returns an empty set.
-func NewCacheRepairs() *CacheRepairs { return &CacheRepairs{pending: map[string]bool{}} }
-
-// add records the volumes of removed cache LVs.
-func (c *CacheRepairs) add(lvs []lvm.LV) {
-	if c == nil {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, lv := range lvs {
-		c.pending[lv.Volume()] = true
-	}
-}
-
-// Take reports whether volumeID's cache was removed with a missing PV
-// since the last Take, and forgets it: one retry per removal.
-func (c *CacheRepairs) Take(volumeID string) bool {
-	if c == nil {
-		return false
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	pending := c.pending[volumeID]
-	delete(c.pending, volumeID)
-	return pending
-}
-
-// Pending reports, without forgetting it, whether volumeID awaits a retry.
-func (c *CacheRepairs) Pending(volumeID string) bool {
-	if c == nil {
-		return false
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.pending[volumeID]
 }

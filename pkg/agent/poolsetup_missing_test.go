@@ -54,7 +54,6 @@ func twoDeviceCachePool(t *testing.T, holders []string) *setupWorld {
 func TestPoolSetupRemovesAMissingPVOfDroppedCaches(t *testing.T) {
 	ctx := context.Background()
 	w := twoDeviceCachePool(t, nil)
-	w.setup.deps.Repairs = NewCacheRepairs()
 	if _, err := w.lvm.CreateLV(ctx, "ssdcache-nvme", "pvc-2.cache-data", 1<<20, nil); err == nil {
 		t.Fatal("the fake LVM let a VG with a missing PV be changed")
 	}
@@ -72,9 +71,6 @@ func TestPoolSetupRemovesAMissingPVOfDroppedCaches(t *testing.T) {
 	}
 	if pvs, _ := w.lvm.ListPVs(ctx); !slices.Contains(pvs, lvm.PV{Name: "/dev/nvme1n1", VG: "ssdcache-nvme"}) {
 		t.Errorf("PVs %v: the configured device did not join the pool again", pvs)
-	}
-	if !w.setup.deps.Repairs.Pending("pvc-1") {
-		t.Error("the binding reconciler is not told that pvc-1's dropped cache went with the PV")
 	}
 	if got := w.watch.MissingPVs("ssdcache-nvme"); got != 0 {
 		t.Errorf("the watch still sees %d missing PVs", got)

@@ -31,7 +31,8 @@ type Config struct {
 	Dev      blockdev.Interface
 	Locks    *cache.VolumeLocks
 	Metrics  *Metrics
-	// Pools is the node's background LVM scan, which the capacity report reads.
+	// Pools is the node's background LVM scan, which the capacity report and
+	// the retry of Degraded bindings (its missing PVs) read.
 	Pools *PoolWatch
 	// DeviceClass is the device class of the node's cache pool; "" when the
 	// node runs without cache.
@@ -55,10 +56,6 @@ type Config struct {
 	Expander VolumeExpander
 	// DriverName is the CSI driver whose PVs the resizer grows.
 	DriverName string
-	// Repairs (PoolSetupDeps.Repairs) names the Degraded bindings' volumes
-	// whose dropped cache went with a removed missing PV, to attach again
-	// once; nil retries them only on a spec change.
-	Repairs *CacheRepairs
 	// Workers is how many bindings the agent applies at once
 	// (DefaultWorkers when zero): an attach that fills a large cache from
 	// its hot set reads the HDD for minutes, and must not hold the other
@@ -90,8 +87,11 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 			return err
 		}
 	}
-	r := NewBindingReconciler(mgr.GetClient(), mgr.GetEventRecorder(EventSource), cfg.Engine, cfg.Locks, samples, cfg.NodeName,
-		BindingOptions{FiguresInterval: cfg.FiguresInterval, Metrics: cfg.Metrics, CacheLost: monitor.CacheLost, APIReader: mgr.GetAPIReader(), Repairs: cfg.Repairs})
+	opts := BindingOptions{FiguresInterval: cfg.FiguresInterval, Metrics: cfg.Metrics, CacheLost: monitor.CacheLost, APIReader: mgr.GetAPIReader()}
+	if cfg.Pools != nil {
+		opts.MissingPVs = cfg.Pools.MissingPVs
+	}
+	r := NewBindingReconciler(mgr.GetClient(), mgr.GetEventRecorder(EventSource), cfg.Engine, cfg.Locks, samples, cfg.NodeName, opts)
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("cachebinding-agent").
 		For(&ssdv1.CacheBinding{}, builder.WithPredicates(onNode(cfg.NodeName), relevantChange(), r.stopFillOnChange())).

@@ -18,11 +18,16 @@ func (r *BindingReconciler) writeStatus(ctx context.Context, b *ssdv1.CacheBindi
 	before := b.DeepCopy()
 	st := &b.Status
 	st.Phase = out.phase
-	for _, c := range []*metav1.Condition{&out.ready, out.degraded} {
+	for _, c := range []*metav1.Condition{&out.ready, out.degraded, out.retried} {
 		if c != nil {
 			c.ObservedGeneration = b.Generation
 			meta.SetStatusCondition(&st.Conditions, *c)
 		}
+	}
+	// A retry spent for an older spec says nothing now: the spec change
+	// retried by itself and allows another.
+	if c := meta.FindStatusCondition(st.Conditions, ConditionCacheRetried); c != nil && c.ObservedGeneration < b.Generation {
+		meta.RemoveStatusCondition(&st.Conditions, ConditionCacheRetried)
 	}
 	if out.phase == ssdv1.PhaseAttached || out.phase == ssdv1.PhasePaused {
 		r.refreshFigures(b)
