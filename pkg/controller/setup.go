@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
-	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -109,27 +108,4 @@ func addIndexes(ctx context.Context, mgr ctrl.Manager) error {
 		}
 		return nil
 	})
-}
-
-// CacheOptions is what the controller's manager caches. It must hold every
-// CacheBinding of the cluster, so each is kept without what admission never
-// reads: spec.preloadPaths (up to 32 KiB a binding, the node agent's alone)
-// and the managedFields of every object. The controller writes bindings with
-// merge patches computed from these trimmed copies only, which leave the
-// fields they lack untouched on the API server; an Update would erase them.
-func CacheOptions() crcache.Options {
-	return crcache.Options{
-		DefaultTransform: crcache.TransformStripManagedFields(),
-		ByObject: map[client.Object]crcache.ByObject{
-			&ssdv1.CacheBinding{}: {Transform: trimBinding},
-		},
-	}
-}
-
-func trimBinding(o any) (any, error) {
-	if b, ok := o.(*ssdv1.CacheBinding); ok {
-		b.Spec.PreloadPaths = nil
-		b.ManagedFields = nil
-	}
-	return o, nil
 }

@@ -152,8 +152,7 @@ func nodeCapacityChanged() predicate.Predicate {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			o, n := e.ObjectOld.GetAnnotations(), e.ObjectNew.GetAnnotations()
-			for _, a := range []string{ssdv1.AnnotationCachePoolBytes, ssdv1.AnnotationCacheExtentBytes, ssdv1.AnnotationCacheBlockBytes,
-				ssdv1.AnnotationCacheCapacityBytes, ssdv1.AnnotationDeviceClass, ssdv1.AnnotationDeviceClassDeprecated} {
+			for _, a := range nodeAnnotations {
 				if o[a] != n[a] {
 					return true
 				}

@@ -107,7 +107,7 @@ func waitClaimsLabelled(t *testing.T, ctx context.Context, c client.Client, ns s
 }
 
 // createRealisticClaim creates a claim as a cluster holds it, bound to a PV
-// pinned to node.
+// pinned to node, which carries what external-provisioner writes.
 func createRealisticClaim(ctx context.Context, c client.Client, ns, name, node string) error {
 	class := "ssdcache"
 	size := corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("10Gi")}
@@ -128,11 +128,15 @@ func createRealisticClaim(ctx context.Context, c client.Client, ns, name, node s
 			Resources: corev1.VolumeResourceRequirements{Requests: size}},
 	}
 	pv := &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: pvc.Spec.VolumeName},
+		ObjectMeta: metav1.ObjectMeta{Name: pvc.Spec.VolumeName,
+			Annotations: map[string]string{"pv.kubernetes.io/provisioned-by": ssdv1.DriverName, "volume.kubernetes.io/provisioner-deletion-secret-name": "",
+				"volume.kubernetes.io/provisioner-deletion-secret-namespace": ""}},
 		Spec: corev1.PersistentVolumeSpec{Capacity: size, AccessModes: modes, StorageClassName: class,
-			ClaimRef: &corev1.ObjectReference{Namespace: ns, Name: name},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimDelete,
+			ClaimRef:                      &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: ns, Name: name},
 			PersistentVolumeSource: corev1.PersistentVolumeSource{
-				CSI: &corev1.CSIPersistentVolumeSource{Driver: ssdv1.DriverName, VolumeHandle: pvc.Spec.VolumeName},
+				CSI: &corev1.CSIPersistentVolumeSource{Driver: ssdv1.DriverName, VolumeHandle: pvc.Spec.VolumeName, FSType: "ext4",
+					VolumeAttributes: map[string]string{"storage.kubernetes.io/csiProvisionerIdentity": "1764979200000-8081-" + ssdv1.DriverName}},
 			},
 			NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
 				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: ssdv1.TopologyKeyNode, Operator: corev1.NodeSelectorOpIn, Values: []string{node}}},
@@ -150,9 +154,16 @@ func createRealisticClaim(ctx context.Context, c client.Client, ns, name, node s
 }
 
 // claimCacheHeap starts a manager cache with opts informing on claims alone
-// and returns the Go heap it takes once synced. It waits for the informers of
-// an earlier call to stop before its first reading.
+// and returns the Go heap it takes once synced.
 func claimCacheHeap(t *testing.T, ctx context.Context, opts crcache.Options) uint64 {
+	t.Helper()
+	return informerHeap(t, ctx, opts, &corev1.PersistentVolumeClaim{})
+}
+
+// informerHeap starts a manager cache with opts informing on kind alone and
+// returns the Go heap it takes once synced. It waits for the informers of an
+// earlier call to stop before its first reading.
+func informerHeap(t *testing.T, ctx context.Context, opts crcache.Options, kind client.Object) uint64 {
 	t.Helper()
 	var before, after runtime.MemStats
 	time.Sleep(3 * time.Second)
@@ -163,7 +174,7 @@ func claimCacheHeap(t *testing.T, ctx context.Context, opts crcache.Options) uin
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cache.GetInformer(ctx, &corev1.PersistentVolumeClaim{}); err != nil {
+	if _, err := cache.GetInformer(ctx, kind); err != nil {
 		t.Fatal(err)
 	}
 	cctx, stop := context.WithCancel(ctx)

@@ -77,8 +77,10 @@ func runWithAPIServer(m *testing.M) int {
 	// Leader election, probes and metrics are covered by TestControllerBinary,
 	// which runs the real binary.
 	ctrl.SetLogger(klog.NewKlogr())
+	// The cache the binary runs with, so that every test sees the
+	// controller through its trimmed copies.
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme,
-		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0", Cache: controller.CacheOptions()})
 	if err != nil {
 		return fail("manager", err)
 	}

@@ -15,13 +15,13 @@ import (
 
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ssdcache/ssdcache/pkg/agent"
 	ssdv1 "github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
+	"github.com/ssdcache/ssdcache/pkg/controller"
 )
 
 // Scale of TestMemoryAtScale: bindings spread evenly over nodes, each with
@@ -103,6 +103,15 @@ func TestMemoryAtScale(t *testing.T) {
 		t.Logf("ssdcache-controller of %s with %d bindings: Go heap in use %.1f MiB, RSS %.1f MiB", name, memBindings, mib(heap), mib(rss))
 	}
 
+	for _, kind := range []client.Object{&corev1.PersistentVolumeClaim{}, &corev1.PersistentVolume{}} {
+		whole := informerHeap(t, ctx, crcache.Options{DefaultTransform: crcache.TransformStripManagedFields()}, kind)
+		trimmed := informerHeap(t, ctx, controller.CacheOptions(), kind)
+		t.Logf("the controller's cache of %T, %d in the cluster: %.1f MiB of Go heap trimmed (controller.CacheOptions), %.1f MiB whole (managedFields stripped)",
+			kind, memBindings, mib(trimmed), mib(whole))
+	}
+	t.Logf("the controller's cache of CacheBindings: %.1f MiB of Go heap (controller.CacheOptions)",
+		mib(informerHeap(t, ctx, controller.CacheOptions(), &ssdv1.CacheBinding{})))
+
 	node := nodes[0]
 	selected, n := cacheHeap(t, ctx, agent.CacheOptions(node), node)
 	if n != memBindings/memNodes {
@@ -118,8 +127,9 @@ func TestMemoryAtScale(t *testing.T) {
 
 func mib(b uint64) float64 { return float64(b) / (1 << 20) }
 
-// createScaleBindings creates memBindings bound volumes spread over nodes and
-// a binding with preload paths for each, from 32 clients.
+// createScaleBindings creates memBindings bound volumes spread over nodes,
+// their claims and PVs as a cluster holds them (createRealisticClaim), and a
+// binding with preload paths for each, from 32 clients.
 func createScaleBindings(ctx context.Context, c client.Client, ns string, nodes []string) error {
 	paths := make([]string, memPaths)
 	for i := range paths {
@@ -130,7 +140,7 @@ func createScaleBindings(ctx context.Context, c client.Client, ns string, nodes 
 	for i := range memBindings {
 		g.Go(func() error {
 			name := fmt.Sprintf("v%05d", i)
-			if err := createBoundVolume(ctx, c, ns, name, nodes[i%len(nodes)]); err != nil {
+			if err := createRealisticClaim(ctx, c, ns, name, nodes[i%len(nodes)]); err != nil {
 				return err
 			}
 			return c.Create(ctx, &ssdv1.CacheBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
@@ -138,39 +148,6 @@ func createScaleBindings(ctx context.Context, c client.Client, ns string, nodes 
 		})
 	}
 	return g.Wait()
-}
-
-// createBoundVolume is createVolume for many goroutines: it returns errors
-// rather than failing the test, and writes the PVC already naming its PV.
-func createBoundVolume(ctx context.Context, c client.Client, ns, name, node string) error {
-	size := corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("10Gi")}
-	modes := []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}
-	pv := &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: "pv-" + ns + "-" + name},
-		Spec: corev1.PersistentVolumeSpec{
-			Capacity: size, AccessModes: modes,
-			ClaimRef: &corev1.ObjectReference{Namespace: ns, Name: name},
-			PersistentVolumeSource: corev1.PersistentVolumeSource{
-				CSI: &corev1.CSIPersistentVolumeSource{Driver: ssdv1.DriverName, VolumeHandle: "vol-" + ns + "-" + name},
-			},
-			NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: ssdv1.TopologyKeyNode, Operator: corev1.NodeSelectorOpIn, Values: []string{node}}},
-			}}}},
-		},
-	}
-	if err := c.Create(ctx, pv); err != nil {
-		return err
-	}
-	pvc := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: modes, VolumeName: pv.Name,
-			Resources: corev1.VolumeResourceRequirements{Requests: size}},
-	}
-	if err := c.Create(ctx, pvc); err != nil {
-		return err
-	}
-	pvc.Status.Phase = corev1.ClaimBound
-	return c.Status().Update(ctx, pvc)
 }
 
 var (
