@@ -24,8 +24,9 @@ type applier struct {
 	uncachedWrites *dm.WriteRegion
 	// idleMetadata is what saveHotSet read from the idle metadata LV.
 	idleMetadata *dm.CacheMetadata
-	// warming is the copy of the hot set in progress, from stepWarm to stepLoadCache.
-	warming *warming
+	// filling is the fill in progress (fill.go), from stepWarm or
+	// stepMapKept to stepLoadCache.
+	filling *fill
 	warmed  WarmReport
 }
 
@@ -68,8 +69,8 @@ func (a *applier) apply(ctx context.Context, s step) error {
 		if err != nil {
 			return err
 		}
-		if a.warming != nil {
-			err = a.loadWarm(ctx, table, meta)
+		if a.filling != nil {
+			err = a.loadFilled(ctx, table, meta)
 		} else if err = a.reload(ctx, a.op, a.volumeID, table); err == nil {
 			a.layouts.loaded(a.volumeID, table, nil) // over zeroed metadata (plan)
 		}

@@ -43,8 +43,8 @@ func (a *applier) trackUncachedWrites(ctx context.Context) error {
 	return nil
 }
 
-// mapKept has loadWarm map the kept cache's blocks again but for those in
-// areas written since it was taken out, which loadWarm reads with the
+// mapKept has loadFilled map the kept cache's blocks again but for those in
+// areas written since it was taken out, which loadFilled reads with the
 // device suspended, so that no write escapes. Nothing is read from the
 // origin. Kept LVs that cannot be mapped again are filled as a new cache:
 // zeroed (safety rule 2) and, if it warms up, from the hot set.
@@ -53,10 +53,10 @@ func (a *applier) mapKept(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	w, err := a.keptWarming(ctx, meta, data)
+	f, err := a.keptFill(ctx, meta, data)
 	if err == nil {
-		a.writeKeptAhead(ctx, w, meta)
-		a.warming = w
+		a.writeKeptAhead(ctx, f, meta)
+		a.filling = f
 		return nil
 	}
 	klog.InfoS("The paused cache's blocks cannot be mapped again; it is filled anew", "volumeID", a.volumeID, "err", err)
@@ -74,41 +74,39 @@ func (a *applier) mapKept(ctx context.Context) error {
 
 // writeKeptAhead leaves out the kept blocks in areas written so far and
 // writes the mappings of the others while no table uses the metadata LV,
-// so that loadWarm rewrites them, with the volume's I/O held, only if
+// so that loadFilled rewrites them, with the volume's I/O held, only if
 // more kept blocks were written meanwhile: cache_restore takes seconds
-// for a large cache. A failure leaves all of it to loadWarm.
-func (a *applier) writeKeptAhead(ctx context.Context, w *warming, meta lvm.LV) {
-	written, err := a.dm.WrittenAreas(ctx, DeviceName(a.volumeID), w.region)
+// for a large cache. A failure leaves all of it to loadFilled.
+func (a *applier) writeKeptAhead(ctx context.Context, f *fill, meta lvm.LV) {
+	written, err := a.dm.WrittenAreas(ctx, DeviceName(a.volumeID), f.region)
 	if err != nil {
 		return
 	}
-	before := len(w.kept)
-	w.kept = slices.DeleteFunc(w.kept, w.writtenIn(written))
-	w.droppedAhead = uint64(before - len(w.kept))
-	a.restoreAhead(ctx, w, meta)
+	f.droppedAhead = f.dropWrittenKept(written)
+	a.restoreAhead(ctx, f, meta)
 }
 
-// keptWarming is a fill whose kept blocks are what the idle metadata maps
+// keptFill is a fill whose kept blocks are what the idle metadata maps
 // and whose write count is the region counting since the cache went out.
-func (a *applier) keptWarming(ctx context.Context, meta, data lvm.LV) (*warming, error) {
+func (a *applier) keptFill(ctx context.Context, meta, data lvm.LV) (*fill, error) {
 	md, err := a.keptMetadata(ctx, meta)
 	if err != nil {
 		return nil, err
 	}
 	bs, r := a.want.blockSectors(), a.uncachedWrites
-	w := newWarming(bs, data.Size/(bs*dm.SectorSize), a.want.length, a.trackedAreas)
+	f := newFill(bs, data.Size/(bs*dm.SectorSize), a.want.length, a.trackedAreas)
 	switch {
-	case md.BlockSectors != bs || md.CacheBlocks != w.cacheBlocks:
-		return nil, fmt.Errorf("%w: it has %d blocks of %d sectors, the cache %d of %d", errNoKeptBlocks, md.CacheBlocks, md.BlockSectors, w.cacheBlocks, bs)
+	case md.BlockSectors != bs || md.CacheBlocks != f.cacheBlocks:
+		return nil, fmt.Errorf("%w: it has %d blocks of %d sectors, the cache %d of %d", errNoKeptBlocks, md.CacheBlocks, md.BlockSectors, f.cacheBlocks, bs)
 	case r.AreaSectors < bs || r.AreaSectors%bs != 0:
 		return nil, fmt.Errorf("%w: writes were counted in areas of %d sectors, not whole blocks of %d", errNoKeptBlocks, r.AreaSectors, bs)
 	}
 	if dirty := dirtyMappings(md.Mappings); dirty > 0 {
 		return nil, fmt.Errorf("%w: %d dirty mappings, which a writethrough cache never writes", errNoKeptBlocks, dirty)
 	}
-	w.region, w.areaBlocks = r.ID, r.AreaSectors/bs
-	w.kept = slices.DeleteFunc(slices.Clone(md.Mappings), func(m dm.Mapping) bool { return m.Origin >= w.originBlocks })
-	return w, nil
+	f.region, f.areaBlocks = r.ID, r.AreaSectors/bs
+	f.kept = slices.DeleteFunc(slices.Clone(md.Mappings), func(m dm.Mapping) bool { return m.Origin >= f.originBlocks })
+	return f, nil
 }
 
 // keptMetadata is what the idle metadata LV maps: read by saveHotSet

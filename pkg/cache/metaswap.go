@@ -24,42 +24,42 @@ import (
 // cache VG for the duration; without it the promotion swaps the cache out
 // as before.
 
-// swapMetadata maps w's kept and copied blocks by loading table again over
+// swapMetadata maps f's kept and copied blocks by loading table again over
 // a new metadata LV. done is false when it changed nothing and the caller
 // should map the batch with the cache swapped out instead; retry are the
 // copied blocks to promote again when the swap failed and was rolled back.
-func (a *applier) swapMetadata(ctx context.Context, table dm.Table, meta lvm.LV, w *warming) (done bool, retry []uint64, err error) {
+func (a *applier) swapMetadata(ctx context.Context, table dm.Table, meta lvm.LV, f *fill) (done bool, retry []uint64, err error) {
 	// Copies written during the copy are left out before the mappings are
 	// written, so only a write between this look and the suspend (while
 	// cache_restore runs) has them written again with the device suspended.
-	written, err := a.dm.WrittenAreasAmong(ctx, DeviceName(a.volumeID), w.region, w.copyAreas())
+	written, err := a.dm.WrittenAreasAmong(ctx, DeviceName(a.volumeID), f.region, f.copyAreas())
 	if err != nil {
 		return false, nil, nil // the swap below reads them with the device suspended
 	}
-	droppedEarly := w.dropWrittenCopies(written)
-	if len(w.copies) == 0 {
-		a.untrack(ctx, w)
+	droppedEarly := f.dropWrittenCopies(written)
+	if len(f.copies) == 0 {
+		a.untrack(ctx, f)
 		a.warmed = WarmReport{Dropped: droppedEarly, CopiedWhileServing: true}
 		return true, nil, nil // every copy was written: nothing new to map
 	}
-	w.keptServed = true
-	next, ok := a.writeNextMetadata(ctx, meta, w)
+	f.keptServed = true
+	next, ok := a.writeNextMetadata(ctx, meta, f)
 	if !ok {
-		w.keptServed = false
+		f.keptServed = false
 		return false, nil, nil
 	}
 	live := table.Target.(dm.CacheTarget)
 	live.Metadata = next.DevNum
 	swapped := dm.Table{Length: table.Length, Target: live}
-	md, suspended, err := a.loadOverNext(ctx, swapped, next, w)
+	md, suspended, err := a.loadOverNext(ctx, swapped, next, f)
 	a.warmed.Suspended, a.warmed.CopiedWhileServing = suspended, true
 	a.warmed.Dropped += droppedEarly
 	if err != nil {
 		// Rolled back: the cache serves on its old metadata, as before.
 		a.warmed.Blocks, a.warmed.Bytes = 0, 0
 		a.removeLV(ctx, next, "the metadata LV of a promotion that was rolled back")
-		a.relearnLayout(ctx, table, w.kept)
-		return true, originsOf(w.copies), err
+		a.relearnLayout(ctx, table, f.kept)
+		return true, originsOf(f.copies), err
 	}
 	a.layouts.loaded(a.volumeID, swapped, md.Mappings)
 	if len(md.Mappings) > 0 {
@@ -68,8 +68,8 @@ func (a *applier) swapMetadata(ctx context.Context, table dm.Table, meta lvm.LV,
 	a.faults.Reached(ctx, a.op+"/metadata-swapped")
 	// The old metadata, committed by the kernel at the suspend, is live no
 	// more: it shows whether the copies went into blocks it left free.
-	if err := a.checkReplacedMetadata(ctx, meta, w); err != nil {
-		err = a.comeBackCold(ctx, swapped, next, w, err)
+	if err := a.checkReplacedMetadata(ctx, meta, f); err != nil {
+		err = a.comeBackCold(ctx, swapped, next, f, err)
 		a.removeLV(ctx, meta, "the metadata LV a promotion replaced")
 		return true, nil, err
 	}
@@ -77,7 +77,7 @@ func (a *applier) swapMetadata(ctx context.Context, table dm.Table, meta lvm.LV,
 	return true, nil, nil
 }
 
-// loadOverNext loads table, whose metadata LV next already maps w's
+// loadOverNext loads table, whose metadata LV next already maps f's
 // blocks, in place of the live cache table. The table is loaded before the
 // suspend, so the device is suspended only for the look at the writes and
 // the swap, unless a copy was written after swapMetadata looked (while
@@ -85,21 +85,21 @@ func (a *applier) swapMetadata(ctx context.Context, table dm.Table, meta lvm.LV,
 // the device suspended, as the swap to a linear table does. Giving the swap
 // up instead would never map a batch under steady writes. md is what ends
 // up mapped; suspended is how long the device held its I/O.
-func (a *applier) loadOverNext(ctx context.Context, table dm.Table, next lvm.LV, w *warming) (md dm.CacheMetadata, suspended time.Duration, err error) {
+func (a *applier) loadOverNext(ctx context.Context, table dm.Table, next lvm.LV, f *fill) (md dm.CacheMetadata, suspended time.Duration, err error) {
 	name := DeviceName(a.volumeID)
-	defer a.untrack(ctx, w)
+	defer a.untrack(ctx, f)
 	suspended, err = a.reloadLoadedAhead(ctx, a.op, a.volumeID, table, func(ctx context.Context) (func(context.Context) error, error) {
 		// Only the copies' areas matter (the kept blocks are served, and
 		// writethrough kept them current): reading those alone keeps the
 		// read, the largest part of the suspension, apart from the region's
 		// size.
-		written, err := a.dm.WrittenAreasAmong(ctx, name, w.region, w.copyAreas())
+		written, err := a.dm.WrittenAreasAmong(ctx, name, f.region, f.copyAreas())
 		if err != nil {
 			return nil, err
 		}
 		var report WarmReport
-		md, report = w.metadata(written)
-		report.Duration = time.Since(w.start)
+		md, report = f.metadata(written)
+		report.Duration = time.Since(f.start)
 		a.warmed = report
 		if report.Dropped == 0 {
 			return nil, nil
@@ -118,54 +118,29 @@ func (a *applier) relearnLayout(ctx context.Context, table dm.Table, mapped []dm
 	}
 }
 
-// untrack stops counting the writes of w's copy (a warm-up's or a
-// promotion's).
-func (a *applier) untrack(ctx context.Context, w *warming) {
-	if err := a.dm.Untrack(context.WithoutCancel(ctx), DeviceName(a.volumeID), w.region); err != nil {
-		klog.ErrorS(err, "Could not delete the dm-stats region of a copy", "volumeID", a.volumeID, "operation", a.op, "region", w.region)
-	}
-}
-
-// copyAreas are the tracking areas of w's copies, sorted, each once.
-func (w *warming) copyAreas() []uint64 {
-	areas := make([]uint64, len(w.copies))
-	for i, c := range w.copies {
-		areas[i] = c.Origin / w.areaBlocks
-	}
-	return slices.Compact(slices.Sorted(slices.Values(areas)))
-}
-
-// dropWrittenCopies leaves out of w's copies those in written tracking
-// areas and returns how many.
-func (w *warming) dropWrittenCopies(written []uint64) uint64 {
-	before := len(w.copies)
-	w.copies = slices.DeleteFunc(w.copies, w.writtenIn(written))
-	return uint64(before - len(w.copies))
-}
-
-// writeNextMetadata creates the LV beside meta and writes w's mappings into
+// writeNextMetadata creates the LV beside meta and writes f's mappings into
 // it; false when either fails, with the LV removed again.
-func (a *applier) writeNextMetadata(ctx context.Context, meta lvm.LV, w *warming) (lvm.LV, bool) {
+func (a *applier) writeNextMetadata(ctx context.Context, meta lvm.LV, f *fill) (lvm.LV, bool) {
 	next, err := a.lvm.CreateLV(ctx, meta.VG, nextMetadataLVName(a.volumeID, meta.Name), meta.Size, slices.Clone(meta.Tags)) // volume, role, owner
 	if err != nil {
 		klog.V(2).InfoS("No room for a second metadata LV; the promotion swaps the cache out", "volumeID", a.volumeID, "err", err)
 		return lvm.LV{}, false
 	}
 	a.faults.Reached(ctx, a.op+"/next-metadata-created")
-	md, _ := w.metadata(nil)
+	md, _ := f.metadata(nil)
 	if err := a.metadata.Restore(ctx, next.Path, md); err != nil {
 		klog.ErrorS(err, "Could not write the mappings beside the live ones; the promotion swaps the cache out", "volumeID", a.volumeID)
 		a.removeLV(ctx, next, "a second metadata LV that could not be written")
 		return lvm.LV{}, false
 	}
-	w.restoredAhead = true
+	f.restoredAhead = true
 	return next, true
 }
 
 // checkReplacedMetadata reads the metadata the cache served on before the
 // swap: clean mappings, exactly the kept ones' cache blocks, none where a
 // copy went.
-func (a *applier) checkReplacedMetadata(ctx context.Context, meta lvm.LV, w *warming) error {
+func (a *applier) checkReplacedMetadata(ctx context.Context, meta lvm.LV, f *fill) error {
 	md, err := a.metadata.Dump(ctx, meta.Path)
 	if err != nil {
 		return fmt.Errorf("reading the metadata a promotion replaced: %w", err)
@@ -173,7 +148,7 @@ func (a *applier) checkReplacedMetadata(ctx context.Context, meta lvm.LV, w *war
 	if dirty := dirtyMappings(md.Mappings); dirty > 0 {
 		return fmt.Errorf("the metadata a promotion replaced has %d dirty mappings, which a writethrough cache never writes", dirty)
 	}
-	return copiesIntoFree(md.Mappings, w.copies)
+	return copiesIntoFree(md.Mappings, f.copies)
 }
 
 // comeBackCold loads the cache again with no mapping after a swap that
@@ -181,12 +156,12 @@ func (a *applier) checkReplacedMetadata(ctx context.Context, meta lvm.LV, w *war
 // table so that no live cache table uses the metadata while it is written
 // (empty, or zeroed if that fails: safety rule 2), and forgets the hot
 // set, which names them.
-func (a *applier) comeBackCold(ctx context.Context, table dm.Table, meta lvm.LV, w *warming, why error) error {
+func (a *applier) comeBackCold(ctx context.Context, table dm.Table, meta lvm.LV, f *fill, why error) error {
 	if err := a.reload(ctx, a.op, a.volumeID, linearTable(a.want)); err != nil {
 		return fmt.Errorf("%w: %w: %w", ErrCacheLeftOut, why, err)
 	}
-	w.kept, w.copies = nil, nil
-	empty, _ := w.metadata(nil)
+	f.kept, f.copies = nil, nil
+	empty, _ := f.metadata(nil)
 	if err := a.metadata.Restore(ctx, meta.Path, empty); err != nil {
 		if err := a.zeroMetadata(meta); err != nil {
 			return fmt.Errorf("%w: %w: %w", ErrCacheLeftOut, why, err)
@@ -196,11 +171,7 @@ func (a *applier) comeBackCold(ctx context.Context, table dm.Table, meta lvm.LV,
 		return fmt.Errorf("%w: %w: %w", ErrCacheLeftOut, why, err)
 	}
 	a.layouts.loaded(a.volumeID, table, nil)
-	if a.hotSets != nil {
-		if err := a.hotSets.Delete(a.volumeID); err != nil {
-			klog.ErrorS(err, "Could not delete the hot set of a cache that came back cold", "volumeID", a.volumeID)
-		}
-	}
+	a.forgetHotSetOfColdCache()
 	return fmt.Errorf("%w; the cache came back cold", why)
 }
 

@@ -23,8 +23,8 @@ var ErrNoReadCache = errors.New("the volume has no live read cache")
 // they are read, as Fluid's DataLoad does for file caches: the files'
 // extents in the volume's filesystem are its origin blocks (the cache's
 // device maps the origin one to one), and each batch of them is promoted
-// as the promoter promotes blocks read (Promote: copied under write
-// tracking, mapped clean, never a stale block). The blocks go into free
+// as the promoter promotes blocks read (Promote, a fill: fill.go; copied
+// under write tracking, mapped clean, never a stale block). The blocks go into free
 // cache blocks only; a full cache keeps what smq chose.
 
 // PreloadReport says what a preload of named paths did.

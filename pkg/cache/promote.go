@@ -22,7 +22,9 @@ import (
 // the cache's free blocks while the cache serves from the blocks it maps
 // (layouts: the engine knows which those are), then, with the cache swapped
 // out for a linear table only for as long as writing its metadata takes,
-// mapped, the same way a warm-up fills a new cache. A cache whose mapped
+// mapped: a promotion is the entry of a fill (fill.go) whose copies are
+// the blocks read, as a warm-up is one whose copies are the hot set. A
+// cache whose mapped
 // blocks the engine does not know (it restarted since the load, or the
 // cache runs smq) gets a smaller batch, copied with the cache swapped out.
 // Blocks the cache already maps keep their place; any block written from
@@ -200,28 +202,28 @@ const swappedOutTimeout = 5 * time.Minute
 // from before the copy. It returns the blocks left for a later promotion.
 func (a *applier) promote(ctx context.Context, table dm.Table, meta, data lvm.LV, used uint64, blocks []uint64) ([]uint64, error) {
 	live := table.Target.(dm.CacheTarget)
-	w := newWarming(live.BlockSectors, data.Size/(live.BlockSectors*dm.SectorSize), table.Length, a.trackedAreas)
-	w.saveMapped = true
+	f := newFill(live.BlockSectors, data.Size/(live.BlockSectors*dm.SectorSize), table.Length, a.trackedAreas)
+	f.saveMapped = true
 	mapped, serving := a.layouts.mapped(a.volumeID, live, used)
 	var left []uint64
 	copyServing := func() error { return nil }
 	switch {
 	case serving:
 		var picked []uint64
-		if picked, left = toFetch(w, mapped, blocks, BatchBytes(w.cacheBytes())); len(picked) == 0 {
+		if picked, left = toFetch(f, mapped, blocks, BatchBytes(f.cacheBytes())); len(picked) == 0 {
 			return nil, nil // all mapped, or no room
 		}
-		w.copies = intoFreeBlocks(mapped, picked, w.cacheBlocks, w.originBlocks)
-		copyServing = func() error { return a.copyBlocks(ctx, w, data) }
-	case !a.mayHaveRoomFor(w, used, blocks):
+		f.copies = intoFreeBlocks(mapped, picked, f.cacheBlocks, f.originBlocks)
+		copyServing = func() error { return a.copyBlocks(ctx, f, data) }
+	case !a.mayHaveRoomFor(f, used, blocks):
 		return nil, nil
 	}
-	if err := a.underWriteTracking(ctx, w, copyServing); err != nil {
-		return append(originsOf(w.copies), left...), err // the cache served throughout: try them again
+	if err := a.underWriteTracking(ctx, f, copyServing); err != nil {
+		return append(originsOf(f.copies), left...), err // the cache served throughout: try them again
 	}
 	if serving {
-		w.kept = mapped
-		if done, retry, err := a.swapMetadata(ctx, table, meta, w); done {
+		f.kept = mapped
+		if done, retry, err := a.swapMetadata(ctx, table, meta, f); done {
 			return append(retry, left...), err
 		}
 	}
@@ -229,23 +231,23 @@ func (a *applier) promote(ctx context.Context, table dm.Table, meta, data lvm.LV
 	defer cancel()
 	swapped := time.Now()
 	if err := a.reload(ctx, a.op, a.volumeID, linearTable(a.want)); err != nil {
-		return nil, errors.Join(err, a.dm.Untrack(ctx, DeviceName(a.volumeID), w.region))
+		return nil, errors.Join(err, a.dm.Untrack(ctx, DeviceName(a.volumeID), f.region))
 	}
 	defer func() { a.warmed.Uncached, a.warmed.CopiedWhileServing = time.Since(swapped), serving }()
 	a.faults.Reached(ctx, a.op+"/swapped-out")
-	err := a.keepMapped(ctx, w, meta)
+	err := a.keepMapped(ctx, f, meta)
 	if err == nil && !serving {
-		left, err = a.copySwappedOut(ctx, w, data, blocks)
+		left, err = a.copySwappedOut(ctx, f, data, blocks)
 	}
 	if err != nil {
-		w.kept, w.copies, w.restoredAhead = nil, nil, false // what the metadata maps is not known
+		f.kept, f.copies, f.restoredAhead = nil, nil, false // what the metadata maps is not known
 	}
-	a.warming = w
-	if err := a.loadWarm(ctx, table, meta); err != nil {
+	a.filling = f
+	if err := a.loadFilled(ctx, table, meta); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCacheLeftOut, err)
 	}
 	if err != nil {
-		// loadWarm deleted the hot set, which names blocks the cold cache
+		// loadFilled deleted the hot set, which names blocks the cold cache
 		// no longer maps.
 		return left, fmt.Errorf("%w; the cache came back cold", err)
 	}
@@ -255,12 +257,12 @@ func (a *applier) promote(ctx context.Context, table dm.Table, meta, data lvm.LV
 // mayHaveRoomFor tells, before a swap, whether a cache whose mapped blocks
 // are not known may take any of blocks: it has a free block, and its hot
 // set, saved at the last load, does not hold them all.
-func (a *applier) mayHaveRoomFor(w *warming, used uint64, blocks []uint64) bool {
-	if used >= w.cacheBlocks {
+func (a *applier) mayHaveRoomFor(f *fill, used uint64, blocks []uint64) bool {
+	if used >= f.cacheBlocks {
 		return false
 	}
-	held := a.heldBlocks(a.volumeID, w.blockSectors, w.originBlocks*w.blockSectors, w.cacheBlocks)
-	return slices.ContainsFunc(blocks, func(b uint64) bool { return b < w.originBlocks && !held[b] })
+	held := a.heldBlocks(a.volumeID, f.blockSectors, f.originBlocks*f.blockSectors, f.cacheBlocks)
+	return slices.ContainsFunc(blocks, func(b uint64) bool { return b < f.originBlocks && !held[b] })
 }
 
 func originsOf(ms []dm.Mapping) []uint64 {
@@ -271,61 +273,46 @@ func originsOf(ms []dm.Mapping) []uint64 {
 	return origins
 }
 
-// keepMapped reads what the swapped-out cache's metadata maps into w.kept
+// keepMapped reads what the swapped-out cache's metadata maps into f.kept
 // and checks that no copy made while it served went into a block it maps.
-func (a *applier) keepMapped(ctx context.Context, w *warming, meta lvm.LV) error {
+func (a *applier) keepMapped(ctx context.Context, f *fill, meta lvm.LV) error {
 	md, err := a.metadata.Dump(ctx, meta.Path)
 	if err != nil {
 		return err
 	}
-	w.kept = cleanMappings(md.Mappings)
-	// loadWarm writes the metadata again even when nothing was copied: the
+	f.kept = cleanMappings(md.Mappings)
+	// loadFilled writes the metadata again even when nothing was copied: the
 	// dump shows the mappings, not whether the kernel's commit at suspend,
 	// whose failure it ignores, left the superblock marked clean; without
 	// that mark the next load would take every mapping for dirty, and
 	// writethrough would then trust the SSD over the origin.
-	w.restoredAhead = false
-	return copiesIntoFree(md.Mappings, w.copies)
+	f.restoredAhead = false
+	return copiesIntoFree(md.Mappings, f.copies)
 }
 
 // copySwappedOut picks a batch of blocks the swapped-out cache does not
 // map, copies them into its free blocks and returns the blocks left.
-func (a *applier) copySwappedOut(ctx context.Context, w *warming, data lvm.LV, blocks []uint64) ([]uint64, error) {
-	picked, left := toFetch(w, w.kept, blocks, maxSwappedOutBatchBytes)
-	w.copies = intoFreeBlocks(w.kept, picked, w.cacheBlocks, w.originBlocks)
-	if len(w.copies) == 0 {
+func (a *applier) copySwappedOut(ctx context.Context, f *fill, data lvm.LV, blocks []uint64) ([]uint64, error) {
+	picked, left := toFetch(f, f.kept, blocks, maxSwappedOutBatchBytes)
+	f.copies = intoFreeBlocks(f.kept, picked, f.cacheBlocks, f.originBlocks)
+	if len(f.copies) == 0 {
 		return left, nil
 	}
-	w.restoredAhead = false
+	f.restoredAhead = false
 	a.faults.Reached(ctx, a.op+"/copy-swapped-out")
-	return left, a.copyBlocks(ctx, w, data)
-}
-
-// copiesIntoFree checks that the copies went into cache blocks the
-// metadata leaves free, for origin blocks it does not map. A table on
-// PolicyFilling maps no block of its own, so anything else means the
-// cache's layout was not the one this engine loaded: found only after the
-// copy, when reads may have met a copied block, and so never expected.
-func copiesIntoFree(mapped, copies []dm.Mapping) error {
-	usedCache, mappedOrigin := occupied(mapped)
-	for _, c := range copies {
-		if usedCache[c.Cache] || mappedOrigin[c.Origin] {
-			return fmt.Errorf("origin block %d was copied into cache block %d while the cache served, but its metadata maps that cache block or origin block: its layout was not the one loaded", c.Origin, c.Cache)
-		}
-	}
-	return nil
+	return left, a.copyBlocks(ctx, f, data)
 }
 
 // toFetch picks, in origin order, the blocks read that mapped does not
 // hold, as many as the free blocks and batchBytes allow. Left are those
 // the free blocks had room for beyond batchBytes.
-func toFetch(w *warming, mapped []dm.Mapping, blocks []uint64, batchBytes uint64) (picked, left []uint64) {
+func toFetch(f *fill, mapped []dm.Mapping, blocks []uint64, batchBytes uint64) (picked, left []uint64) {
 	_, held := occupied(mapped)
-	free := w.cacheBlocks - min(uint64(len(mapped)), w.cacheBlocks)
-	room := min(free, batchBytes/(w.blockSectors*dm.SectorSize))
+	free := f.cacheBlocks - min(uint64(len(mapped)), f.cacheBlocks)
+	room := min(free, batchBytes/(f.blockSectors*dm.SectorSize))
 	for _, b := range slices.Compact(slices.Sorted(slices.Values(blocks))) {
 		switch {
-		case b >= w.originBlocks || held[b]:
+		case b >= f.originBlocks || held[b]:
 		case uint64(len(picked)) < room:
 			picked = append(picked, b)
 		case uint64(len(picked)+len(left)) < free:
@@ -333,53 +320,4 @@ func toFetch(w *warming, mapped []dm.Mapping, blocks []uint64, batchBytes uint64
 		}
 	}
 	return picked, left
-}
-
-// cleanMappings keeps the mappings a writethrough cache may hold: a dirty
-// one would mean the metadata is not what this cache wrote.
-func cleanMappings(ms []dm.Mapping) []dm.Mapping {
-	return slices.DeleteFunc(slices.Clone(ms), func(m dm.Mapping) bool { return m.Dirty })
-}
-
-// dirtyMappings counts the mappings cleanMappings leaves out.
-func dirtyMappings(ms []dm.Mapping) int {
-	n := 0
-	for _, m := range ms {
-		if m.Dirty {
-			n++
-		}
-	}
-	return n
-}
-
-// intoFreeBlocks assigns the wanted origin blocks below originBlocks that
-// kept does not map, in origin order, to the cache blocks kept leaves free.
-func intoFreeBlocks(kept []dm.Mapping, wanted []uint64, cacheBlocks, originBlocks uint64) []dm.Mapping {
-	usedCache, mappedOrigin := occupied(kept)
-	wanted = slices.Compact(slices.Sorted(slices.Values(wanted)))
-	var copies []dm.Mapping
-	next := uint64(0)
-	for _, b := range wanted {
-		if b >= originBlocks || mappedOrigin[b] {
-			continue
-		}
-		for next < cacheBlocks && usedCache[next] {
-			next++
-		}
-		if next == cacheBlocks {
-			break
-		}
-		copies = append(copies, dm.Mapping{Cache: next, Origin: b})
-		next++
-	}
-	return copies
-}
-
-// occupied are the cache blocks and the origin blocks that mappings use.
-func occupied(ms []dm.Mapping) (cacheBlocks, originBlocks map[uint64]bool) {
-	cacheBlocks, originBlocks = make(map[uint64]bool, len(ms)), make(map[uint64]bool, len(ms))
-	for _, m := range ms {
-		cacheBlocks[m.Cache], originBlocks[m.Origin] = true, true
-	}
-	return cacheBlocks, originBlocks
 }

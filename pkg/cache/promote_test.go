@@ -175,7 +175,7 @@ func TestPromoteLeavesTheCacheAloneWhenItHoldsEveryBlockRead(t *testing.T) {
 }
 
 func TestToFetchIsBoundedByFreeBlocksAndTheBatch(t *testing.T) {
-	w := newWarming(blockSecs, 4, 100*blockSecs, dm.MaxTrackedAreas)
+	w := newFill(blockSecs, 4, 100*blockSecs, dm.MaxTrackedAreas)
 	mapped := []dm.Mapping{{Cache: 0, Origin: 7}}
 	picked, left := toFetch(w, mapped, []uint64{9, 2, 7, 5, 100, 2}, minBatchBytes)
 	if want := []uint64{2, 5, 9}; !reflect.DeepEqual(picked, want) || len(left) != 0 {
@@ -186,7 +186,7 @@ func TestToFetchIsBoundedByFreeBlocksAndTheBatch(t *testing.T) {
 	for b := range 3 * perBatch {
 		many = append(many, b)
 	}
-	w = newWarming(blockSecs, perBatch+10, 1<<40, dm.MaxTrackedAreas)
+	w = newFill(blockSecs, perBatch+10, 1<<40, dm.MaxTrackedAreas)
 	picked, left = toFetch(w, nil, many, maxSwappedOutBatchBytes)
 	if got := uint64(len(picked)) * blockSecs * dm.SectorSize; got != maxSwappedOutBatchBytes {
 		t.Fatalf("one promotion copies %d bytes, want at most %d", got, maxSwappedOutBatchBytes)
@@ -504,7 +504,7 @@ func TestFillingACacheWritesMappingsInProportionToItsSize(t *testing.T) {
 	const blockBytes = 256 << 10
 	for _, cacheBytes := range []uint64{1 << 30, 32 << 30, 64 << 30} {
 		cacheBlocks := cacheBytes / blockBytes
-		w := newWarming(blockBytes/dm.SectorSize, cacheBlocks, 4<<40/dm.SectorSize, dm.MaxTrackedAreas)
+		w := newFill(blockBytes/dm.SectorSize, cacheBlocks, 4<<40/dm.SectorSize, dm.MaxTrackedAreas)
 		read := make([]uint64, cacheBlocks)
 		for i := range read {
 			read[i] = uint64(i) * 7 // a working set as large as the cache, spread over the volume

@@ -329,7 +329,7 @@ func TestWarmUpCopiesUnderADeadline(t *testing.T) {
 func TestWriteTrackingAreasAreBoundedByTheCPUCount(t *testing.T) {
 	e := NewEngine(newWorld(t).layers(), testPools, nil, WithPossibleCPUs(256))
 	origin := uint64(16<<40) / dm.SectorSize
-	w := newWarming(blockSecs, cacheBlocks, origin, e.trackedAreas)
+	w := newFill(blockSecs, cacheBlocks, origin, e.trackedAreas)
 	if areas := (origin/blockSecs + w.areaBlocks - 1) / w.areaBlocks; areas > 627 || e.trackedAreas != dm.TrackedAreasFor(256) {
 		t.Fatalf("%d areas of %d blocks on a 256-CPU node, want at most 627", areas, w.areaBlocks)
 	}
