@@ -61,12 +61,11 @@ func withHeadline(md, headline string) string {
 }
 
 func writeHeadlineRow(b *strings.Builder, r *bench.Report, set bench.WorkingSet, target, test string) {
-	hdd := rotationalDisks(r, target)
 	warmAt := "not within the runs"
 	var bytesRead, hits []string
 	runs := resultsByRun(r, set.Label, target, test)
 	for i, res := range runs {
-		read, haveRead := hddBytes(res, hdd)
+		read, haveRead := bench.HDDReadBytes(r, res)
 		bytesRead = append(bytesRead, orUnknown(haveRead, fmt.Sprintf("%.2f", float64(read)/float64(set.Bytes))))
 		hits = append(hits, num(res.HitRatio))
 		if warmAt == "not within the runs" && haveRead && res.HitRatio != nil &&
@@ -110,35 +109,6 @@ func resultsByRun(r *bench.Report, set, target, test string) []bench.Result {
 		}
 	}
 	return runs
-}
-
-// rotationalDisks are the HDDs below a target.
-func rotationalDisks(r *bench.Report, target string) map[string]bool {
-	hdd := map[string]bool{}
-	for _, td := range r.Disks {
-		if td.Target != target {
-			continue
-		}
-		for _, d := range td.Disks {
-			if d.Role == bench.DiskBelow && d.Rotational {
-				hdd[d.Name] = true
-			}
-		}
-	}
-	return hdd
-}
-
-// hddBytes is what the HDDs below read during the test; false without figures.
-func hddBytes(res bench.Result, hdd map[string]bool) (int64, bool) {
-	var sum int64
-	found := false
-	for _, f := range res.Disks {
-		if hdd[f.Disk] {
-			sum += f.ReadBytes
-			found = true
-		}
-	}
-	return sum, found
 }
 
 func orUnknown(known bool, s string) string {
