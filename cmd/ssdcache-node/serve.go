@@ -83,8 +83,12 @@ func setUpNode(ctx context.Context, o options, m *agent.Metrics, rec events.Even
 	// A plugin of this boot that stopped before left marks on the caches it
 	// could vouch for at a clean shutdown: they must go before any component
 	// here can suspend a cache or drop one to linear (cache/shutdown.go).
-	// LVM that cannot see the VG yet (its devices not found) cannot show
-	// them either: the pool's set-up forgets them once it can.
+	// A pool the attempt set up had them deleted (Engine.AddCachePool). LVM
+	// that cannot see the VG yet (its devices not found) cannot show them
+	// either: the pool's set-up deletes them once it can.
+	if n.engine.Pools().HasCacheVG(o.cacheVG) {
+		return n, nil
+	}
 	if err := n.engine.ForgetShutdownMarks(ctx, o.cacheVG); err != nil {
 		klog.InfoS("Could not look for shutdown marks on the cache VG yet; they are deleted when its pool is set up", "vg", o.cacheVG, "err", err)
 	}

@@ -34,6 +34,11 @@ type Pools struct {
 	DefaultClass string
 }
 
+// HasCacheVG says whether vg is the cache VG of some class.
+func (p Pools) HasCacheVG(vg string) bool {
+	return slices.Contains(slices.Collect(maps.Values(p.CacheVGs)), vg)
+}
+
 // CacheVG returns the VG of class ("" for the default class).
 func (p Pools) CacheVG(class string) (string, error) {
 	if class == "" {
@@ -161,10 +166,7 @@ func (e *Engine) Pools() Pools {
 // shutdown marks a plugin of this boot left on its LVs, before anything
 // can work on them (shutdown.go).
 func (e *Engine) AddCachePool(ctx context.Context, class, vg string) error {
-	e.poolsMu.RLock()
-	known := slices.Contains(slices.Collect(maps.Values(e.pools.CacheVGs)), vg)
-	e.poolsMu.RUnlock()
-	if !known {
+	if !e.Pools().HasCacheVG(vg) {
 		if err := e.ForgetShutdownMarks(ctx, vg); err != nil {
 			return err
 		}
