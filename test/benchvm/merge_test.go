@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ssdcache/ssdcache/pkg/bench"
+	"github.com/ssdcache/ssdcache/test/benchvm/parts"
 )
 
 // Parts of different targets side by side would compare unlike things
@@ -24,7 +25,7 @@ func TestMergeRefusesDifferentTargets(t *testing.T) {
 }
 
 func TestOptionsRefuseWhatTheGuestWouldRefuseLate(t *testing.T) {
-	good := options{workingSets: []string{"25%", "50%"}, treeWorkingSet: "50%", rebootWorkingSet: "50%", runs: 6, restageRuns: 1, eventRepeats: 1, cacheMiB: 256}
+	good := options{workingSets: []string{"25%", "50%"}, treeWorkingSet: "50%", rebootWorkingSet: "50%", rebootKind: parts.CleanReboot, runs: 6, restageRuns: 1, eventRepeats: 1, cacheMiB: 256}
 	if err := good.validate(); err != nil {
 		t.Fatalf("default options refused: %v", err)
 	}
@@ -34,6 +35,7 @@ func TestOptionsRefuseWhatTheGuestWouldRefuseLate(t *testing.T) {
 		"larger than cache": func(o *options) { o.workingSets = []string{"50%", "512Mi"} },
 		"volume too small":  func(o *options) { o.cacheMiB, o.volumeGiB = 1024, 1 },
 		"reboot set absent": func(o *options) { o.rebootWorkingSet = "75%" },
+		"reboot kind":       func(o *options) { o.rebootKind = "hard" },
 		"negative runs":     func(o *options) { o.restartRuns = -1 },
 		"no step done":      func(o *options) { o.eventRepeats = 0 },
 		"bad io limit":      func(o *options) { o.ioLimit = "32Mx" },

@@ -12,9 +12,9 @@ import (
 // section, the dashboard's, and how this report was made: what pkg/bench
 // cannot know (the disk layout, cold caches per working set, the emulated
 // disks) but a reader needs to judge the figures.
-func method(r *bench.Report, restages map[string][]parts.Restage, dashboardNote string, o options) string {
+func method(r *bench.Report, restages map[string][]parts.Restage, reboot parts.Reboot, dashboardNote string, o options) string {
 	var b strings.Builder
-	if section := restagedSection(r, restages); section != "" {
+	if section := restagedSection(r, restages, reboot); section != "" {
 		b.WriteString(section + "\n")
 	}
 	if dashboardNote != "" {
@@ -47,7 +47,11 @@ func method(r *bench.Report, restages map[string][]parts.Restage, dashboardNote 
 		fmt.Fprintf(&b, "- Those steps were done %d times in turn, each followed by its runs: the working sets `<set> <step> #2` and on; *Run 1 after restage, plugin restart and reboot* gives each step's median.\n", o.eventRepeats)
 	}
 	if o.rebootWorkingSet != "" {
-		fmt.Fprintf(&b, "- The working set %s ran last, and ssdcache's cache was left up while the VM powered off without a clean shutdown and booted again on the same disks (ssdcache-node's `--state-dir` on the VM's share, as a node's on its root disk); lvmcache was deactivated before, as a clean shutdown does; every target ran once more: the working set `%s%s`.\n", o.rebootWorkingSet, o.rebootWorkingSet, rebootedLabel)
+		how := "ssdcache-node was stopped with SIGTERM and ssdcache's device left up while the VM powered off, a power cut for ssdcache (`-reboot-kind " + parts.PowerCut + "`)"
+		if reboot.Kind == parts.CleanReboot {
+			how = "ssdcache-node was stopped with SIGTERM and ssdcache's device unmounted and removed before the VM powered off, as a clean shutdown does (`-reboot-kind " + parts.CleanReboot + "`)"
+		}
+		fmt.Fprintf(&b, "- The working set %s ran last, then %s, and the VM booted again on the same disks (ssdcache-node's `--state-dir` on the VM's share, as a node's on its root disk); lvmcache was deactivated before, as a clean shutdown does; every target ran once more: the working set `%s%s`.\n", o.rebootWorkingSet, how, o.rebootWorkingSet, rebootedLabel)
 	}
 	if o.coldWrites {
 		b.WriteString("- The cold-write working set is one run of write tests on fresh caches, for the cold-miss write overhead rows.\n")

@@ -78,8 +78,9 @@ func judgeAgainstColdSets(r *bench.Report) {
 
 // restagedSection is report.md's account of the restage, restart and
 // reboot steps: each cached target's first run of a test after them,
-// against the cold set's warm ceiling and run 1, and how long each took.
-func restagedSection(r *bench.Report, restages map[string][]parts.Restage) string {
+// against the cold set's warm ceiling and run 1, and how long each took;
+// reboot is how the reboot step went down.
+func restagedSection(r *bench.Report, restages map[string][]parts.Restage, reboot parts.Reboot) string {
 	var rows strings.Builder
 	var sets []string
 	for _, res := range r.Results {
@@ -112,9 +113,7 @@ func restagedSection(r *bench.Report, restages map[string][]parts.Restage) strin
 			"ssdcache through CSI (NodeUnpublishVolume, NodeUnstageVolume, NodeStageVolume, NodePublishVolume: the cache LVs kept at a clean unstage and their blocks mapped again at stage, the written ones left out), " +
 			"lvmcache with `lvchange -an` and `-ay`, bcache by stopping its device and registering the backing device again; then every target ran once more. "},
 		{restartedLabel, "Plugin restarted (`<set> plugin restarted`): ssdcache-node was stopped with SIGTERM and started again with its volume staged and published, as a DaemonSet rollout does, and every target ran once more; lvmcache and bcache have no plugin and stay as they were. "},
-		{rebootedLabel, "Rebooted (`<set> rebooted`): ssdcache's cache was left up while the VM's guest program exited (ssdcache-node stopped with SIGTERM), the guest synced and powered off without taking its device-mapper table down, and booted again on the same disks; " +
-			"lvmcache was deactivated first, as a clean shutdown does (after a power-off its dm-cache takes every cached block as dirty and writes it back to the HDD the other targets share, or LVM wants a manual repair), and bcache's devices were stopped by its kernel reboot notifier; " +
-			"ssdcache came up through NodeStageVolume and NodePublishVolume, filled from the hot set it had saved last, lvmcache through LVM's autoactivation at boot (and `lvchange -ay`), bcache by registering its devices; then every target ran once more. "},
+		{rebootedLabel, rebootText(reboot)},
 	} {
 		if slices.ContainsFunc(sets, func(ws string) bool { _, s, _, _ := disruption(ws); return s == step.label }) {
 			b.WriteString(step.text)
@@ -127,6 +126,32 @@ func restagedSection(r *bench.Report, restages map[string][]parts.Restage) strin
 	b.WriteString(rows.String())
 	writeRepeatMedians(&b, r)
 	writeRestageTimes(&b, r, restages)
+	return b.String()
+}
+
+// rebootText describes the reboot step as it was done: a clean shutdown
+// or a power cut for ssdcache, and what ssdcache's stage did with the cache.
+func rebootText(reboot parts.Reboot) string {
+	var b strings.Builder
+	if reboot.Kind == parts.CleanReboot {
+		b.WriteString("Rebooted (`<set> rebooted`), **a clean shutdown** (`-reboot-kind " + parts.CleanReboot + "`): ssdcache-node was stopped with SIGTERM, as a shutdown stops a node's pods, " +
+			"then the pod's bind mount of ssdcache's device was unmounted and the device removed (`dmsetup remove`), as systemd-shutdown unmounts the filesystems and detaches device-mapper devices at a clean reboot (kubelet unstages nothing at a node shutdown), " +
+			"and the VM powered off and booted again on the same disks; ")
+	} else {
+		b.WriteString("Rebooted (`<set> rebooted`), **a power cut for ssdcache** (`-reboot-kind " + parts.PowerCut + "`): ssdcache-node was stopped with SIGTERM, as a shutdown stops a node's pods, " +
+			"and ssdcache's cache was left up while the guest synced and the VM powered off without taking its device-mapper table down, and booted again on the same disks; ")
+	}
+	b.WriteString("lvmcache was deactivated first, as a clean shutdown does (after a power-off its dm-cache takes every cached block as dirty and writes it back to the HDD the other targets share, or LVM wants a manual repair), and bcache's devices were stopped by its kernel reboot notifier; " +
+		"ssdcache came up through NodeStageVolume and NodePublishVolume, ")
+	switch {
+	case reboot.Kind != parts.CleanReboot:
+		b.WriteString("its cache not trusted (no clean removal committed its metadata) and filled from the hot set it had saved last (safety rule 2), ")
+	case reboot.Marked:
+		b.WriteString("its cache kept if the removal had committed its metadata clean after the plugin marked it at SIGTERM (it had), its blocks mapped again (warmed: 0 bytes), else filled from the hot set, ")
+	default:
+		b.WriteString("its cache filled from the hot set: the plugin had not marked it at SIGTERM (its log says why), and an unmarked cache is not trusted even after a clean removal, ")
+	}
+	b.WriteString("lvmcache through LVM's autoactivation at boot (and `lvchange -ay`), bcache by registering its devices; then every target ran once more. ")
 	return b.String()
 }
 
@@ -215,9 +240,9 @@ func writeRestageTimes(b *strings.Builder, r *bench.Report, restages map[string]
 		return
 	}
 	b.WriteString("\nHow long each restage, restart and reboot took (down: taken down, or the plugin stopped; up: brought up, for ssdcache the cache it kept mapped again or a new one created and filled from the hot set, or the restarted plugin answering Probe; " +
-		"warm-up: ssdcache's own account of mapping what it kept, or of copying the hot set and mapping it, without creating the cache's LVs; warmed: the bytes it copied from the HDD). " +
+		"warm-up: ssdcache's own account of mapping what it kept, or of copying the hot set and mapping it, without creating the cache's LVs; warmed: the bytes it copied from the HDD, also as a share of the hot set it had saved, the bytes a fill from the HDD copies). " +
 		"*x HDD read* is that time over the raw HDD reading the warmed bytes at its " + warmReadTest + " rate in this run.\n\n")
-	b.WriteString("| working set | target | down s | up s | warm-up s | warmed MiB | up x HDD read | warm-up x HDD read |\n|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| working set | target | down s | up s | warm-up s | warmed MiB | warmed / hot set | up x HDD read | warm-up x HDD read |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, ws := range r.Config.WorkingSets {
 		cold, _ := afterDisruption(ws.Label)
 		hddMBps := hddRate(r, cold)
@@ -226,9 +251,13 @@ func writeRestageTimes(b *strings.Builder, r *bench.Report, restages map[string]
 			if s := float64(f.WarmBytes) / 1e6 / hddMBps; f.WarmBytes > 0 && hddMBps > 0 {
 				hddSeconds = &s
 			}
+			var hotSet *float64
+			if h := float64(f.HotSetBytes); h > 0 {
+				hotSet = &h
+			}
 			// A reboot's power-off is not timed as a take-down; lvmcache and bcache warm nothing up.
-			fmt.Fprintf(b, "| %s | %s | %s | %.1f | %s | %.1f | %s | %s |\n", ws.Label, f.Target, seconds(f.DownSeconds), f.UpSeconds, seconds(f.WarmUpSeconds),
-				float64(f.WarmBytes)/(1<<20), num(bench.Fraction(f.UpSeconds, hddSeconds)), num(bench.Fraction(f.WarmUpSeconds, hddSeconds)))
+			fmt.Fprintf(b, "| %s | %s | %s | %.1f | %s | %.1f | %s | %s | %s |\n", ws.Label, f.Target, seconds(f.DownSeconds), f.UpSeconds, seconds(f.WarmUpSeconds),
+				float64(f.WarmBytes)/(1<<20), percent(bench.Fraction(float64(f.WarmBytes), hotSet)), num(bench.Fraction(f.UpSeconds, hddSeconds)), num(bench.Fraction(f.WarmUpSeconds, hddSeconds)))
 		}
 	}
 }
@@ -246,6 +275,14 @@ func seconds(s float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.1f", s)
+}
+
+// percent is a fraction as a percentage, "-" for none.
+func percent(f *float64) string {
+	if f == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f %%", 100**f)
 }
 
 func num(f *float64) string {

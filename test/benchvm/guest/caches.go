@@ -82,21 +82,36 @@ func (s *ssdcacheLayer) Create(ctx context.Context) (benchTarget, error) {
 // NodePublish: the plugin saves the cache's hot set at unstage and fills the
 // new cache from it at stage.
 func (s *ssdcacheLayer) Restage(ctx context.Context) (parts.Restage, error) {
-	r, err := timed(s.Name(), func() error { return s.plugin.Unstage(ctx, s.vol) },
-		func() error { return s.plugin.StageAndPublish(ctx, s.vol) })
+	var hot int64
+	r, err := timed(s.Name(), func() error {
+		err := s.plugin.Unstage(ctx, s.vol)
+		if err == nil {
+			hot, err = s.hotSetBytes()
+		}
+		return err
+	}, func() error { return s.plugin.StageAndPublish(ctx, s.vol) })
 	if err != nil {
 		return r, err
 	}
+	r.HotSetBytes = hot
 	return r, s.addWarmUp(&r)
+}
+
+// hotSetBytes is the size of the hot set the plugin saved for the volume,
+// read before a stage fills the cache from it. The volume must have one:
+// its cache held blocks.
+func (s *ssdcacheLayer) hotSetBytes() (int64, error) {
+	set, ok, err := hotset.InStateDir(s.stateDir).Load(s.vol.ID)
+	if err != nil || !ok {
+		return 0, fmt.Errorf("the hot set of %s: found %v, %v", s.vol.ID, ok, err)
+	}
+	return int64(set.Sectors()) * dm.SectorSize, nil
 }
 
 // addWarmUp adds the plugin's account of the volume's new fill: its time
 // and the bytes it copied from the origin (none when the cache kept its
-// blocks). The volume must have a hot set: the cache held blocks before.
+// blocks).
 func (s *ssdcacheLayer) addWarmUp(r *parts.Restage) error {
-	if _, ok, err := hotset.InStateDir(s.stateDir).Load(s.vol.ID); err != nil || !ok {
-		return fmt.Errorf("the hot set of %s: found %v, %v", s.vol.ID, ok, err)
-	}
 	var err error
 	r.WarmUpSeconds, r.WarmBytes, err = lastWarmUp(s.plugin.LogPath(), s.vol.ID)
 	return err

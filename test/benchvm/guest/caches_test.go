@@ -43,3 +43,23 @@ I1202 03:46:53.3 189 warm.go:252] "Filled the cache from the hot set" volumeID="
 		t.Fatalf("lastWarmUp after a restage that kept the cache = %v s, %d bytes, %v; want 0.168969489 s, nothing copied", got, copied, err)
 	}
 }
+
+// TestMarkedForShutdownIsThisBootsMarkOnTheVolume: the report says the
+// plugin marked the cache only for this boot's mark on one of the volume's
+// own LVs.
+func TestMarkedForShutdownIsThisBootsMarkOnTheVolume(t *testing.T) {
+	const boot = "0d3e-boot"
+	lvs := `  pvc-bench.cache-data
+  pvc-bench.cache-meta2 ssdcache.io/role=cache-meta,ssdcache.io/shutdown-boot=0d3e-boot
+  pvc-other.cache-meta  ssdcache.io/shutdown-boot=0d3e-boot
+  raw_hdd
+`
+	if !markedForShutdown(lvs, "pvc-bench", boot) {
+		t.Errorf("the mark on pvc-bench's metadata LV (the second of its names) not found in:\n%s", lvs)
+	}
+	for _, c := range []struct{ volume, boot string }{{"pvc-bench", "an-earlier-boot"}, {"pvc-none", boot}, {"pvc", boot}} {
+		if markedForShutdown(lvs, c.volume, c.boot) {
+			t.Errorf("volume %s found marked for boot %s in:\n%s", c.volume, c.boot, lvs)
+		}
+	}
+}

@@ -45,6 +45,9 @@ type options struct {
 	// rebootWorkingSet is measured last, its caches left up for the VM's
 	// next boot, which runs it once more after the reboot ("": none).
 	rebootWorkingSet string
+	// rebootKind is how the VM goes down for the reboot step:
+	// parts.PowerCut or parts.CleanReboot (reboot.go).
+	rebootKind string
 	// testInterval is ssdcache-bench's -test-interval.
 	testInterval time.Duration
 	// scatterZones and ioLimit are ssdcache-bench's -scatter-zones and
@@ -65,10 +68,15 @@ func main() {
 	flag.IntVar(&o.restartRuns, "restart-runs", 1, "runs after ssdcache-node is restarted with every volume staged, per working set; 0: no restart step")
 	flag.IntVar(&o.eventRepeats, "event-repeats", 1, "how many times each working set's restage and plugin restart are done, each followed by its runs")
 	flag.StringVar(&o.rebootWorkingSet, "reboot-working-set", "50%", "working set measured last, its caches left up for the VM's next boot (-after-reboot); empty: no reboot step")
+	flag.StringVar(&o.rebootKind, "reboot-kind", parts.CleanReboot, "how the VM goes down for the reboot step: "+parts.CleanReboot+" (ssdcache's device removed first, as a clean shutdown does) or "+parts.PowerCut+" (left up, a power loss for ssdcache)")
 	flag.DurationVar(&o.testInterval, "test-interval", 0, "pause after each test of a cached target (ssdcache-bench -test-interval)")
 	flag.IntVar(&o.scatterZones, "scatter-zones", 100, "hot zones of the scattered test (ssdcache-bench -scatter-zones)")
 	flag.StringVar(&o.ioLimit, "io-limit", "0", "bytes per test (ssdcache-bench -io-limit; 0: the working set)")
 	flag.Parse()
+	if err := parts.CheckRebootKind(o.rebootKind); err != nil {
+		fmt.Fprintln(os.Stderr, "bench guest:", err)
+		os.Exit(2)
+	}
 	guest.Main(&o.Options, func(ctx context.Context) error { return run(ctx, o) })
 }
 

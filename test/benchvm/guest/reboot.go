@@ -7,27 +7,45 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
+	"k8s.io/utils/exec"
+
+	pkgcache "github.com/ssdcache/ssdcache/pkg/cache" // beside this package's own cache interface
+	"github.com/ssdcache/ssdcache/pkg/command"
+	"github.com/ssdcache/ssdcache/pkg/dm"
+	"github.com/ssdcache/ssdcache/pkg/mounter"
 	"github.com/ssdcache/ssdcache/test/benchvm/parts"
 	"github.com/ssdcache/ssdcache/test/vm/guest"
 )
 
 // The reboot step: the working set -reboot-working-set runs last in the
-// VM's first boot and leaves ssdcache's cache up; the guest program exits
-// (ssdcache-node stopped with SIGTERM, as a shutdown stops a node's pods),
-// the guest syncs and powers off without taking its device-mapper table
-// down. The host boots the same disks again with -after-reboot, where every
+// VM's first boot and leaves ssdcache's cache up; ssdcache-node is stopped
+// with SIGTERM, as a shutdown stops a node's pods (it marks each live cache
+// it can vouch for; kubelet unstages nothing). Then, by -reboot-kind:
+//
+//   - power-cut: the guest syncs and powers off with ssdcache's device up,
+//     a power loss for ssdcache; after the reboot its cache is not trusted
+//     and is filled from the hot set (safety rule 2);
+//   - clean: what is mounted from ssdcache's device is unmounted and the
+//     device removed, as systemd-shutdown unmounts the filesystems and
+//     detaches device-mapper devices at a clean reboot; dm-cache commits
+//     its metadata clean, and a marked cache is kept across the reboot.
+//
+// The host boots the same disks again with -after-reboot, where every
 // cache is brought up as a node's boot and kubelet bring it up again, and
 // every target runs once more.
 //
-// The peers shut down cleanly: lvmcache's dm-cache trusts its metadata
-// after a power-off only when it was shut down cleanly, and otherwise takes
-// every cached block as dirty and writes it back to the HDD all targets
-// share, during ssdcache's warm-up and the runs after the reboot (the raw
-// HDD read at a third of its speed after the reboot of docs/bench-example),
-// or LVM refuses to activate it until a manual repair. So lvmcache is
-// deactivated before the power-off, as a clean shutdown does; bcache's
-// devices are stopped by its kernel reboot notifier at the power-off.
+// The peers shut down cleanly whatever the kind: lvmcache's dm-cache trusts
+// its metadata after a power-off only when it was shut down cleanly, and
+// otherwise takes every cached block as dirty and writes it back to the HDD
+// all targets share, during ssdcache's warm-up and the runs after the
+// reboot (the raw HDD read at a third of its speed after the reboot of
+// docs/bench-example), or LVM refuses to activate it until a manual repair.
+// So lvmcache is deactivated before the power-off, as a clean shutdown
+// does; bcache's devices are stopped by its kernel reboot notifier at the
+// power-off.
 
 // rebootStateFile, in the share's output dir, is what the first boot
 // leaves the second: the ssdcache volume, as kubelet keeps it in its own
@@ -50,8 +68,16 @@ func beforeReboot(ctx context.Context, o options, l layout) error {
 			o.Step("%s: %s shut down cleanly", part, c.Name())
 		}
 	}
-	o.Step("%s: ssdcache left up; the VM powers off without taking it down", part)
-	return nil
+	marked, err := l.ssdcache.DownForReboot(ctx, o.rebootKind)
+	if err != nil {
+		return fmt.Errorf("%s: ssdcache before a %s reboot: %w", part, o.rebootKind, err)
+	}
+	if o.rebootKind == parts.CleanReboot {
+		o.Step("%s: ssdcache-node stopped (cache marked: %v), %s removed as a clean shutdown does; the VM powers off", part, marked, guest.DMName(l.ssdcache.vol.ID))
+	} else {
+		o.Step("%s: ssdcache-node stopped (cache marked: %v), its device left up; the VM powers off without taking it down", part, marked)
+	}
+	return parts.WriteReboot(filepath.Join(o.OutputDir, part+parts.RebootedSuffix), parts.Reboot{Kind: o.rebootKind, Marked: marked})
 }
 
 func afterReboot(ctx context.Context, o options, l layout) error {
@@ -101,14 +127,65 @@ func loadRebootVolume(dir string) (*guest.Volume, error) {
 }
 
 // AfterReboot is NodeStageVolume and NodePublishVolume, as kubelet calls
-// them for a pod's volume after the node rebooted: the plugin fills the
-// new cache from the hot set it saved last.
+// them for a pod's volume after the node rebooted: the plugin keeps a
+// cache it marked at SIGTERM whose device a clean shutdown removed, and
+// otherwise fills a new cache from the hot set it saved last.
 func (s *ssdcacheLayer) AfterReboot(ctx context.Context) (benchTarget, parts.Restage, error) {
+	t := benchTarget{name: s.Name(), path: s.vol.Target, dmName: guest.DMName(s.vol.ID)}
+	hot, err := s.hotSetBytes()
+	if err != nil {
+		return t, parts.Restage{Target: s.Name()}, err
+	}
 	r, err := timed(s.Name(), nil, func() error { return s.plugin.StageAndPublish(ctx, s.vol) })
+	r.HotSetBytes = hot
 	if err == nil {
 		err = s.addWarmUp(&r)
 	}
-	return benchTarget{name: s.Name(), path: s.vol.Target, dmName: guest.DMName(s.vol.ID)}, r, err
+	return t, r, err
+}
+
+// DownForReboot stops ssdcache-node with SIGTERM, as a node's shutdown stops its
+// pods, and says whether it marked the volume's cache for a clean shutdown.
+// For a clean reboot it then unmounts what is mounted from the volume's
+// device (the pod's bind mount of it) and removes the device, as
+// systemd-shutdown does after stopping the services, with the plugin's own
+// unmount and removal (which retries while udev holds the device); not
+// NodeUnpublish or NodeUnstage, which kubelet does not call at a shutdown.
+// The cache's LVs stay active: linear, they hold no state to commit.
+func (s *ssdcacheLayer) DownForReboot(ctx context.Context, kind string) (marked bool, err error) {
+	s.plugin.Stop()
+	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return false, err
+	}
+	lvs, err := guest.Run(ctx, "lvs", "--noheadings", "-o", "lv_name,lv_tags")
+	if err != nil {
+		return false, err
+	}
+	marked = markedForShutdown(lvs, s.vol.ID, strings.TrimSpace(string(boot)))
+	if kind != parts.CleanReboot {
+		return marked, nil
+	}
+	host := mounter.NewHost(exec.New())
+	for _, path := range []string{s.vol.Target, s.vol.Staging} {
+		if err := host.Unmount(path); err != nil {
+			return marked, fmt.Errorf("unmounting %s: %w", path, err)
+		}
+	}
+	return marked, dm.NewDmsetup(command.NewRunner(exec.New(), os.Environ()...)).Remove(ctx, guest.DMName(s.vol.ID))
+}
+
+// markedForShutdown says whether one of the volume's cache LVs (named
+// "<volume ID>.cache-…") carries the shutdown mark of boot, in lvs's
+// "lv_name lv_tags" lines (tags comma-separated).
+func markedForShutdown(lvs, volumeID, boot string) bool {
+	for _, line := range strings.Split(lvs, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 2 && strings.HasPrefix(f[0], volumeID+".") && slices.Contains(strings.Split(f[1], ","), pkgcache.ShutdownTagPrefix+boot) {
+			return true
+		}
+	}
+	return false
 }
 
 // cleanShutdown is a cache a node's clean shutdown takes down before the

@@ -62,6 +62,9 @@ type Restage struct {
 	// hot set and mapping it, or mapping what the cache kept, without
 	// creating the cache's LVs): the duration of its log line.
 	WarmUpSeconds float64 `json:"warmUpSeconds,omitempty"`
+	// HotSetBytes is the hot set the plugin had saved when the cache came
+	// up (ssdcache only), which WarmBytes is judged against.
+	HotSetBytes int64 `json:"hotSetBytes,omitempty"`
 }
 
 // WriteRestage writes a part's restage figures into dir.
@@ -87,6 +90,71 @@ func ReadRestage(dir string) ([]Restage, error) {
 	}
 	var figures []Restage
 	return figures, json.Unmarshal(data, &figures)
+}
+
+// The kinds of the reboot step, for ssdcache: both stop ssdcache-node with
+// SIGTERM first (a node's shutdown stops its pods; kubelet unstages
+// nothing).
+const (
+	// PowerCut powers the VM off with ssdcache's device still up, as a
+	// power loss does: its cache is not trusted after the reboot and is
+	// filled from the hot set (safety rule 2).
+	PowerCut = "power-cut"
+	// CleanReboot unmounts what is mounted from ssdcache's device and
+	// removes the device before the power-off, as systemd-shutdown does at
+	// a clean reboot: dm-cache commits its metadata clean, and a cache the
+	// plugin marked at SIGTERM is kept.
+	CleanReboot = "clean"
+)
+
+// CheckRebootKind refuses a -reboot-kind that is neither kind.
+func CheckRebootKind(kind string) error {
+	if kind != PowerCut && kind != CleanReboot {
+		return fmt.Errorf("reboot-kind %q: allowed: %s (ssdcache's device left up at the power-off) or %s (the device removed first, as a clean shutdown does)", kind, PowerCut, CleanReboot)
+	}
+	return nil
+}
+
+// RebootFile is the reboot part's account of the power-off, beside its
+// report.
+const RebootFile = "reboot.json"
+
+// Reboot is how the VM went down for the reboot step.
+type Reboot struct {
+	Kind string `json:"kind"`
+	// Marked: ssdcache-node tagged the volume's cache for a clean shutdown
+	// at SIGTERM (pkg/cache, MarkCleanShutdown); without the mark even a
+	// clean removal leaves the cache to be filled from the hot set.
+	Marked bool `json:"marked"`
+}
+
+// WriteReboot writes the reboot part's account into dir.
+func WriteReboot(dir string, r Reboot) error {
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, RebootFile), data, 0o644)
+}
+
+// ReadReboot reads the reboot part's account; a part without one was made
+// before the kinds existed, when every reboot step was a power cut.
+func ReadReboot(dir string) (Reboot, error) {
+	data, err := os.ReadFile(filepath.Join(dir, RebootFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return Reboot{Kind: PowerCut}, nil
+	}
+	if err != nil {
+		return Reboot{}, err
+	}
+	var r Reboot
+	if err := json.Unmarshal(data, &r); err != nil {
+		return Reboot{}, fmt.Errorf("%s: %w", filepath.Join(dir, RebootFile), err)
+	}
+	return r, CheckRebootKind(r.Kind)
 }
 
 // ReadReport reads the report.json an ssdcache-bench invocation wrote into dir.
