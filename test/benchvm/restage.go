@@ -141,15 +141,15 @@ func rebootText(reboot parts.Reboot) string {
 		b.WriteString("Rebooted (`<set> rebooted`), **a power cut for ssdcache** (`-reboot-kind " + parts.PowerCut + "`): ssdcache-node was stopped with SIGTERM, as a shutdown stops a node's pods, " +
 			"and ssdcache's cache was left up while the guest synced and the VM powered off without taking its device-mapper table down, and booted again on the same disks; ")
 	}
-	b.WriteString("lvmcache was deactivated first, as a clean shutdown does (after a power-off its dm-cache takes every cached block as dirty and writes it back to the HDD the other targets share, or LVM wants a manual repair), and bcache's devices were stopped by its kernel reboot notifier; " +
+	b.WriteString("lvmcache was deactivated before the power-off, as a clean shutdown does (after a power-off its dm-cache takes every cached block as dirty and writes it back to the HDD the other targets share, or LVM wants a manual repair), and bcache's devices were stopped by its kernel reboot notifier; " +
 		"ssdcache came up through NodeStageVolume and NodePublishVolume, ")
 	switch {
 	case reboot.Kind != parts.CleanReboot:
-		b.WriteString("its cache not trusted (no clean removal committed its metadata) and filled from the hot set it had saved last (safety rule 2), ")
+		b.WriteString("its cache not trusted (no clean removal committed its metadata) and filled from the hot set it had saved last (safety rule 2); ")
 	case reboot.Marked:
-		b.WriteString("its cache kept if the removal had committed its metadata clean after the plugin marked it at SIGTERM (it had), its blocks mapped again (warmed: 0 bytes), else filled from the hot set, ")
+		b.WriteString("and as the plugin had marked the cache at SIGTERM, the stage kept it if the removal had committed its metadata clean, its blocks mapped again (0 bytes warmed in the table below), or else filled it from the hot set; ")
 	default:
-		b.WriteString("its cache filled from the hot set: the plugin had not marked it at SIGTERM (its log says why), and an unmarked cache is not trusted even after a clean removal, ")
+		b.WriteString("its cache filled from the hot set: the plugin had not marked it at SIGTERM (its log says why), and an unmarked cache is not trusted even after a clean removal; ")
 	}
 	b.WriteString("lvmcache through LVM's autoactivation at boot (and `lvchange -ay`), bcache by registering its devices; then every target ran once more. ")
 	return b.String()

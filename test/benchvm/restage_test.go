@@ -123,12 +123,12 @@ func TestRebootSectionSaysHowTheVMWentDown(t *testing.T) {
 		want, not []string
 	}{
 		"clean, marked": {parts.Reboot{Kind: parts.CleanReboot, Marked: true}, kept,
-			[]string{"**a clean shutdown** (`-reboot-kind clean`)", "`dmsetup remove`", "(it had)", "| 1Gi rebooted | ssdcache | - | 3.0 | 0.2 | 0.0 | 0.0 % | - | - |"},
+			[]string{"**a clean shutdown** (`-reboot-kind clean`)", "`dmsetup remove`", "had marked the cache", "| 1Gi rebooted | ssdcache | - | 3.0 | 0.2 | 0.0 | 0.0 % | - | - |"},
 			[]string{"power cut", "had not marked"}},
 		"clean, not marked": {parts.Reboot{Kind: parts.CleanReboot}, nil,
-			[]string{"**a clean shutdown**", "the plugin had not marked it at SIGTERM"}, []string{"(it had)", "power cut"}},
+			[]string{"**a clean shutdown**", "the plugin had not marked it at SIGTERM"}, []string{"had marked the cache", "power cut"}},
 		"power cut": {parts.Reboot{Kind: parts.PowerCut, Marked: true}, nil,
-			[]string{"**a power cut for ssdcache** (`-reboot-kind power-cut`)", "safety rule 2"}, []string{"clean shutdown**", "`dmsetup remove`", "(it had)"}},
+			[]string{"**a power cut for ssdcache** (`-reboot-kind power-cut`)", "safety rule 2"}, []string{"clean shutdown**", "`dmsetup remove`", "had marked the cache"}},
 	} {
 		md := restagedSection(r, c.restages, c.reboot)
 		for _, want := range c.want {
