@@ -51,9 +51,10 @@ func run(ctx context.Context, o options) error {
 	return err
 }
 
-// shutdownMarkTimeout bounds the marks at exit: each is an LVM listing, a
-// 4 KiB read and an lvchange per volume, and kubelet kills the pod 30 s
-// after SIGTERM by default, of which the components' own stop takes some.
+// shutdownMarkTimeout bounds the marks at exit: an LVM listing per VG, a
+// flush and a 4 KiB read per volume and one lvchange, and kubelet kills the
+// pod 30 s after SIGTERM by default, of which the components' own stop
+// takes some.
 const shutdownMarkTimeout = 15 * time.Second
 
 // markForCleanShutdown marks the live caches once every other component has

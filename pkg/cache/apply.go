@@ -59,7 +59,7 @@ func (a *applier) apply(ctx context.Context, s step) error {
 		return a.mapKept(ctx)
 	case stepUntagKept:
 		meta, _ := taggedClean(a.lvs)
-		return a.lvm.ChangeTags(ctx, meta.VG, meta.Name, nil, []string{UnstagedCleanTag})
+		return a.lvm.ChangeTags(ctx, nil, []string{UnstagedCleanTag}, meta)
 	case stepLoadCache:
 		meta, data, err := a.pair()
 		if err != nil {

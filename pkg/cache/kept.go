@@ -152,9 +152,10 @@ func taggedClean(lvs []lvm.LV) (lvm.LV, bool) {
 // cache over the volume's own origin LV keeps its pair of LVs, tagged; any
 // other cache LVs are removed.
 func (a *applier) keepOrRemove(ctx context.Context, table dm.Table) error {
-	if meta, ok := a.keepablePair(ctx, a.volumeID, table.Target.(dm.CacheTarget), a.lvs); ok {
+	origin, err := a.OriginLV(ctx, a.volumeID)
+	if meta, ok := a.keepablePair(table.Target.(dm.CacheTarget), a.lvs, origin.DevNum); err == nil && ok {
 		a.faults.Reached(ctx, "unstage/keep-cache-lvs")
-		return a.lvm.ChangeTags(ctx, meta.VG, meta.Name, []string{UnstagedCleanTag}, nil)
+		return a.lvm.ChangeTags(ctx, []string{UnstagedCleanTag}, nil, meta)
 	}
 	a.faults.Reached(ctx, "unstage/remove-cache-lvs")
 	return a.removeCacheLVs(ctx)
@@ -162,19 +163,18 @@ func (a *applier) keepOrRemove(ctx context.Context, table dm.Table) error {
 
 // keepablePair returns the metadata LV of live, a cache table of the
 // volume, if its LVs may outlive the table: they are the volume's only
-// cache LVs, the cache is over the volume's own origin LV (a static disk
-// may be written by anyone while no cache is in front of it), and its data
+// cache LVs, the cache is over origin, the volume's own origin LV (a static
+// disk may be written by anyone while no cache is in front of it), and its data
 // LV was flushed: writethrough completed the kept blocks' writes, maybe
 // only into the SSD's volatile cache, and they must outlive a power loss
 // before the next stage.
-func (e *Engine) keepablePair(ctx context.Context, volumeID string, live dm.CacheTarget, lvs []lvm.LV) (lvm.LV, bool) {
+func (e *Engine) keepablePair(live dm.CacheTarget, lvs []lvm.LV, origin dm.DevNum) (lvm.LV, bool) {
 	meta, ok := activeLV(lvs, lvm.RoleCacheMetadata)
 	data, _ := activeLV(lvs, lvm.RoleCacheData)
 	if !ok || len(lvs) != 2 || meta.DevNum != live.Metadata || data.DevNum != live.Data {
 		return lvm.LV{}, false
 	}
-	origin, err := e.OriginLV(ctx, volumeID)
-	if err != nil || origin.DevNum != live.Origin || e.dev.Flush(data.Path, data.DevNum) != nil {
+	if origin.IsZero() || origin != live.Origin || e.dev.Flush(data.Path, data.DevNum) != nil {
 		return lvm.LV{}, false
 	}
 	return meta, true
@@ -203,7 +203,7 @@ func (e *Engine) countWritesOverKept(ctx context.Context, volumeID string, lvs [
 		}
 	}
 	e.faults.Reached(ctx, "stage/count-writes-over-kept")
-	return e.lvm.ChangeTags(ctx, meta.VG, meta.Name, nil, []string{UnstagedCleanTag})
+	return e.lvm.ChangeTags(ctx, nil, []string{UnstagedCleanTag}, meta)
 }
 
 // removeKept removes the cache LVs of an unstaged volume.

@@ -50,6 +50,11 @@ func WithBootID(id string) Option {
 // the node plugin's other components have stopped. It takes each volume's
 // lock and keeps it, so that a call still draining cannot suspend the
 // device after its mark: the process is about to end.
+//
+// Its LVM work does not grow with the number of volumes, because kubelet
+// kills the plugin soon after SIGTERM: one listing per VG and one lvchange
+// for every mark; per volume, only a table read, a flush of the data LV and
+// a 4 KiB read of the metadata's superblock.
 func (e *Engine) MarkCleanShutdown(ctx context.Context, locks *VolumeLocks) ([]string, error) {
 	if e.bootID == "" || e.metadata == nil {
 		return nil, nil
@@ -58,53 +63,100 @@ func (e *Engine) MarkCleanShutdown(ctx context.Context, locks *VolumeLocks) ([]s
 	if err != nil {
 		return nil, err
 	}
+	lvs, err := e.lvsByVolume(ctx)
+	if err != nil {
+		return nil, err
+	}
 	var marked []string
+	var marks []lvm.LV
 	var errs []error
 	for _, v := range vols {
 		if !locks.TryAcquire(v.ID) {
 			klog.InfoS("Not marked for a clean shutdown: a call still holds the volume", "volumeID", v.ID)
 			continue
 		}
-		ok, err := e.markCleanShutdown(ctx, v.ID)
+		meta, ok, err := e.markableAtShutdown(ctx, v.ID, lvs[v.ID])
 		if err != nil {
 			errs = append(errs, fmt.Errorf("volume %s: %w", v.ID, err))
 		}
 		if ok {
-			marked = append(marked, v.ID)
+			marked, marks = append(marked, v.ID), append(marks, meta)
 		}
 	}
+	if len(marks) == 0 {
+		return nil, errors.Join(errs...)
+	}
+	if err := e.lvm.ChangeTags(ctx, []string{ShutdownTagPrefix + e.bootID}, nil, marks...); err != nil {
+		// A mark lvchange did write vouches only for a clean removal, which
+		// the next stage checks in the metadata: a partial failure is safe.
+		return nil, errors.Join(append(errs, fmt.Errorf("mark %d caches for a clean shutdown: %w", len(marks), err))...)
+	}
+	klog.InfoS("Marked for a clean shutdown: a clean removal of their devices keeps the caches warm across a reboot", "volumes", marked)
 	return marked, errors.Join(errs...)
 }
 
-// markCleanShutdown marks one volume's live cache if its metadata's flag
-// is clear now.
-func (e *Engine) markCleanShutdown(ctx context.Context, volumeID string) (bool, error) {
-	obs, err := e.observe(ctx, volumeID)
+// volumeLVs are a node's LVs by the volume they are tagged with.
+type volumeLVs map[string][]lvm.LV
+
+// lvsByVolume lists the cache VGs and the origin VG once each.
+func (e *Engine) lvsByVolume(ctx context.Context) (volumeLVs, error) {
+	vgs := e.cacheVGs()
+	if origin := e.Pools().OriginVG; origin != "" && !slices.Contains(vgs, origin) {
+		vgs = append(vgs, origin)
+	}
+	byVolume := volumeLVs{}
+	for _, vg := range vgs {
+		lvs, err := e.lvm.ListLVs(ctx, vg)
+		if err != nil {
+			return nil, fmt.Errorf("list the LVs of %s: %w", vg, err)
+		}
+		for _, lv := range lvs {
+			if id := lv.Volume(); id != "" {
+				byVolume[id] = append(byVolume[id], lv)
+			}
+		}
+	}
+	return byVolume, nil
+}
+
+// markableAtShutdown returns the metadata LV of volumeID's live cache if
+// the cache may be marked: a pair keepable as at a clean unstage, whose
+// metadata's flag is clear now. lvs are the volume's LVs in every pool.
+func (e *Engine) markableAtShutdown(ctx context.Context, volumeID string, lvs []lvm.LV) (lvm.LV, bool, error) {
+	table, err := e.dm.Table(ctx, DeviceName(volumeID))
 	if err != nil {
-		return false, err
+		return lvm.LV{}, false, err
 	}
-	live, ok := obs.table.Target.(dm.CacheTarget)
+	live, ok := table.Target.(dm.CacheTarget)
 	if !ok {
-		return false, nil
+		return lvm.LV{}, false, nil
 	}
-	meta, ok := e.keepablePair(ctx, volumeID, live, obs.cacheLVs)
+	var cacheLVs []lvm.LV
+	var origin dm.DevNum
+	for _, lv := range lvs {
+		switch lv.Role() {
+		case lvm.RoleCacheMetadata, lvm.RoleCacheData:
+			cacheLVs = append(cacheLVs, lv)
+		case lvm.RoleOrigin:
+			if lv.VG == e.Pools().OriginVG && lv.Name == volumeID {
+				origin = lv.DevNum
+			}
+		}
+	}
+	meta, ok := e.keepablePair(live, cacheLVs, origin)
 	if !ok {
-		return false, nil
+		return lvm.LV{}, false, nil
 	}
 	sb, err := e.metadata.Superblock(ctx, meta.Path)
 	if err != nil {
-		return false, err
+		return lvm.LV{}, false, err
 	}
 	if sb.CleanShutdown || sb.NeedsCheck {
 		klog.InfoS("Not marked for a clean shutdown: a suspend since the cache's load left its metadata marked clean already, so a removal could not be told from a power loss; a reboot fills it from the HDD",
 			"volumeID", volumeID, "needsCheck", sb.NeedsCheck)
-		return false, nil
+		return lvm.LV{}, false, nil
 	}
-	if err := e.lvm.ChangeTags(ctx, meta.VG, meta.Name, []string{ShutdownTagPrefix + e.bootID}, nil); err != nil {
-		return false, err
-	}
-	klog.InfoS("Marked for a clean shutdown: a clean removal of the device keeps the cache warm across a reboot", "volumeID", volumeID, "lv", meta.VG+"/"+meta.Name)
-	return true, nil
+	return meta, true, nil
 }
 
 // ForgetShutdownMarks deletes the marks of this boot from vg's LVs: a
@@ -113,6 +165,7 @@ func (e *Engine) markCleanShutdown(ctx context.Context, volumeID string) (bool, 
 // clean removal vouch for a cache the origin no longer matches. The node
 // plugin calls it for its cache VG before any component starts, and
 // AddCachePool for every VG it adds; a VG that does not exist has none.
+// One listing and at most one lvchange, however many volumes are marked.
 func (e *Engine) ForgetShutdownMarks(ctx context.Context, vg string) error {
 	if _, err := e.lvm.GetVG(ctx, vg); errors.Is(err, lvm.ErrNotFound) {
 		return nil
@@ -121,17 +174,29 @@ func (e *Engine) ForgetShutdownMarks(ctx context.Context, vg string) error {
 	if err != nil {
 		return fmt.Errorf("list the LVs of %s for shutdown marks: %w", vg, err)
 	}
+	var marked []lvm.LV
+	var tags []string
 	for _, lv := range lvs {
 		for _, tag := range shutdownMarks(lv) {
 			if e.bootID != "" && tag != ShutdownTagPrefix+e.bootID {
 				continue // a reboot's: the volume's next stage judges it
 			}
-			if err := e.lvm.ChangeTags(ctx, lv.VG, lv.Name, nil, []string{tag}); err != nil {
-				return fmt.Errorf("delete the shutdown mark of %s/%s: %w", lv.VG, lv.Name, err)
+			if !slices.Contains(tags, tag) {
+				tags = append(tags, tag)
 			}
-			klog.V(2).InfoS("Deleted the shutdown mark of a plugin of this boot", "lv", lv.VG+"/"+lv.Name)
+			if !slices.ContainsFunc(marked, func(m lvm.LV) bool { return m.Name == lv.Name }) {
+				marked = append(marked, lv)
+			}
 		}
 	}
+	if len(marked) == 0 {
+		return nil
+	}
+	// Deleting a tag an LV lacks is nothing, so one lvchange serves all.
+	if err := e.lvm.ChangeTags(ctx, nil, tags, marked...); err != nil {
+		return fmt.Errorf("delete the shutdown marks of this boot from %d LVs of %s: %w", len(marked), vg, err)
+	}
+	klog.V(2).InfoS("Deleted the shutdown marks of a plugin of this boot", "vg", vg, "lvs", len(marked))
 	return nil
 }
 
@@ -155,7 +220,7 @@ func (e *Engine) judgeShutdownMark(ctx context.Context, volumeID string, obs obs
 	if why == "" {
 		add = []string{UnstagedCleanTag}
 	}
-	if err := e.lvm.ChangeTags(ctx, meta.VG, meta.Name, add, marks); err != nil {
+	if err := e.lvm.ChangeTags(ctx, add, marks, meta); err != nil {
 		return nil, fmt.Errorf("judge the shutdown mark of %s/%s: %w", meta.VG, meta.Name, err)
 	}
 	meta.Tags = append(slices.DeleteFunc(slices.Clone(meta.Tags), func(t string) bool { return slices.Contains(marks, t) }), add...)

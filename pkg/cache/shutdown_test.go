@@ -2,12 +2,14 @@ package cache
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/ssdcache/ssdcache/pkg/dm"
+	"github.com/ssdcache/ssdcache/pkg/lvm"
 )
 
 // shutDown is the node plugin's SIGTERM on a world whose live cache's
@@ -170,4 +172,69 @@ func TestForgetShutdownMarksOfAMissingVGIsNothing(t *testing.T) {
 	if tags := w.metaTags(t); slices.Contains(tags, ShutdownTagPrefix+"boot-1") {
 		t.Fatalf("the mark of this boot outlived ForgetShutdownMarks: %v", tags)
 	}
+}
+
+// listCounter counts the LVM listings an engine makes.
+type listCounter struct {
+	lvm.Interface
+	lists int
+}
+
+func (c *listCounter) ListLVs(ctx context.Context, vg string) ([]lvm.LV, error) {
+	c.lists++
+	return c.Interface.ListLVs(ctx, vg)
+}
+
+// kubelet kills the plugin soon after SIGTERM, so marking a node's caches
+// costs one listing per VG and one lvchange, however many volumes it has.
+func TestMarkingManyCachesIsOneListingPerVGAndOneLvchange(t *testing.T) {
+	w := newBootWorld(t)
+	ctx := context.Background()
+	vols := []string{vol}
+	for i := 2; i <= 6; i++ {
+		id := fmt.Sprintf("pvc-%d", i)
+		origin, err := w.lvm.CreateLV(ctx, "ssdcache-hdd", id, gib, lvm.Tags(id, lvm.RoleOrigin))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.engine.Stage(ctx, StageSpec{VolumeID: id, Origin: Origin{Path: origin.Path, DevNum: origin.DevNum, Bytes: origin.Size}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.engine.Attach(ctx, id, *readCache(gib / 8)); err != nil {
+			t.Fatal(err)
+		}
+		w.meta.SetSuperblock("/dev/ssdcache-nvme/"+id+".cache-meta", dm.CacheSuperblock{Version: 2})
+		vols = append(vols, id)
+	}
+	w.meta.SetSuperblock(metaPath, dm.CacheSuperblock{Version: 2})
+	counter := &listCounter{Interface: w.lvm}
+	layers := w.layers()
+	layers.LVM = counter
+	e := NewEngine(layers, testPools, nil, WithBlockSectors(blockSecs), WithBootID("boot-1"))
+	w.events = nil
+	marked, err := e.MarkCleanShutdown(ctx, NewVolumeLocks())
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(marked)
+	if !reflect.DeepEqual(marked, vols) {
+		t.Fatalf("marked %v, want %v", marked, vols)
+	}
+	lvchanges := lvmEvents(w.events)
+	if counter.lists != 2 || len(lvchanges) != 1 || strings.Count(lvchanges[0], ".cache-meta") != len(vols) {
+		t.Fatalf("%d listings and LVM changes %q; want 2 listings (the cache VG and the origin VG) and one lvchange of %d metadata LVs", counter.lists, lvchanges, len(vols))
+	}
+	if err := e.ForgetShutdownMarks(ctx, "ssdcache-nvme"); err != nil {
+		t.Fatal(err)
+	}
+	if forget := lvmEvents(w.events)[len(lvchanges):]; len(forget) != 1 {
+		t.Fatalf("ForgetShutdownMarks made the LVM changes %q for %d marks; want one lvchange", forget, len(vols))
+	}
+	if tags := w.metaTags(t); slices.Contains(tags, ShutdownTagPrefix+"boot-1") {
+		t.Fatalf("the mark outlived ForgetShutdownMarks: %v", tags)
+	}
+}
+
+func lvmEvents(events []string) []string {
+	return slices.DeleteFunc(slices.Clone(events), func(e string) bool { return !strings.HasPrefix(e, "lvm ") })
 }

@@ -222,7 +222,7 @@ func (c *Command) RemoveLV(ctx context.Context, vg, name string) error {
 	return err
 }
 
-func (c *Command) ChangeTags(ctx context.Context, vg, name string, add, del []string) error {
+func (c *Command) ChangeTags(ctx context.Context, add, del []string, lvs ...LV) error {
 	var args []string
 	for _, t := range add {
 		args = append(args, "--addtag", t)
@@ -230,10 +230,13 @@ func (c *Command) ChangeTags(ctx context.Context, vg, name string, add, del []st
 	for _, t := range del {
 		args = append(args, "--deltag", t)
 	}
-	if len(args) == 0 {
+	if len(args) == 0 || len(lvs) == 0 {
 		return nil
 	}
-	_, err := c.lvm(ctx, "lvchange", append(args, vg+"/"+name)...)
+	for _, lv := range lvs {
+		args = append(args, lv.VG+"/"+lv.Name)
+	}
+	_, err := c.lvm(ctx, "lvchange", args...)
 	return err
 }
 

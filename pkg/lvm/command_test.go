@@ -171,10 +171,11 @@ func FuzzParseReport(f *testing.F) {
 func TestChangeTagsIsOneLvchange(t *testing.T) {
 	var calls []recorded
 	c := NewCommand(fakeExec(t, &calls, ""), "")
-	if err := c.ChangeTags(context.Background(), "ssdcache-nvme", "pvc-1.cache-meta", []string{"a=1"}, []string{"b=2"}); err != nil {
+	lvs := []LV{{VG: "ssdcache-nvme", Name: "pvc-1.cache-meta"}, {VG: "ssdcache-sata", Name: "pvc-2.cache-meta"}}
+	if err := c.ChangeTags(context.Background(), []string{"a=1"}, []string{"b=2"}, lvs...); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"lvchange", "--addtag", "a=1", "--deltag", "b=2", "ssdcache-nvme/pvc-1.cache-meta"}
+	want := []string{"lvchange", "--addtag", "a=1", "--deltag", "b=2", "ssdcache-nvme/pvc-1.cache-meta", "ssdcache-sata/pvc-2.cache-meta"}
 	if len(calls) != 1 || !slices.Equal(calls[0].args, want) {
 		t.Fatalf("calls %v, want one with %v", calls, want)
 	}

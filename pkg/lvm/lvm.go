@@ -114,8 +114,12 @@ type Interface interface {
 	ActivateLV(ctx context.Context, vg, name string) error
 	// RemoveLV returns ErrNotFound when the LV does not exist.
 	RemoveLV(ctx context.Context, vg, name string) error
-	// ChangeTags adds and deletes tags of an LV in one metadata update.
-	ChangeTags(ctx context.Context, vg, name string, add, del []string) error
+	// ChangeTags adds and deletes tags of the LVs in one command, one
+	// metadata update per VG (the shutdown marks of every volume of a node
+	// in one lvchange). Deleting a tag an LV lacks is no error. The LVs are
+	// named by VG and Name; an LV that does not exist fails the call, and
+	// the others are changed all the same.
+	ChangeTags(ctx context.Context, add, del []string, lvs ...LV) error
 	// ReduceMissing removes vg's missing PVs together with every LV that has
 	// extents on them (vgreduce --removemissing --force). LVM refuses while
 	// one of those LVs is open. Callers check first that losing those LVs

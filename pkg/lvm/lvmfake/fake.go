@@ -3,9 +3,11 @@ package lvmfake
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/ssdcache/ssdcache/pkg/dm"
@@ -218,24 +220,32 @@ func (f *LVM) ActivateLV(_ context.Context, vg, name string) error {
 	return nil
 }
 
-func (f *LVM) ChangeTags(_ context.Context, vg, name string, add, del []string) error {
+func (f *LVM) ChangeTags(_ context.Context, add, del []string, lvs ...lvm.LV) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.record("changetags", fmt.Sprintf("%s/%s +%v -%v", vg, name, add, del)); err != nil {
+	names := make([]string, len(lvs))
+	for i, lv := range lvs {
+		names[i] = lv.VG + "/" + lv.Name
+	}
+	if err := f.record("changetags", fmt.Sprintf("%s +%v -%v", strings.Join(names, " "), add, del)); err != nil {
 		return err
 	}
-	i := f.index(vg, name)
-	if i < 0 {
-		return fmt.Errorf("logical volume %s/%s: %w", vg, name, lvm.ErrNotFound)
-	}
-	lv := &f.lvs[vg][i]
-	lv.Tags = slices.DeleteFunc(lv.Tags, func(t string) bool { return slices.Contains(del, t) })
-	for _, t := range add {
-		if !slices.Contains(lv.Tags, t) {
-			lv.Tags = append(lv.Tags, t)
+	var errs []error
+	for _, ref := range lvs {
+		i := f.index(ref.VG, ref.Name)
+		if i < 0 {
+			errs = append(errs, fmt.Errorf("logical volume %s/%s: %w", ref.VG, ref.Name, lvm.ErrNotFound))
+			continue
+		}
+		lv := &f.lvs[ref.VG][i]
+		lv.Tags = slices.DeleteFunc(lv.Tags, func(t string) bool { return slices.Contains(del, t) })
+		for _, t := range add {
+			if !slices.Contains(lv.Tags, t) {
+				lv.Tags = append(lv.Tags, t)
+			}
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 func (f *LVM) RemoveLV(_ context.Context, vg, name string) error {
