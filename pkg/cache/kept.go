@@ -180,6 +180,32 @@ func (e *Engine) keepablePair(live dm.CacheTarget, lvs []lvm.LV, origin dm.DevNu
 	return meta, true
 }
 
+// activateKept activates the cache LVs of an unstaged volume that a clean
+// unstage or a shutdown mark kept, when a boot without LVM's autoactivation
+// (auto_activation_volume_list, event_activation off) left them inactive:
+// judging a mark reads their metadata, and only an active pair is mapped
+// again. Activation writes nothing to them. A pair that cannot be activated
+// (a PV missing) is left as it is, to be made anew like any other.
+func (e *Engine) activateKept(ctx context.Context, volumeID string, lvs []lvm.LV) ([]lvm.LV, error) {
+	kept := slices.ContainsFunc(lvs, func(lv lvm.LV) bool { return lv.HasTag(UnstagedCleanTag) || len(shutdownMarks(lv)) > 0 })
+	inactive := slices.DeleteFunc(slices.Clone(lvs), func(lv lvm.LV) bool { return !lv.DevNum.IsZero() })
+	if !kept || len(inactive) == 0 {
+		return lvs, nil
+	}
+	for _, lv := range inactive {
+		if err := e.lvm.ActivateLV(ctx, lv.VG, lv.Name); err != nil {
+			klog.InfoS("Could not activate a kept cache LV; the cache is made anew", "volumeID", volumeID, "lv", lv.VG+"/"+lv.Name, "err", err)
+			return lvs, nil
+		}
+	}
+	obs, err := e.observe(ctx, volumeID)
+	if err != nil {
+		return nil, err
+	}
+	klog.InfoS("Activated the kept cache LVs LVM left inactive at boot", "volumeID", volumeID, "lvs", len(inactive))
+	return obs.cacheLVs, nil
+}
+
 // countWritesOverKept turns the tag of the cache LVs a clean unstage kept
 // into a count of the writes through the volume's device, just staged and
 // not yet mounted, in areas a resume of that cache reads.

@@ -173,6 +173,25 @@ func TestRestageMapsTheKeptBlocksButThoseWrittenBeforeTheAttach(t *testing.T) {
 	}
 }
 
+// A node that rebooted while the volume was unstaged, without LVM's
+// autoactivation, has the kept pair inactive: the stage activates it and
+// keeps it as if it had stayed active.
+func TestRestageActivatesTheKeptLVsABootLeftInactive(t *testing.T) {
+	w := newWorld(t)
+	w.stage(t, warmCache(gib))
+	w.used(t, 4, 25)
+	w.unstage(t)
+	w.restart()
+	w.lvm.Deactivate("ssdcache-nvme", vol+".cache-meta")
+	w.lvm.Deactivate("ssdcache-nvme", vol+".cache-data")
+	w.stage(t, nil)
+	w.dev.Copied = nil
+	r := w.setCache(t, warmCache(gib)).Warmed
+	if r.Kept != 2 || r.Blocks != 0 || len(w.dev.Copied) != 0 {
+		t.Fatalf("attach after a boot that left the kept LVs inactive: %+v, copies %v; want both blocks kept, nothing copied", r, w.dev.Copied)
+	}
+}
+
 func (w *world) mustObserve(t *testing.T) observed {
 	t.Helper()
 	obs, err := w.engine.observe(context.Background(), vol)

@@ -40,6 +40,9 @@ func (e *Engine) Stage(ctx context.Context, spec StageSpec) (string, error) {
 		e.faults.Reached(ctx, "stage/create-device")
 		err = e.dm.Create(ctx, DeviceName(spec.VolumeID), linearTable(want))
 	}
+	if err == nil && !obs.staged {
+		obs.cacheLVs, err = e.activateKept(ctx, spec.VolumeID, obs.cacheLVs)
+	}
 	if err == nil {
 		obs.cacheLVs, err = e.judgeShutdownMark(ctx, spec.VolumeID, obs)
 	}

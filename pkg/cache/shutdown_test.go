@@ -63,25 +63,34 @@ func newBootWorld(t *testing.T) *world {
 // A cache marked at the plugin's shutdown whose device a clean shutdown
 // then removed comes back after the reboot as after a clean unstage: the
 // stage counts writes before anything mounts, and the attach maps the
-// kept blocks again, reading nothing from the origin.
+// kept blocks again, reading nothing from the origin; also where LVM left
+// the cache LVs inactive at boot (no autoactivation).
 func TestCleanRebootKeepsTheCacheMarkedAtShutdown(t *testing.T) {
-	w := newBootWorld(t)
-	if marked := w.shutDown(t, false); !reflect.DeepEqual(marked, []string{vol}) {
-		t.Fatalf("marked %v at shutdown, want [%s]", marked, vol)
-	}
-	if tags := w.metaTags(t); !slices.Contains(tags, ShutdownTagPrefix+"boot-1") {
-		t.Fatalf("metadata LV tags %v, want the mark of boot-1", tags)
-	}
-	w.reboot(t, true)
-	w.stage(t, nil)
-	if tags := w.metaTags(t); slices.ContainsFunc(tags, func(s string) bool { return strings.HasPrefix(s, ShutdownTagPrefix) }) || !w.countingUncachedWrites(t) {
-		t.Fatalf("after the stage: tags %v, counting writes %v; want the mark gone and writes counted", tags, w.countingUncachedWrites(t))
-	}
-	w.dm.Write(DeviceName(vol), 25*blockSecs) // mounted linear before the attach
-	w.dev.Copied = nil
-	r := w.setCache(t, warmCache(gib)).Warmed
-	if r.Kept != 1 || r.Dropped != 1 || r.Blocks != 0 || len(w.dev.Copied) != 0 {
-		t.Fatalf("attach after a clean reboot: %+v, copies %v; want block 4 kept, block 25 left out, nothing copied", r, w.dev.Copied)
+	for _, autoactivated := range []bool{true, false} {
+		t.Run(fmt.Sprintf("autoactivated=%v", autoactivated), func(t *testing.T) {
+			w := newBootWorld(t)
+			if marked := w.shutDown(t, false); !reflect.DeepEqual(marked, []string{vol}) {
+				t.Fatalf("marked %v at shutdown, want [%s]", marked, vol)
+			}
+			if tags := w.metaTags(t); !slices.Contains(tags, ShutdownTagPrefix+"boot-1") {
+				t.Fatalf("metadata LV tags %v, want the mark of boot-1", tags)
+			}
+			w.reboot(t, true)
+			if !autoactivated {
+				w.lvm.Deactivate("ssdcache-nvme", vol+".cache-meta")
+				w.lvm.Deactivate("ssdcache-nvme", vol+".cache-data")
+			}
+			w.stage(t, nil)
+			if tags := w.metaTags(t); slices.ContainsFunc(tags, func(s string) bool { return strings.HasPrefix(s, ShutdownTagPrefix) }) || !w.countingUncachedWrites(t) {
+				t.Fatalf("after the stage: tags %v, counting writes %v; want the mark gone and writes counted", tags, w.countingUncachedWrites(t))
+			}
+			w.dm.Write(DeviceName(vol), 25*blockSecs) // mounted linear before the attach
+			w.dev.Copied = nil
+			r := w.setCache(t, warmCache(gib)).Warmed
+			if r.Kept != 1 || r.Dropped != 1 || r.Blocks != 0 || len(w.dev.Copied) != 0 {
+				t.Fatalf("attach after a clean reboot: %+v, copies %v; want block 4 kept, block 25 left out, nothing copied", r, w.dev.Copied)
+			}
+		})
 	}
 }
 

@@ -19,7 +19,8 @@ import (
 // SIGTERM (which marks live caches for a clean shutdown), removes the
 // device of one of them as a clean shutdown's detach of dm devices does,
 // and leaves the other live until the power is cut. The verifying boot
-// restages both: the removed one comes back warm, reading at most 5 % of
+// restages both, the removed one with its cache LVs left inactive as by a
+// boot without LVM's autoactivation: it comes back warm, reading at most 5 % of
 // what it held from the HDD; the other, marked but never removed, is not
 // trusted (safety rule 2); both hold every record written.
 const (
@@ -149,8 +150,12 @@ func verifyCleanReboot(t *testing.T, p *plugin) {
 	if err != nil || held < 8<<20 {
 		t.Fatalf("the writing boot's cache held %q bytes (%v): too little to judge a warm return", data, err)
 	}
+	deactivateCacheLVs(t, cleanRebootVolume)
 	origin := fmt.Sprintf("/dev/%s/%s", originVG, cleanRebootVolume)
 	fromOrigin := stageMeasuringOrigin(t, p, rebootVol(p, cleanRebootVolume), origin)
+	if !strings.Contains(p.log.String(), `"Activated the kept cache LVs LVM left inactive at boot" volumeID="`+cleanRebootVolume+`"`) {
+		t.Fatalf("%s: the stage did not activate the kept cache LVs this boot left inactive:\n%s", cleanRebootVolume, p.log)
+	}
 	dev := cache.DevicePath(cleanRebootVolume)
 	read0, origin0 := bytesRead(t, dev), bytesRead(t, origin)
 	expectRecords(t, dev, rebootRecords)
@@ -169,6 +174,17 @@ func verifyCleanReboot(t *testing.T, p *plugin) {
 		t.Fatalf("%s was marked and never removed, yet its cache was not refused after the power loss:\n%s", markedLiveVolume, p.log)
 	}
 	expectRecords(t, cache.DevicePath(markedLiveVolume), rebootRecords)
+}
+
+// deactivateCacheLVs leaves id's cache LVs inactive, as a boot without
+// LVM's autoactivation (auto_activation_volume_list) does.
+func deactivateCacheLVs(t *testing.T, id string) {
+	t.Helper()
+	for _, name := range strings.Fields(sh(t, "lvs --noheadings -o lv_name %s", cacheVG)) {
+		if strings.HasPrefix(name, id+".") {
+			sh(t, "lvchange -an %s/%s", cacheVG, name)
+		}
+	}
 }
 
 // probeAllowance is what udev's probe of a newly staged device reads from
