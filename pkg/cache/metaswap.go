@@ -109,6 +109,83 @@ func (a *applier) loadOverNext(ctx context.Context, table dm.Table, next lvm.LV,
 	return md, suspended, err
 }
 
+// handOverOnNextMetadata loads handed, the live cache table on smq, over a
+// second metadata LV holding the mappings the engine knows the live cache
+// has. done is false when it changed nothing (mappings not known, no room
+// for the LV, the metadata tools failing) and the caller should reload over
+// the live metadata instead. The replaced metadata, committed by the kernel
+// at the suspend, must map exactly those blocks; a cache that mapped others
+// comes back cold, as after a promotion into blocks it mapped.
+func (a *applier) handOverOnNextMetadata(ctx context.Context, table dm.Table, handed dm.CacheTarget) (done bool, err error) {
+	live := table.Target.(dm.CacheTarget)
+	meta, data, ok := liveLVs(a.lvs, live)
+	if !ok || a.metadata == nil {
+		return false, nil
+	}
+	status, err := a.cacheStatus(ctx, a.volumeID)
+	if err != nil {
+		return false, nil
+	}
+	mapped, known := a.layouts.mapped(a.volumeID, live, status.CacheUsed)
+	if !known {
+		return false, nil
+	}
+	f := newFill(live.BlockSectors, data.Size/(live.BlockSectors*dm.SectorSize), table.Length, a.trackedAreas)
+	f.kept = mapped
+	next, ok := a.writeNextMetadata(ctx, meta, f)
+	if !ok {
+		return false, nil
+	}
+	handed.Metadata = next.DevNum
+	swapped := dm.Table{Length: table.Length, Target: handed}
+	// Nothing was copied: no write can have made a mapping stale, and the
+	// device is suspended only for the swap.
+	suspended, err := a.reloadLoadedAhead(ctx, a.op, a.volumeID, swapped, func(context.Context) (func(context.Context) error, error) { return nil, nil })
+	if err != nil {
+		a.removeLV(ctx, next, "the metadata LV of a hand-over that was rolled back")
+		a.relearnLayout(ctx, table, mapped)
+		return true, err
+	}
+	a.faults.Reached(ctx, a.op+"/metadata-swapped")
+	klog.V(2).InfoS("Handed over on a second metadata LV", "volumeID", a.volumeID, "mappings", len(mapped), "suspended", suspended)
+	if err := a.checkHandedOver(ctx, meta, mapped); err != nil {
+		err = a.comeBackCold(ctx, swapped, next, f, err)
+		a.removeLV(ctx, meta, "the metadata LV a hand-over replaced")
+		return true, err
+	}
+	a.removeLV(ctx, meta, "the metadata LV a hand-over replaced")
+	return true, nil
+}
+
+// checkHandedOver reads the metadata the cache served on before a
+// hand-over: clean mappings, exactly those the new metadata was given.
+func (a *applier) checkHandedOver(ctx context.Context, meta lvm.LV, mapped []dm.Mapping) error {
+	md, err := a.metadata.Dump(ctx, meta.Path)
+	if err != nil {
+		return fmt.Errorf("reading the metadata a hand-over replaced: %w", err)
+	}
+	if dirty := dirtyMappings(md.Mappings); dirty > 0 {
+		return fmt.Errorf("the metadata a hand-over replaced has %d dirty mappings, which a writethrough cache never writes", dirty)
+	}
+	if !sameMappings(md.Mappings, mapped) {
+		return fmt.Errorf("the metadata a hand-over replaced maps %d blocks, not the %d the engine loaded: its layout was not the one loaded", len(md.Mappings), len(mapped))
+	}
+	return nil
+}
+
+// sameMappings tells whether two lists map the same blocks, in any order.
+func sameMappings(a, b []dm.Mapping) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	key := func(m dm.Mapping) [2]uint64 { return [2]uint64{m.Cache, m.Origin} }
+	seen := make(map[[2]uint64]bool, len(a))
+	for _, m := range a {
+		seen[key(m)] = true
+	}
+	return !slices.ContainsFunc(b, func(m dm.Mapping) bool { return !seen[key(m)] })
+}
+
 // relearnLayout records again what a cache table maps after a swap rolled
 // back to it (reloadWith forgot it), so the next promotion copies while it
 // serves; only if the device runs that table again.

@@ -125,12 +125,17 @@ func (e *Engine) heldBlocks(volumeID string, blockSectors, originSectors, limit 
 }
 
 // HandOver lets smq replace the blocks of a volume's cache that the
-// promoter no longer fills (it is full, or its reads are not counted): the
-// live table is loaded again with smq, over the metadata it just committed
-// when suspended, so every mapping stays. A cache already on smq, or not
-// live, is left alone.
+// promoter no longer fills (it is full, or its reads are not counted). Every
+// mapping stays. Where the engine knows them (layouts), they are written
+// into a second metadata LV and smq is loaded over it, as a promotion's
+// swap does: a table opening metadata no table has open clears dm-cache's
+// clean-shutdown flag, so a clean reboot can still tell its removal from a
+// power loss and come back warm (shutdown.go). Otherwise the live table is
+// loaded again with smq over the metadata it just committed when
+// suspended, which leaves that flag set while it serves. A cache already
+// on smq, or not live, is left alone.
 func (e *Engine) HandOver(ctx context.Context, volumeID string) error {
-	obs, _, err := e.current(ctx, volumeID)
+	obs, want, err := e.current(ctx, volumeID)
 	if err != nil {
 		return err
 	}
@@ -138,8 +143,16 @@ func (e *Engine) HandOver(ctx context.Context, volumeID string) error {
 	if !cached || live.Policy == PolicyReplacing {
 		return nil
 	}
-	live.Policy = PolicyReplacing
-	if err := e.reload(ctx, "hand-over", volumeID, dm.Table{Length: obs.table.Length, Target: live}); err != nil {
+	handed := live
+	handed.Policy = PolicyReplacing
+	run := &applier{Engine: e, op: "hand-over", volumeID: volumeID, want: want, lvs: obs.cacheLVs}
+	if done, err := run.handOverOnNextMetadata(ctx, obs.table, handed); done {
+		if err != nil {
+			return fmt.Errorf("hand over volume %s to %s: %w", volumeID, PolicyReplacing, err)
+		}
+		return nil
+	}
+	if err := e.reload(ctx, "hand-over", volumeID, dm.Table{Length: obs.table.Length, Target: handed}); err != nil {
 		return fmt.Errorf("hand over volume %s to %s: %w", volumeID, PolicyReplacing, err)
 	}
 	return nil

@@ -209,9 +209,11 @@ func TestNotHeldLeavesOutTheHotSet(t *testing.T) {
 }
 
 // With a promoter, a cache that warms up runs the cleaner, which serves its
-// mappings and promotes nothing, and HandOver loads smq over the same
-// metadata, which it neither zeroes nor rewrites; a cache without warm-up,
-// or without a promoter, runs smq from the start.
+// mappings and promotes nothing, and HandOver of a cache whose mappings the
+// engine does not know (here the metadata maps blocks no load of the
+// engine's wrote) loads smq over the same metadata, which it neither zeroes
+// nor rewrites; a cache without warm-up, or without a promoter, runs smq
+// from the start.
 func TestPromotedCachesFillOnTheCleanerUntilHandedOverToSmq(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -230,6 +232,10 @@ func TestPromotedCachesFillOnTheCleanerUntilHandedOverToSmq(t *testing.T) {
 				opts = append(opts, WithPromoter())
 			}
 			w.engine = NewEngine(w.layers(), testPools, nil, opts...)
+			w.dm.CacheUsed = func(c dm.CacheTarget) uint64 {
+				md, _ := w.meta.Get(w.metaPathOf(c.Metadata))
+				return uint64(len(md.Mappings))
+			}
 			w.stage(t, tc.spec)
 			filling := w.table(t).Target.(dm.CacheTarget)
 			if filling.Policy != tc.want {
@@ -252,6 +258,56 @@ func TestPromotedCachesFillOnTheCleanerUntilHandedOverToSmq(t *testing.T) {
 				t.Fatalf("HandOver of a cache on %q reloaded: %v; events:\n%s", tc.want, reloaded, strings.Join(w.events, "\n"))
 			}
 		})
+	}
+}
+
+// A cache whose mappings the engine knows is handed over on a second
+// metadata LV holding them, as a promotion's swap maps its batch: a table
+// opening metadata no other table holds clears dm-cache's clean-shutdown
+// flag, which a same-table reload would leave set while it serves (and a
+// clean reboot would then refill the cache from the HDD).
+func TestHandOverOfAKnownLayoutLoadsSmqOverASecondMetadataLV(t *testing.T) {
+	w := promotingWorld(t)
+	w.stage(t, warmCache(gib))
+	w.used(t) // the kernel formatted the zeroed metadata
+	if got := promoteOrder(t, w, 5, 6); got != "serving" {
+		t.Fatalf("the promotion copied %s", got)
+	}
+	before := w.table(t).Target.(dm.CacheTarget)
+	mapped := w.liveMeta(t).Mappings
+	w.events = nil
+	if err := w.engine.HandOver(context.Background(), vol); err != nil {
+		t.Fatal(err)
+	}
+	after := w.table(t).Target.(dm.CacheTarget)
+	if after.Policy != PolicyReplacing || after.Metadata == before.Metadata || after.Data != before.Data {
+		t.Fatalf("table after HandOver %q (before %q): want smq over another metadata LV, the same data LV", after.Params(), before.Params())
+	}
+	if got := w.liveMeta(t).Mappings; !sameMappings(got, mapped) || len(got) != 2 {
+		t.Fatalf("mappings after HandOver %v, want %v", got, mapped)
+	}
+	if indexOf(w.events, "dm load", " linear ") >= 0 || indexOf(w.events, "zero ") >= 0 {
+		t.Fatalf("HandOver took the cache out or zeroed metadata:\n%s", strings.Join(w.events, "\n"))
+	}
+	if lvs := w.cacheLVs(t); len(lvs) != 2 {
+		t.Fatalf("cache LVs after HandOver %v, want the data LV and the new metadata LV", lvs)
+	}
+}
+
+// A hand-over whose replaced metadata maps blocks the engine did not load
+// (its layout was wrong) brings the cache back cold rather than serving
+// the new metadata's mappings.
+func TestHandOverOverAWrongLayoutComesBackCold(t *testing.T) {
+	w := newWorld(t)
+	w.engine = w.restartedEngine()
+	w.stage(t, warmCache(gib))
+	w.used(t, 3, 4) // mapped by no load of the engine's, while the kernel reports none used
+	err := w.engine.HandOver(context.Background(), vol)
+	if err == nil || !strings.Contains(err.Error(), "layout was not the one loaded") || !strings.Contains(err.Error(), "came back cold") {
+		t.Fatalf("err %v, want the wrong layout found and the cache back cold", err)
+	}
+	if md := w.liveMeta(t); len(md.Mappings) != 0 {
+		t.Fatalf("the cache maps %v after a hand-over over a wrong layout, want nothing", md.Mappings)
 	}
 }
 

@@ -14,7 +14,7 @@ import (
 // cleaner policy, which promotes nothing by itself, so the promoter alone
 // fills it; reads of more data than it holds fill it, and the promoter then
 // hands it over to smq, which replaces blocks by use, keeping every mapping
-// and every byte.
+// and every byte, on metadata whose clean-shutdown flag is clear.
 func TestFilledCacheHandedOverToSmq(t *testing.T) {
 	e := guestEnv(t)
 	p := startPlugin(t, e)
@@ -42,6 +42,16 @@ func TestFilledCacheHandedOverToSmq(t *testing.T) {
 		t.Fatalf("handed over with %d of %d blocks cached, want room for fewer than %d (a batch)", st.CacheUsed, st.CacheTotal, agent.MinPromoteBlocks)
 	}
 	logPromotions(t, p)
+	// Handed over on a second metadata LV (the engine knew the mappings), a
+	// table that opened its metadata afresh: dm-cache cleared the
+	// clean-shutdown flag, so a shutdown mark can still vouch for a clean
+	// removal. A reload over the same metadata would have left it set.
+	live := table(t, v.id).Target.(dm.CacheTarget)
+	metaDev := fmt.Sprintf("/dev/block/%d:%d", live.Metadata.Major, live.Metadata.Minor)
+	sb, err := dm.NewCacheTools(nil, "").Superblock(t.Context(), metaDev)
+	if err != nil || sb.CleanShutdown {
+		t.Fatalf("the handed-over cache's metadata %s: %+v (%v); want it readable with the clean-shutdown flag clear\n%s", metaDev, sb, err, p.log)
+	}
 	t.Logf("pass 2 after the hand-over: %v", readPass(t, v.id, sums))
 	p.teardown(t, v)
 }
