@@ -180,6 +180,83 @@ func (e *Engine) keepablePair(live dm.CacheTarget, lvs []lvm.LV, origin dm.DevNu
 	return meta, true
 }
 
+// A paused cache's count of the writes it missed dies with the device, so
+// an unstage while paused would leave nothing to vouch for its LVs. Instead
+// the unstage reads the count with the device suspended, just before
+// removing it, and rewrites the idle metadata without the blocks in areas
+// written: the metadata then maps what the data LV holds and the origin
+// still has, as after a clean unstage of a live cache, and the LVs are kept
+// the same way (UnstagedCleanTag).
+
+// writtenAreas are the areas a paused volume's count saw written.
+type writtenAreas struct {
+	areaSectors uint64
+	areas       []uint64
+}
+
+// writtenWhilePaused suspends a paused volume's device, which is about to
+// be removed, and reads which areas its count saw written: none can be
+// written after. nil when the volume is not paused with a count, or the
+// count cannot be read (its LVs are then removed as before).
+func (e *Engine) writtenWhilePaused(ctx context.Context, volumeID string, obs observed) *writtenAreas {
+	if obs.uncachedWrites == nil || len(obs.cacheLVs) != 2 {
+		return nil
+	}
+	name := DeviceName(volumeID)
+	if err := e.suspend(ctx, name); err != nil {
+		klog.InfoS("Could not suspend the paused volume to read its count of writes; its cache LVs are not kept", "volumeID", volumeID, "err", errors.Join(err, e.rollback(ctx, name)))
+		return nil
+	}
+	areas, err := e.dm.WrittenAreas(ctx, name, obs.uncachedWrites.ID)
+	if err != nil {
+		klog.InfoS("Could not read the paused volume's count of writes; its cache LVs are not kept", "volumeID", volumeID, "err", err)
+		return nil // the removal that follows takes the suspended device
+	}
+	return &writtenAreas{areaSectors: obs.uncachedWrites.AreaSectors, areas: areas}
+}
+
+// keepPaused keeps the LVs of a cache paused behind table, a linear table
+// over the volume's own origin LV, now removed: the idle metadata is
+// written again without the blocks in written areas, the data LV flushed,
+// and the pair tagged as a clean unstage tags it.
+func (a *applier) keepPaused(ctx context.Context, table dm.Table, written writtenAreas) error {
+	meta, ok := activeLV(a.lvs, lvm.RoleCacheMetadata)
+	data, dataOK := activeLV(a.lvs, lvm.RoleCacheData)
+	lin, linear := table.Target.(dm.LinearTarget)
+	if !ok || !dataOK || !linear || a.metadata == nil {
+		return errors.New("not a pair of active cache LVs behind a linear table")
+	}
+	if origin, err := a.OriginLV(ctx, a.volumeID); err != nil || origin.DevNum != lin.Device || lin.Offset != 0 {
+		return fmt.Errorf("the cache is not over the volume's own origin LV (%v)", err)
+	}
+	md, err := a.metadata.Dump(ctx, meta.Path)
+	if err != nil {
+		return err
+	}
+	bs := md.BlockSectors
+	switch {
+	case bs == 0 || written.areaSectors < bs || written.areaSectors%bs != 0:
+		return fmt.Errorf("writes were counted in areas of %d sectors, not whole blocks of %d", written.areaSectors, bs)
+	case dirtyMappings(md.Mappings) > 0:
+		return fmt.Errorf("%d dirty mappings, which a writethrough cache never writes", dirtyMappings(md.Mappings))
+	}
+	f := &fill{blockSectors: bs, areaBlocks: written.areaSectors / bs, kept: md.Mappings}
+	dropped := f.dropWrittenKept(written.areas)
+	md.Mappings = f.kept
+	if err := a.metadata.Restore(ctx, meta.Path, md); err != nil {
+		return err
+	}
+	if err := a.dev.Flush(data.Path, data.DevNum); err != nil {
+		return err
+	}
+	a.faults.Reached(ctx, "unstage/keep-paused-cache-lvs")
+	if err := a.lvm.ChangeTags(ctx, []string{UnstagedCleanTag}, nil, meta); err != nil {
+		return err
+	}
+	klog.InfoS("Kept the paused cache's LVs at unstage", "volumeID", a.volumeID, "kept", len(md.Mappings), "writtenWhilePaused", dropped)
+	return nil
+}
+
 // activateKept activates the cache LVs of an unstaged volume that a clean
 // unstage or a shutdown mark kept, when a boot without LVM's autoactivation
 // (auto_activation_volume_list, event_activation off) left them inactive:
