@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -20,6 +21,7 @@ import (
 	ssdv1 "github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
 	"github.com/ssdcache/ssdcache/pkg/controller"
 	"github.com/ssdcache/ssdcache/pkg/logging"
+	"github.com/ssdcache/ssdcache/pkg/memlimit"
 	"github.com/ssdcache/ssdcache/pkg/version"
 )
 
@@ -67,6 +69,13 @@ func run(f flags) error {
 		return err
 	}
 	ctrl.SetLogger(klog.NewKlogr())
+	// The informers' caches grow with the cluster's bindings, claims, PVs
+	// and Nodes; a soft limit under the container's makes the GC work
+	// harder before the OOM killer acts.
+	memLimit, err := memlimit.Apply(os.Getenv, debug.SetMemoryLimit)
+	if err != nil {
+		return err
+	}
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return err
@@ -107,6 +116,6 @@ func run(f flags) error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return err
 	}
-	klog.InfoS("Starting ssdcache-controller", "version", version.Version, "metrics", f.metricsAddr, "probes", f.probeAddr, "leaderElect", f.leaderElect)
+	klog.InfoS("Starting ssdcache-controller", "version", version.Version, "metrics", f.metricsAddr, "probes", f.probeAddr, "leaderElect", f.leaderElect, "goMemoryLimit", memLimit.String())
 	return mgr.Start(ctx)
 }

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/ssdcache/ssdcache/pkg/command"
 	"github.com/ssdcache/ssdcache/pkg/logging"
 	"github.com/ssdcache/ssdcache/pkg/lvm"
+	"github.com/ssdcache/ssdcache/pkg/memlimit"
 	"github.com/ssdcache/ssdcache/pkg/version"
 )
 
@@ -172,6 +174,12 @@ func main() {
 		}
 		return
 	}
+	memLimit, err := memlimit.Apply(os.Getenv, debug.SetMemoryLimit)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ssdcache-node:", err)
+		os.Exit(2)
+	}
+	klog.InfoS("Go memory limit", "goMemoryLimit", memLimit.String())
 	if err := run(ctx, o); err != nil {
 		klog.ErrorS(err, "ssdcache-node failed")
 		klog.Flush()
