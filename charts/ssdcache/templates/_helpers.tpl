@@ -263,3 +263,20 @@ would fail on it. Recreate the class to take the new spelling.
 {{- end -}}
 {{- $mode -}}
 {{- end -}}
+
+{{/* The env of ssdcache-node and ssdcache-controller that gives the Go runtime
+a soft memory limit (pkg/memlimit): the container's memory limit through the
+downward API, in bytes, and the share of it to use, which the binary applies
+(resourceFieldRef cannot take a share: its divisor is 1, 1Ki, 1Mi and so on).
+A ratio of 0 renders nothing: Go's default, no soft limit. */}}
+{{- define "ssdcache.memoryLimitEnv" -}}
+{{- if gt (float64 .) 0.0 -}}
+- name: SSDCACHE_MEMORY_LIMIT
+  valueFrom:
+    resourceFieldRef:
+      resource: limits.memory
+      divisor: "1"
+- name: SSDCACHE_MEMORY_LIMIT_RATIO
+  value: {{ . | quote }}
+{{- end }}
+{{- end -}}
