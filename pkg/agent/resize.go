@@ -145,16 +145,15 @@ func handedToKubelet(pvc *corev1.PersistentVolumeClaim, pvSize resource.Quantity
 	return marked || allocated.Cmp(pvSize) >= 0
 }
 
-// ours: a PV of this driver whose volume lives on this node.
+// ours: a PV of this driver pinned to this node alone (ssdv1.PinnedNode, the
+// controller's rule too). A PV whose affinity names several nodes is no
+// node's: every named node's agent would grow it in its own volume group.
 func (r *ResizeReconciler) ours(pv *corev1.PersistentVolume) bool {
-	if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != r.driver || pv.Spec.NodeAffinity == nil || pv.Spec.NodeAffinity.Required == nil {
+	if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != r.driver {
 		return false
 	}
-	return slices.ContainsFunc(pv.Spec.NodeAffinity.Required.NodeSelectorTerms, func(term corev1.NodeSelectorTerm) bool {
-		return slices.ContainsFunc(term.MatchExpressions, func(e corev1.NodeSelectorRequirement) bool {
-			return e.Key == ssdv1.TopologyKeyNode && e.Operator == corev1.NodeSelectorOpIn && slices.Contains(e.Values, r.nodeName)
-		})
-	})
+	node, _ := ssdv1.PinnedNode(pv)
+	return node != "" && node == r.nodeName
 }
 
 // expand grows the origin to want, then records the size on the PV and

@@ -145,6 +145,37 @@ func TestResizeLeavesOtherVolumesAlone(t *testing.T) {
 	}
 }
 
+// A PV is this node's only when its affinity pins it to this node alone
+// (issue 37): one naming this node and another, in one term or in two, is
+// no node's, so no agent grows it in its own volume group; one naming this
+// node alone, even twice, is this node's.
+func TestResizeGrowsOnlyVolumesPinnedToThisNodeAlone(t *testing.T) {
+	term := func(nodes ...string) corev1.NodeSelectorTerm {
+		return corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{
+			{Key: ssdv1.TopologyKeyNode, Operator: corev1.NodeSelectorOpIn, Values: nodes}}}
+	}
+	for _, c := range []struct {
+		name  string
+		terms []corev1.NodeSelectorTerm
+		grown bool
+	}{
+		{"this node and another in one term", []corev1.NodeSelectorTerm{term("node-a", "node-b")}, false},
+		{"this node and another in two terms", []corev1.NodeSelectorTerm{term("node-a"), term("node-b")}, false},
+		{"this node alone", []corev1.NodeSelectorTerm{term("node-a")}, true},
+		{"this node alone, in two terms", []corev1.NodeSelectorTerm{term("node-a"), term("node-a")}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			pvc, pv := claimAndVolume(ssdv1.DriverName, "node-a", "1Gi", "2Gi")
+			pv.Spec.NodeAffinity.Required.NodeSelectorTerms = c.terms
+			e := &expanderFunc{}
+			reconcileResize(t, e, pvc, pv)
+			if grown := len(e.calls) > 0; grown != c.grown {
+				t.Fatalf("ControllerExpandVolume calls %v on node-a; want a call: %v", e.calls, c.grown)
+			}
+		})
+	}
+}
+
 // A failed expansion (the volume group is full) leaves the PV as it was,
 // says why in a Warning Event and tries again later; a busy volume is tried
 // again soon, without an Event.

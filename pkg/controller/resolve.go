@@ -89,38 +89,19 @@ func pvDriver(pv *corev1.PersistentVolume) string {
 	return pv.Spec.CSI.Driver
 }
 
-// nodeFromAffinity reads the node from the PV's required node affinity on
-// topology.ssdcache.io/node. The CSI node plugin reports the Kubernetes node name as
-// that topology value, so the value is also the Node object's name.
+// nodeFromAffinity is the node pv is pinned to (ssdv1.PinnedNode, the rule the
+// node agent uses too), or a pendingError saying why there is none.
 func nodeFromAffinity(pv *corev1.PersistentVolume) (string, error) {
-	var nodes []string
-	if pv.Spec.NodeAffinity != nil && pv.Spec.NodeAffinity.Required != nil {
-		for _, term := range pv.Spec.NodeAffinity.Required.NodeSelectorTerms {
-			for _, expr := range term.MatchExpressions {
-				if expr.Key == ssdv1.TopologyKeyNode && expr.Operator == corev1.NodeSelectorOpIn {
-					nodes = append(nodes, expr.Values...)
-				}
-			}
-		}
-	}
+	node, nodes := ssdv1.PinnedNode(pv)
 	switch {
+	case node != "":
+		return node, nil
 	case len(nodes) == 0:
 		return "", pending(ssdv1.ReasonVolumeNotCacheable,
 			"PV %s has no required node affinity on %s, so the node holding it is unknown", pv.Name, ssdv1.TopologyKeyNode)
-	case len(nodes) > 1 && !allEqual(nodes):
-		return "", pending(ssdv1.ReasonVolumeNotCacheable,
-			"PV %s may live on several nodes %v; a cache needs a volume pinned to one node", pv.Name, nodes)
 	}
-	return nodes[0], nil
-}
-
-func allEqual(s []string) bool {
-	for _, v := range s[1:] {
-		if v != s[0] {
-			return false
-		}
-	}
-	return true
+	return "", pending(ssdv1.ReasonVolumeNotCacheable,
+		"PV %s may live on several nodes %v; a cache needs a volume pinned to one node", pv.Name, nodes)
 }
 
 // nodeCacheOf returns the cache pool a node reported through its annotations,

@@ -9,7 +9,8 @@ const (
 	DriverName = "ssdcache.io"
 
 	// TopologyKeyNode is the CSI topology key whose value names the node holding a
-	// volume; the controller reads it from the PV's required node affinity.
+	// volume; the controller and the node agent read it from the PV's required
+	// node affinity, with PinnedNode.
 	TopologyKeyNode = "topology.ssdcache.io/node"
 
 	// Finalizer keeps a CacheBinding until its cache is detached. The node agent on
