@@ -155,7 +155,7 @@ type outcome struct {
 	ready    metav1.Condition
 	degraded *metav1.Condition
 	// retried is set when the binding's automatic retry was attached, or
-	// failed (ConditionCacheRetried).
+	// failed (ssdv1.ConditionCacheRetried).
 	retried *metav1.Condition
 	// warmup is set when a new cache was filled from the volume's hot set.
 	warmup *ssdv1.WarmupRecord

@@ -126,9 +126,9 @@ func wantRetried(t *testing.T, w *retryWorld, generation int64) {
 	t.Helper()
 	b := get(t, w.c)
 	deg := meta.FindStatusCondition(b.Status.Conditions, ssdv1.ConditionDegraded)
-	spent := meta.FindStatusCondition(b.Status.Conditions, ConditionCacheRetried)
+	spent := meta.FindStatusCondition(b.Status.Conditions, ssdv1.ConditionCacheRetried)
 	if b.Status.Phase != ssdv1.PhaseAttached || deg == nil || deg.Status != metav1.ConditionFalse ||
-		spent == nil || spent.Reason != ReasonRetryAttached || spent.ObservedGeneration != generation {
+		spent == nil || spent.Reason != ssdv1.ReasonRetryAttached || spent.ObservedGeneration != generation {
 		t.Fatalf("after the retry: %+v", b.Status)
 	}
 	if got := w.table(t); got != "cache" {
@@ -166,9 +166,9 @@ func TestDegradedBindingRetryIsBounded(t *testing.T) {
 	b := get(t, w.c)
 	deg := meta.FindStatusCondition(b.Status.Conditions, ssdv1.ConditionDegraded)
 	ready := meta.FindStatusCondition(b.Status.Conditions, ssdv1.ConditionReady)
-	spent := meta.FindStatusCondition(b.Status.Conditions, ConditionCacheRetried)
+	spent := meta.FindStatusCondition(b.Status.Conditions, ssdv1.ConditionCacheRetried)
 	if b.Status.Phase != ssdv1.PhaseDegraded || deg == nil || deg.Status != metav1.ConditionTrue || ready == nil || ready.Reason != "AttachFailed" ||
-		!strings.Contains(deg.Message, "insufficient free space") || spent == nil || spent.Reason != ReasonRetryFailed {
+		!strings.Contains(deg.Message, "insufficient free space") || spent == nil || spent.Reason != ssdv1.ReasonRetryAttachFailed {
 		t.Fatalf("after a failed retry: %+v", b.Status)
 	}
 	if e := w.events(); len(e) == 0 || !strings.HasPrefix(e[0], "Warning AttachFailed") {
@@ -216,7 +216,7 @@ func TestDegradedBindingRetrySurvivesARestartOncePerGeneration(t *testing.T) {
 	}
 	reconcileOnce(t, w.r)
 	b = get(t, w.c)
-	if b.Status.Phase != ssdv1.PhasePaused || meta.FindStatusCondition(b.Status.Conditions, ConditionCacheRetried) != nil {
+	if b.Status.Phase != ssdv1.PhasePaused || meta.FindStatusCondition(b.Status.Conditions, ssdv1.ConditionCacheRetried) != nil {
 		t.Fatalf("after a spec change: %+v", b.Status)
 	}
 }
@@ -265,7 +265,7 @@ func TestDegradedBindingRetryRecordedButNotAttachedIsNotMadeAgain(t *testing.T) 
 	w := newRetryWorld(t)
 	loseCacheDevice(t, w.n)
 	b := get(t, w.c)
-	meta.SetStatusCondition(&b.Status.Conditions, retryCondition(b.Generation, ReasonRetryAttaching, "attaching"))
+	meta.SetStatusCondition(&b.Status.Conditions, retryCondition(b.Generation, ssdv1.ReasonRetryAttaching, "attaching"))
 	if err := w.c.Status().Update(context.Background(), b); err != nil {
 		t.Fatal(err)
 	}

@@ -14,26 +14,15 @@ import (
 	"github.com/ssdcache/ssdcache/pkg/dm"
 )
 
-// ConditionCacheRetried records in a binding's status, for the generation
-// of its observedGeneration, that the agent spent the one automatic retry a
-// Degraded binding gets per spec generation: a new cache attached without a
-// spec change once the dropped cache's LVs are gone from a cache pool that
-// misses no PV (the pool set-up removed them with the dead device's PV).
-// It is written before the attach, so that neither a plugin restart nor a
+// The one automatic retry a Degraded binding gets per spec generation (a
+// new cache attached without a spec change once the dropped cache's LVs are
+// gone from a cache pool that misses no PV: the pool set-up removed them
+// with the dead device's PV) is recorded in ssdv1.ConditionCacheRetried. It
+// is written before the attach, so that neither a plugin restart nor a
 // failed status write afterwards can make a second attempt; it lives in the
 // API, beside the Degraded condition it is judged with, and the LVs are
 // read from LVM: no state of the plugin's own survives a restart (safety
 // rule 5). A spec change allows a retry again, as it retries by itself.
-const ConditionCacheRetried = "CacheRetried"
-
-// Reasons of ConditionCacheRetried: the retry was being attached (written
-// before the attach; a restart or a failed write left it so), attached, or
-// its attach failed.
-const (
-	ReasonRetryAttaching = "Attaching"
-	ReasonRetryAttached  = "Attached"
-	ReasonRetryFailed    = "AttachFailed"
-)
 
 // ReasonCacheRetried is the Event of a Degraded binding attached again
 // after the pool set-up removed its failed device's PV.
@@ -73,7 +62,7 @@ func (r *BindingReconciler) retryOf(ctx context.Context, b *ssdv1.CacheBinding, 
 // retrySpent reports whether b's status records its retry for its current
 // generation.
 func retrySpent(b *ssdv1.CacheBinding) bool {
-	c := meta.FindStatusCondition(b.Status.Conditions, ConditionCacheRetried)
+	c := meta.FindStatusCondition(b.Status.Conditions, ssdv1.ConditionCacheRetried)
 	return c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == b.Generation
 }
 
@@ -100,13 +89,13 @@ func (r *BindingReconciler) cacheLVsGone(ctx context.Context, vol string) bool {
 	return !vols[vol]
 }
 
-// spendRetry records b's retry in its status (ConditionCacheRetried,
-// ReasonRetryAttaching) before anything is attached: a failed write
+// spendRetry records b's retry in its status (ssdv1.ConditionCacheRetried,
+// ssdv1.ReasonRetryAttaching) before anything is attached: a failed write
 // attaches nothing and leaves the retry to the next reconcile. b takes the
 // written status.
 func (r *BindingReconciler) spendRetry(ctx context.Context, b *ssdv1.CacheBinding) error {
 	spent := b.DeepCopy()
-	meta.SetStatusCondition(&spent.Status.Conditions, retryCondition(b.Generation, ReasonRetryAttaching,
+	meta.SetStatusCondition(&spent.Status.Conditions, retryCondition(b.Generation, ssdv1.ReasonRetryAttaching,
 		"the failed device's cache LVs are gone from the cache pool; attaching a new cache once, without a spec change"))
 	if err := r.client.Status().Patch(ctx, spent, client.MergeFromWithOptions(b, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("record the automatic retry of binding %s/%s before attaching its cache: %w", b.Namespace, b.Name, err)
@@ -116,14 +105,14 @@ func (r *BindingReconciler) spendRetry(ctx context.Context, b *ssdv1.CacheBindin
 }
 
 func retryCondition(generation int64, reason, msg string) metav1.Condition {
-	c := cond(ConditionCacheRetried, true, reason, msg)
+	c := cond(ssdv1.ConditionCacheRetried, true, reason, msg)
 	c.ObservedGeneration = generation
 	return c
 }
 
 // retried is the outcome of a retry whose cache is attached.
 func retried(out outcome) outcome {
-	c := retryCondition(0, ReasonRetryAttached, "a new cache was attached without a spec change after the failed device's cache LVs were removed; "+
+	c := retryCondition(0, ssdv1.ReasonRetryAttached, "a new cache was attached without a spec change after the failed device's cache LVs were removed; "+
 		"no other automatic retry in this generation of the spec")
 	out.retried = &c
 	out.events = append(out.events, note{corev1.EventTypeNormal, ReasonCacheRetried, "Attach",
@@ -138,7 +127,7 @@ func retryFailed(err error) outcome {
 	msg := fmt.Sprintf("the cache device failed and the cache was dropped; after its PV was removed from the node's cache pool, attaching a new cache failed: %v; "+
 		"the volume serves every read from its origin; edit the binding's spec to try again", err)
 	d := cond(ssdv1.ConditionDegraded, true, ssdv1.ReasonCacheDeviceFailed, msg)
-	spent := retryCondition(0, ReasonRetryFailed, fmt.Sprintf("attaching a new cache failed: %v; no other automatic retry in this generation of the spec", err))
+	spent := retryCondition(0, ssdv1.ReasonRetryAttachFailed, fmt.Sprintf("attaching a new cache failed: %v; no other automatic retry in this generation of the spec", err))
 	return outcome{phase: ssdv1.PhaseDegraded, degraded: &d, retried: &spent, ready: cond(ssdv1.ConditionReady, false, "AttachFailed", msg),
 		events: []note{{corev1.EventTypeWarning, "AttachFailed", "Attach", msg}}}
 }

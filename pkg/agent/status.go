@@ -26,8 +26,8 @@ func (r *BindingReconciler) writeStatus(ctx context.Context, b *ssdv1.CacheBindi
 	}
 	// A retry spent for an older spec says nothing now: the spec change
 	// retried by itself and allows another.
-	if c := meta.FindStatusCondition(st.Conditions, ConditionCacheRetried); c != nil && c.ObservedGeneration < b.Generation {
-		meta.RemoveStatusCondition(&st.Conditions, ConditionCacheRetried)
+	if c := meta.FindStatusCondition(st.Conditions, ssdv1.ConditionCacheRetried); c != nil && c.ObservedGeneration < b.Generation {
+		meta.RemoveStatusCondition(&st.Conditions, ssdv1.ConditionCacheRetried)
 	}
 	if out.phase == ssdv1.PhaseAttached || out.phase == ssdv1.PhasePaused {
 		r.refreshFigures(b)

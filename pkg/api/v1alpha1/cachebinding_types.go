@@ -191,7 +191,7 @@ type CacheFigures struct {
 // CacheBindingStatus is written by the controller up to admission (nodeName,
 // volumeHandle, resolvedSizeBytes, the Pending condition, phases Pending and
 // Admitted) and by the node agent of status.nodeName afterwards (Ready, Degraded,
-// figures, later phases).
+// WarmingUp, CacheRetried, figures, later phases).
 type CacheBindingStatus struct {
 	// observedGeneration is the metadata.generation the status was written for.
 	// +optional
@@ -210,7 +210,14 @@ type CacheBindingStatus struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	ResolvedSizeBytes int64 `json:"resolvedSizeBytes,omitempty"`
-	// conditions: Ready, Degraded and Pending.
+	// conditions: Ready (the cache serves reads as the spec asks), Pending (the
+	// binding waits for admission to a node; the reason says what for),
+	// WarmingUp (a new cache is being filled from the volume's hot set),
+	// Degraded (the cache device failed and the cache was dropped; reads go to
+	// the origin) and CacheRetried (the one automatic retry of a Degraded
+	// binding in this generation of the spec, made once the failed device's
+	// PV was removed from the node's cache pool, was spent; reason Attaching,
+	// Attached or AttachFailed; a spec change allows another).
 	// +optional
 	// +listType=map
 	// +listMapKey=type

@@ -137,6 +137,19 @@ const (
 	// into a new cache; its message gives the bytes copied so far. It goes once the
 	// cache is live (status.lastWarmup then records the fill).
 	ConditionWarmingUp = "WarmingUp"
+	// ConditionCacheRetried is True once the node agent spent the one automatic
+	// retry a Degraded binding gets per generation of its spec (the condition's
+	// observedGeneration): after the failed device's PV was removed from the
+	// node's cache pool, with the dropped cache's LVs, it attaches a new cache
+	// without a spec change. Its reason says how the retry went
+	// (ReasonRetryAttaching, ReasonRetryAttached, ReasonRetryAttachFailed).
+	// While it is True for the current generation there is no other automatic
+	// retry, whatever restarts of the agent come between, even when the new
+	// cache is dropped too. A spec change attaches a new cache by itself (how an
+	// operator asks for another try) and allows one more automatic retry: the
+	// agent removes the condition of an older generation at its next status
+	// write (written by the node agent).
+	ConditionCacheRetried = "CacheRetried"
 )
 
 // Reasons of the Pending condition (written by the controller); while a binding
@@ -170,6 +183,22 @@ const (
 	ReasonVolumeNotStaged    = "VolumeNotStaged"
 	ReasonCacheDeviceFailed  = "CacheDeviceFailed"
 	ReasonCacheDeviceHealthy = "CacheDeviceHealthy"
+)
+
+// Reasons of the CacheRetried condition (written by the node agent). The
+// agent writes ReasonRetryAttaching before it attaches, so a Degraded binding
+// left with it lost its retry's outcome (the agent restarted, or a status
+// write failed, before it was written) and is not retried again in this
+// generation.
+const (
+	// ReasonRetryAttaching: the new cache is being attached.
+	ReasonRetryAttaching = "Attaching"
+	// ReasonRetryAttached: the new cache was attached; the binding is no
+	// longer Degraded.
+	ReasonRetryAttached = "Attached"
+	// ReasonRetryAttachFailed: attaching the new cache failed; the binding
+	// stays Degraded, the condition's message says why.
+	ReasonRetryAttachFailed = "AttachFailed"
 )
 
 // AgentLeaseName is the name of the Lease the node agent of nodeName renews. A
