@@ -71,13 +71,6 @@ func TestSafetyRule5_CrashAtEveryStepConverges(t *testing.T) {
 		{"pause", func(w *world) { w.stage(t, readCache(gib)) }, func(w *world) error {
 			return w.engine.Attach(ctx, vol, Spec{SizeBytes: gib, Mode: ModePaused})
 		}, expectLinear(2)},
-		{"unstage paused", func(w *world) {
-			w.stage(t, readCache(gib))
-			w.used(t, 4)
-			w.setCache(t, &Spec{SizeBytes: gib, Mode: ModePaused})
-		}, func(w *world) error {
-			return w.engine.Unstage(ctx, vol)
-		}, expectUnstaged},
 		{"unstage", func(w *world) { w.stage(t, readCache(gib)) }, func(w *world) error {
 			return w.engine.Unstage(ctx, vol)
 		}, expectUnstaged},

@@ -53,62 +53,6 @@ func TestResumeMapsTheKeptBlocksButThoseWrittenWhilePaused(t *testing.T) {
 	}
 }
 
-// An unstage while paused ends the count of the writes the cache missed,
-// so it writes them into the kept metadata first: the blocks written while
-// paused are no longer mapped, and the pair is kept as a clean unstage
-// keeps one. The next stage counts again, and the resume maps what is left,
-// reading nothing from the origin.
-func TestUnstageWhilePausedKeepsTheBlocksNotWritten(t *testing.T) {
-	w := newWorld(t)
-	w.stage(t, warmCache(gib))
-	w.used(t, 4, 25, 57) // tracking areas of 10 blocks: areas 0, 2 and 5
-	w.setCache(t, pausedCache(gib))
-	w.dm.Write(DeviceName(vol), 25*blockSecs+3)
-	w.events = nil
-	w.unstage(t)
-	suspend, remove := indexOf(w.events, "suspend ssdcache-pvc-1"), indexOf(w.events, "remove ssdcache-pvc-1")
-	if suspend < 0 || remove < suspend {
-		t.Fatalf("the unstage did not suspend the paused device before removing it:\n%s", strings.Join(w.events, "\n"))
-	}
-	obs := w.mustObserve(t)
-	if _, tagged := taggedClean(obs.cacheLVs); !tagged || len(obs.cacheLVs) != 2 {
-		t.Fatalf("after the unstage while paused: cache LVs %v; want the pair kept and tagged", obs.cacheLVs)
-	}
-	if md, _ := w.meta.Get(metaPath); !reflect.DeepEqual(originsOf(md.Mappings), []uint64{4, 57}) {
-		t.Fatalf("the kept metadata maps origin blocks %v, want [4 57] (25 was written while paused)", originsOf(md.Mappings))
-	}
-	w.stage(t, nil)
-	w.dm.Write(DeviceName(vol), 57*blockSecs) // after the stage, before the resume
-	w.restart()
-	w.dev.Copied = nil
-	r := w.setCache(t, warmCache(gib)).Warmed
-	if r.Kept != 1 || r.Dropped != 1 || r.Blocks != 0 || len(w.dev.Copied) != 0 {
-		t.Fatalf("resume after the restage: %+v, copies %v; want block 4 kept, block 57 left out, nothing copied", r, w.dev.Copied)
-	}
-	if got := originsOf(w.liveMeta(t).Mappings); !reflect.DeepEqual(got, []uint64{4}) {
-		t.Fatalf("the resumed cache maps origin blocks %v, want [4]", got)
-	}
-}
-
-// A paused cache whose count cannot be read at unstage is not kept.
-func TestUnstageWhilePausedWithoutACountRemovesTheLVs(t *testing.T) {
-	w := newWorld(t)
-	w.stage(t, warmCache(gib))
-	w.used(t, 4, 25)
-	w.setCache(t, pausedCache(gib))
-	r, ok, err := w.dm.UncachedWrites(context.Background(), DeviceName(vol))
-	if err != nil || !ok {
-		t.Fatalf("no count of the writes while paused: %v", err)
-	}
-	if err := w.dm.Untrack(context.Background(), DeviceName(vol), r.ID); err != nil {
-		t.Fatal(err)
-	}
-	w.unstage(t)
-	if lvs := w.cacheLVs(t); len(lvs) != 0 {
-		t.Fatalf("cache LVs %v kept with no count of the writes while paused", lvs)
-	}
-}
-
 // The count starts while the cache still serves: a write between the swap
 // to linear and the start of the count would reach the origin unseen, and
 // the resumed cache would serve the block's old content.

@@ -279,12 +279,10 @@ func (e *Engine) Unstage(ctx context.Context, volumeID string) error {
 	if err != nil {
 		return err
 	}
-	var pausedWrites *writtenAreas
 	if obs.staged {
 		if err := e.RecoverInterruptedReload(ctx, volumeID); err != nil {
 			return err
 		}
-		pausedWrites = e.writtenWhilePaused(ctx, volumeID, obs)
 		e.faults.Reached(ctx, "unstage/remove-device")
 		e.layouts.forget(volumeID)
 		if err := e.dm.Remove(ctx, DeviceName(volumeID)); err != nil && !errors.Is(err, dm.ErrNotFound) {
@@ -305,13 +303,6 @@ func (e *Engine) Unstage(ctx context.Context, volumeID string) error {
 	}
 	if _, kept := taggedClean(obs.cacheLVs); kept {
 		return nil // unstaged again: what the first unstage kept stays kept
-	}
-	if pausedWrites != nil {
-		err := run.keepPaused(ctx, obs.table, *pausedWrites)
-		if err == nil {
-			return nil
-		}
-		klog.InfoS("The paused cache's LVs are not kept at unstage; the next resume fills it anew", "volumeID", volumeID, "err", err)
 	}
 	e.faults.Reached(ctx, "unstage/remove-cache-lvs")
 	return run.removeCacheLVs(ctx)
