@@ -160,15 +160,12 @@ func (a *applier) handOverOnNextMetadata(ctx context.Context, table dm.Table, ha
 // checkHandedOver reads the metadata the cache served on before a
 // hand-over: clean mappings, exactly those the new metadata was given.
 func (a *applier) checkHandedOver(ctx context.Context, meta lvm.LV, mapped []dm.Mapping) error {
-	md, err := a.metadata.Dump(ctx, meta.Path)
+	replaced, err := a.replacedMappings(ctx, meta, "a hand-over")
 	if err != nil {
-		return fmt.Errorf("reading the metadata a hand-over replaced: %w", err)
+		return err
 	}
-	if dirty := dirtyMappings(md.Mappings); dirty > 0 {
-		return fmt.Errorf("the metadata a hand-over replaced has %d dirty mappings, which a writethrough cache never writes", dirty)
-	}
-	if !sameMappings(md.Mappings, mapped) {
-		return fmt.Errorf("the metadata a hand-over replaced maps %d blocks, not the %d the engine loaded: its layout was not the one loaded", len(md.Mappings), len(mapped))
+	if !sameMappings(replaced, mapped) {
+		return fmt.Errorf("the metadata a hand-over replaced maps %d blocks, not the %d the engine loaded: its layout was not the one loaded", len(replaced), len(mapped))
 	}
 	return nil
 }
@@ -218,14 +215,25 @@ func (a *applier) writeNextMetadata(ctx context.Context, meta lvm.LV, f *fill) (
 // swap: clean mappings, exactly the kept ones' cache blocks, none where a
 // copy went.
 func (a *applier) checkReplacedMetadata(ctx context.Context, meta lvm.LV, f *fill) error {
+	mapped, err := a.replacedMappings(ctx, meta, "a promotion")
+	if err != nil {
+		return err
+	}
+	return copiesIntoFree(mapped, f.copies)
+}
+
+// replacedMappings reads what the metadata LV a swap replaced maps, which
+// the kernel committed at the suspend: only clean mappings, as a
+// writethrough cache never writes a dirty one. by names the swap.
+func (a *applier) replacedMappings(ctx context.Context, meta lvm.LV, by string) ([]dm.Mapping, error) {
 	md, err := a.metadata.Dump(ctx, meta.Path)
 	if err != nil {
-		return fmt.Errorf("reading the metadata a promotion replaced: %w", err)
+		return nil, fmt.Errorf("reading the metadata %s replaced: %w", by, err)
 	}
 	if dirty := dirtyMappings(md.Mappings); dirty > 0 {
-		return fmt.Errorf("the metadata a promotion replaced has %d dirty mappings, which a writethrough cache never writes", dirty)
+		return nil, fmt.Errorf("the metadata %s replaced has %d dirty mappings, which a writethrough cache never writes", by, dirty)
 	}
-	return copiesIntoFree(md.Mappings, f.copies)
+	return md.Mappings, nil
 }
 
 // comeBackCold loads the cache again with no mapping after a swap that
