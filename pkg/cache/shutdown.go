@@ -177,15 +177,15 @@ func (e *Engine) ForgetShutdownMarks(ctx context.Context, vg string) error {
 	var marked []lvm.LV
 	var tags []string
 	for _, lv := range lvs {
-		for _, tag := range shutdownMarks(lv) {
-			if e.bootID != "" && tag != ShutdownTagPrefix+e.bootID {
-				continue // a reboot's: the volume's next stage judges it
-			}
+		// A reboot's marks stay: the volume's next stage judges them.
+		mine := slices.DeleteFunc(shutdownMarks(lv), func(tag string) bool { return e.bootID != "" && tag != ShutdownTagPrefix+e.bootID })
+		if len(mine) == 0 {
+			continue
+		}
+		marked = append(marked, lv)
+		for _, tag := range mine {
 			if !slices.Contains(tags, tag) {
 				tags = append(tags, tag)
-			}
-			if !slices.ContainsFunc(marked, func(m lvm.LV) bool { return m.Name == lv.Name }) {
-				marked = append(marked, lv)
 			}
 		}
 	}
