@@ -9,7 +9,7 @@ VERSION ?= $(shell hack/version.sh)
 IMAGE ?= ssdcache/ssdcache:$(VERSION)
 export CACHE_DIR
 
-.PHONY: all build vet generate manifests verify-generated test test-unit test-release test-api test-kernel test-e2e demo bench bench-seed bench-scattered bench-api stress image release
+.PHONY: all build vet generate manifests verify-generated test test-unit test-release test-api test-kernel test-e2e demo bench bench-seed bench-scattered bench-api stress stress-connect image release
 
 all: build
 
@@ -78,6 +78,11 @@ bench-scattered:
 STRESS_ROUNDS ?= 10
 stress:
 	SSDCACHE_STRESS_ROUNDS=$(STRESS_ROUNDS) hack/test-kernel.sh -run '^TestStress$$' -timeout 150m
+
+## stress-connect: csi-provisioner's first connection to a new plugin pod, CONNECT_STARTS plugin starts (default 10) under a reader's load, the node's daemons alternately in system.slice and in the root cgroup (TestSidecarFirstConnection, about 30 min)
+CONNECT_STARTS ?= 10
+stress-connect:
+	SSDCACHE_E2E_CONNECT_STARTS=$(CONNECT_STARTS) hack/test-e2e.sh -run '^TestSidecarFirstConnection$$' -timeout 120m
 
 ## bench-api: on a real API server, 1,000 CacheBindings over 100 nodes (admission latency, steady-state status writes), then 10,000 (the controller's and one node plugin's memory); only test/api, no other API server beside it; BENCH_API_RUN=TestScaleAdmission for one
 bench-api:

@@ -52,11 +52,7 @@ func TestEndToEnd(t *testing.T) {
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), stepsDeadline(t))
 	defer cancel()
-	repo, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &suite{workDir: workDir(t), repo: repo, previousRuns: map[string]time.Time{}, log: testLogger(t)}
+	s := newSuite(t)
 	steps := []struct {
 		name string
 		run  func(context.Context, *testing.T)
@@ -93,6 +89,15 @@ func TestEndToEnd(t *testing.T) {
 			return
 		}
 	}
+}
+
+// newSuite is a suite with its work directory, before any step.
+func newSuite(t *testing.T) *suite {
+	repo, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &suite{workDir: workDir(t), repo: repo, previousRuns: map[string]time.Time{}, log: testLogger(t)}
 }
 
 // startCluster starts the one-node cluster, once more if the first start

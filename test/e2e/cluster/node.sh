@@ -34,6 +34,16 @@ sysctl -qw net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=1
 rm -rf /etc/cni/net.d && mkdir -p /etc/cni/net.d && cp $C/10-e2e.conflist /etc/cni/net.d/
 note "node set up"
 
+# The node's daemons in a cgroup of their own, as systemd's system.slice
+# holds them on a real node. In the root cgroup each of their threads
+# competes with the whole kubepods tree as its equal: while kubelet and
+# containerd start a pod's containers, the pods are starved, and a new
+# csi-provisioner (27 s to its first log line, seen once) can miss the one
+# second csi-lib-utils gives its first connection, then exits as on a lost
+# connection (TestSidecarFirstConnection measures both placements). This
+# shell moves, so all it starts follows.
+mkdir -p /sys/fs/cgroup/system.slice
+echo $$ > /sys/fs/cgroup/system.slice/cgroup.procs
 containerd --config $C/containerd.toml > $L/containerd.log 2>&1 &
 CONTAINERD=$!
 until ctr version > /dev/null 2>&1; do sleep 0.5; done
