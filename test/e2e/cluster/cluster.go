@@ -168,11 +168,13 @@ func (c *Cluster) Shell(ctx context.Context, dir, script string) (string, error)
 
 // env is the commands' environment: kubectl and helm on PATH, the
 // cluster-admin kubeconfig as KUBECONFIG, and helm's cache and config in
-// the work dir, not in $HOME.
+// the work dir, not in $HOME: its repositories too (`helm repo add`), which
+// the caller's HELM_REPOSITORY_* would otherwise place elsewhere.
 func (c *Cluster) env() []string {
 	helm := filepath.Join(c.cfg.WorkDir, "helm")
 	return append(os.Environ(), "PATH="+c.cfg.EnvtestBin+":"+c.cfg.Bin+":"+os.Getenv("PATH"), "KUBECONFIG="+c.pki("admin.kubeconfig"),
-		"HELM_CACHE_HOME="+helm, "HELM_CONFIG_HOME="+helm, "HELM_DATA_HOME="+helm)
+		"HELM_CACHE_HOME="+helm, "HELM_CONFIG_HOME="+helm, "HELM_DATA_HOME="+helm,
+		"HELM_REPOSITORY_CONFIG="+filepath.Join(helm, "repositories.yaml"), "HELM_REPOSITORY_CACHE="+filepath.Join(helm, "repository"))
 }
 
 func (c *Cluster) run(ctx context.Context, stdin, bin string, args ...string) (string, error) {
