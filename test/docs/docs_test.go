@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -112,6 +113,14 @@ func TestDocsRunAsWritten(t *testing.T) {
 		t.Skip("needs kube-apiserver, kubectl and helm: run hack/test-api.sh, which sets KUBEBUILDER_ASSETS and SSDCACHE_HELM")
 	}
 	sh := newShell(t)
+	// The install adds the repository the fixture writes, as the README
+	// says: served here in its placeholder's place.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	repository := ServeRepository(l, filepath.Join(sh.dir, "_output", "release"))
+	t.Cleanup(func() { repository.Close() })
 	blocks := map[string]Block{}
 	for _, file := range docs {
 		for _, b := range codeBlocks(t, file) {
@@ -128,7 +137,7 @@ func TestDocsRunAsWritten(t *testing.T) {
 		if setUp := fixtures[name]; setUp != "" {
 			sh.run(t, "fixture of "+name, setUp)
 		}
-		script := b.Text
+		script := strings.ReplaceAll(b.Text, ChartRepoURL, repository.URL)
 		switch {
 		case valuesBlocks[name]:
 			script = "helm template ssdcache _output/release/ssdcache-0.1.0.tgz --validate -n ssdcache-system -f - >/dev/null <<'EOF'\n" + b.Text + "EOF\n"
@@ -138,6 +147,13 @@ func TestDocsRunAsWritten(t *testing.T) {
 		out := sh.run(t, fmt.Sprintf("%s:%d (%s)", b.File, b.Line, name), promptRE.ReplaceAllString(script, ""))
 		if check := checks[name]; check != nil {
 			check(t, sh, out)
+		}
+		if name == "install" {
+			for _, path := range []string{"/index.yaml", "/ssdcache-0.1.0.tgz"} {
+				if !repository.Served(path) {
+					t.Errorf("the install did not fetch %s from the repository %s (served: %q)", path, repository.URL, repository.Paths())
+				}
+			}
 		}
 	}
 }
@@ -156,6 +172,7 @@ metadata: {name: storage-2}
 EOF
 mkdir -p _output/release
 helm package ` + repo + `/charts/ssdcache --version 0.1.0 --app-version 0.1.0 -d _output/release >/dev/null
+helm repo index _output/release
 `,
 	"namespace-limits": "kubectl create namespace team-a\n",
 	"uninstall-volumes": `kubectl create namespace app

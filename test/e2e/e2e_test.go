@@ -17,6 +17,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/ssdcache/ssdcache/test/docs"
 	"github.com/ssdcache/ssdcache/test/e2e/cluster"
 	"github.com/ssdcache/ssdcache/test/vm"
 )
@@ -44,6 +45,9 @@ type suite struct {
 	// log is the whole test's: the cluster and its disks outlive the step
 	// that starts them, and a subtest's logger warns once the step is over.
 	log klog.Logger
+	// chartRepository serves the release's Helm repository from the helm
+	// install on: the chart README's uninstall upgrades from it too.
+	chartRepository *docs.Repository
 }
 
 func TestEndToEnd(t *testing.T) {
@@ -70,6 +74,9 @@ func TestEndToEnd(t *testing.T) {
 		{"uninstall", s.uninstall},
 	}
 	defer func() {
+		if s.chartRepository != nil {
+			s.chartRepository.Close()
+		}
 		if s.c != nil {
 			s.c.Stop()
 		}

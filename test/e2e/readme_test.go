@@ -31,8 +31,7 @@ func (s *suite) docsBlock(t *testing.T, file, name string, replacements [][2]str
 	return block
 }
 
-// runDocs runs a docs block in the work directory, where the release's
-// chart package is (_output/release, as `make release` leaves it).
+// runDocs runs a docs block in the work directory.
 func (s *suite) runDocs(ctx context.Context, t *testing.T, file, name string, replacements [][2]string) {
 	t.Helper()
 	script := s.docsBlock(t, file, name, replacements)
@@ -43,26 +42,31 @@ func (s *suite) runDocs(ctx context.Context, t *testing.T, file, name string, re
 	t.Logf("%s's %s block, as run here:\n%s%s", file, name, script, out)
 }
 
-// helmInstall runs the README's install on the chart packaged as `make
-// release` packages it. The e2e's own settings (images built here and pulled
-// from nowhere, faster sampling) go in one values file at the end of the
-// helm command; the disks come from the README's selectors.
+// helmInstall runs the README's install against the Helm repository
+// hack/release.sh wrote: `helm repo add` of its URL, then `helm install` of
+// the chart fetched from it. The e2e's own settings (images built here and
+// pulled from nowhere, their tag rather than the release's appVersion,
+// faster sampling) go in one values file at the end of the helm command; the
+// disks come from the README's selectors.
 func (s *suite) helmInstall(ctx context.Context, t *testing.T) {
 	values := filepath.Join(s.workDir, "values.yaml")
 	writeYAML(t, values, s.chartValues())
-	_, tag, _ := strings.Cut(s.images.project, ":")
-	if _, err := s.c.Helm(ctx, "package", filepath.Join(s.repo, "charts", "ssdcache"), "--version", "0.1.0", "--app-version", tag,
-		"-d", filepath.Join(s.workDir, "_output", "release")); err != nil {
-		t.Fatal(err)
-	}
+	repository := s.serveRelease(ctx, t)
 	repo, _, _ := strings.Cut(s.images.project, ":")
 	s.runDocs(ctx, t, "README.md", "install", [][2]string{
+		{docs.ChartRepoURL, repository.URL},
 		{"storage-1 storage-2", "e2e-node"},
 		{"registry.example.com/ssdcache", repo},
 		{"/dev/disk/by-id/ata-ST4000NM*", strings.TrimSuffix(vm.HDDByID, "-0") + "*"},
 		{"/dev/disk/by-id/nvme-Samsung_SSD_980*", strings.TrimSuffix(vm.SSDByID, "-0") + "*"},
 		{"--set storageClass.create=true\n", "--set storageClass.create=true \\\n  --values " + values + "\n"},
 	})
+	// The chart came from the release's repository, as a user's does.
+	for _, path := range []string{"/index.yaml", "/ssdcache-" + releaseVersion + ".tgz"} {
+		if !repository.Served(path) {
+			t.Fatalf("the README's install did not fetch %s from the release's repository %s (served: %q)", path, repository.URL, repository.Paths())
+		}
+	}
 	s.pluginInstalled = true
 	s.waitInstalled(ctx, t)
 }
