@@ -161,6 +161,44 @@ func (d *Dmsetup) Info(ctx context.Context, name string) (Device, error) {
 	return devs[0], nil
 }
 
+// ListWithUUIDs is List with each device's UUID, through dmsetup (the
+// control device's listing has no UUIDs): what tells an LV's device, which
+// LVM made, from another of the same name.
+func (d *Dmsetup) ListWithUUIDs(ctx context.Context) ([]Device, error) {
+	out, err := d.dmsetup(ctx, "info", "-c", "--noheadings", "--separator", "|", "-o", "name,uuid,major,minor,attr,open")
+	if err != nil {
+		return nil, err
+	}
+	return parseUUIDList(out)
+}
+
+// parseUUIDList parses `dmsetup info -c --noheadings --separator '|' -o
+// name,uuid,major,minor,attr,open`; a name may hold '|', so the fields are
+// taken from the end.
+func parseUUIDList(out string) ([]Device, error) {
+	var devices []Device
+	for _, line := range strings.Split(out, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "No devices found") {
+			continue
+		}
+		fields := strings.Split(line, "|")
+		n := len(fields)
+		if n < 6 {
+			return nil, fmt.Errorf("dmsetup info line %q: want <name>|<uuid>|<major>|<minor>|<attr>|<open>", line)
+		}
+		name := strings.Join(fields[:n-5], "|")
+		parsed, err := parseDeviceList(strings.Join([]string{"x", fields[n-4], fields[n-3], fields[n-2], fields[n-1]}, " "))
+		if err != nil || len(parsed) != 1 {
+			return nil, fmt.Errorf("dmsetup info line %q: %v", line, err)
+		}
+		dev := parsed[0]
+		dev.Name, dev.UUID = name, fields[n-5]
+		devices = append(devices, dev)
+	}
+	return devices, nil
+}
+
 var infoColumns = []string{"-c", "--noheadings", "--separator", " ", "-o", "name,major,minor,attr,open"}
 
 // parseDeviceList parses `dmsetup info -c --noheadings -o name,major,minor,attr,open`.

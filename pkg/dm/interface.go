@@ -18,6 +18,10 @@ type Device struct {
 	InactiveTable bool
 	// OpenCount is how many openers the device has (mounts, processes).
 	OpenCount int
+	// UUID is what the device's creator named it with ("" for none; LVM
+	// gives an LV's device LVM-<VG uuid><LV uuid>). Only
+	// Dmsetup.ListWithUUIDs reads it.
+	UUID string
 }
 
 // DeviceState is a device's live table and raw status line.

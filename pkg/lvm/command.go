@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/ssdcache/ssdcache/pkg/command"
 	"github.com/ssdcache/ssdcache/pkg/dm"
@@ -16,6 +19,11 @@ import (
 // Command implements Interface by running lvm with JSON reports.
 type Command struct {
 	run *command.Runner
+	// dm reads and removes the devices of the LVs of a VG LVM no longer
+	// finds (KernelLVs), which no lvm command can reach.
+	dm *dm.Dmsetup
+	// devDir holds LVM's /dev/<vg>/<lv> links ("/dev").
+	devDir string
 	// config is passed as --config to every command, e.g. to disable udev
 	// synchronisation on nodes (or VMs) without udev.
 	config string
@@ -38,7 +46,7 @@ var ErrNoPoolDevices = errors.New("no pool device known on this node yet; not ru
 // label there would make a second "ssdcache-hdd" appear, and on a node with
 // many volumes every command pays for scanning them all.
 func NewCommand(run *command.Runner, config string, devices ...string) *Command {
-	c := &Command{run: run, config: config}
+	c := &Command{run: run, config: config, dm: dm.NewDmsetup(run), devDir: "/dev"}
 	if len(devices) > 0 {
 		c.UseDevices(devices)
 	}
@@ -261,4 +269,41 @@ func (p *numbers) uint(r map[string]string, key string) uint64 {
 		p.err = fmt.Errorf("lvm report field %s=%q is not a byte count", key, r[key])
 	}
 	return v
+}
+
+// KernelLVs lists the device-mapper devices named as LVs of vg, read from
+// the kernel (dmsetup), not from LVM: those of a VG whose only PV died stay
+// there after LVM stopped finding the VG.
+func (c *Command) KernelLVs(ctx context.Context, vg string) ([]KernelLV, error) {
+	devs, err := c.dm.ListWithUUIDs(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list the device-mapper devices of %s's LVs: %w", vg, err)
+	}
+	return kernelLVsOf(devs, vg), nil
+}
+
+// RemoveKernelLV removes an LV's device-mapper device (dmsetup remove): the
+// kernel refuses while it is open. Then it removes the LV's /dev/<vg>/<lv>
+// link, left dangling, and /dev/<vg> once empty, as LVM's deactivation
+// would: without udev rules for LVM (the plugin's image disables udev
+// synchronisation, so LVM makes those links itself) nothing else does, and
+// vgcreate refuses a VG whose /dev/<vg> exists ("already exists in
+// filesystem"), as the kernel suite saw.
+func (c *Command) RemoveKernelLV(ctx context.Context, d KernelLV) error {
+	if err := c.dm.Remove(ctx, d.Device); err != nil {
+		return err
+	}
+	dir := filepath.Join(c.devDir, d.VG)
+	link := filepath.Join(dir, d.LV)
+	if fi, err := os.Lstat(link); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		if _, err := os.Stat(link); errors.Is(err, os.ErrNotExist) { // dangling: its device is gone
+			if err := os.Remove(link); err != nil {
+				return fmt.Errorf("remove the link %s of the removed device %s: %w", link, d.Device, err)
+			}
+		}
+	}
+	if err := syscall.Rmdir(dir); err != nil && !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.ENOTEMPTY) && !errors.Is(err, syscall.EEXIST) {
+		return fmt.Errorf("remove the directory %s of a VG LVM no longer finds: %w", dir, err)
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package lvm
 import (
 	"context"
 	"errors"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -224,5 +225,80 @@ func TestReduceMissingIsOneForcedVgreduce(t *testing.T) {
 	want := []string{"vgreduce", "--devices", "/dev/disk/by-id/nvme-survivor", "--removemissing", "--force", "ssdcache-nvme"}
 	if len(calls) != 1 || calls[0].cmd != "lvm" || !slices.Equal(calls[0].args, want) {
 		t.Fatalf("calls %v, want lvm %v", calls, want)
+	}
+}
+
+func TestKernelLVsAreTheDevicesNamedAsTheVGsLVs(t *testing.T) {
+	var calls []recorded
+	out := "sdv--nvme-sdv.cache--data|LVM-EYVr0zeaRIYX3ju3PAdhqv9oSwPEKDVzAaK3r6NbCQZdr7nx2hbtkKZ3A0NLLedI|254|3|L--w|0\n" +
+		"ssdcache--hdd-sdv|LVM-QnIOSl5srbc3nHfZoJD8Dn9eFov0bXcIHWgGRopDYyFky0EluU5EWcKcm4deKmRy|254|0|L--w|1\n" +
+		"sdv--nvme--x-a|LVM-x|254|5|L--w|0\n" +
+		"ssdcache-sdv||254|1|L--w|0\n"
+	c := NewCommand(fakeExec(t, &calls, out), "")
+	devs, err := c.KernelLVs(context.Background(), "sdv-nvme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []KernelLV{{Device: "sdv--nvme-sdv.cache--data", VG: "sdv-nvme", LV: "sdv.cache-data",
+		UUID: "LVM-EYVr0zeaRIYX3ju3PAdhqv9oSwPEKDVzAaK3r6NbCQZdr7nx2hbtkKZ3A0NLLedI", DevNum: dm.DevNum{Major: 254, Minor: 3}}}
+	if !slices.EqualFunc(devs, want, func(a, b KernelLV) bool { return a == b }) {
+		t.Fatalf("devices %+v, want %+v", devs, want)
+	}
+	if got := devs[0].VGUUID(); got != "EYVr0zeaRIYX3ju3PAdhqv9oSwPEKDVz" {
+		t.Fatalf("VG UUID %q", got)
+	}
+	if calls[0].cmd != "dmsetup" {
+		t.Fatalf("ran %s, want dmsetup", calls[0].cmd)
+	}
+}
+
+func TestSplitDMNameUndoesDMName(t *testing.T) {
+	for _, c := range []struct{ vg, lv string }{{"ssdcache-nvme", "pvc-1.cache-meta"}, {"a", "b"}, {"x--y", "z"}} {
+		if vg, lv, ok := SplitDMName(DMName(c.vg, c.lv)); !ok || vg != c.vg || lv != c.lv {
+			t.Errorf("SplitDMName(DMName(%q, %q)) = %q, %q, %v", c.vg, c.lv, vg, lv, ok)
+		}
+	}
+	for _, name := range []string{"ssdcache-pvc", "vg-lv-real", "novg", "-lv", "vg-"} {
+		if vg, lv, ok := SplitDMName(name); ok && name != "ssdcache-pvc" {
+			t.Errorf("SplitDMName(%q) = %q, %q: not an LV's device name", name, vg, lv)
+		}
+	}
+}
+
+// The removal of a lost VG's LV device takes its dangling /dev/<vg>/<lv>
+// link and the emptied /dev/<vg> with it: vgcreate refuses a VG whose
+// /dev/<vg> exists.
+func TestRemoveKernelLVRemovesItsDanglingLinkAndEmptyVGDir(t *testing.T) {
+	var calls []recorded
+	c := NewCommand(fakeExec(t, &calls, "", ""), "")
+	c.devDir = t.TempDir()
+	dir := c.devDir + "/sdv-nvme"
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, lv := range []string{"sdv.cache-data", "sdv.cache-meta"} {
+		if err := os.Symlink("../dm-404", dir+"/"+lv); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := KernelLV{Device: "sdv--nvme-sdv.cache--data", VG: "sdv-nvme", LV: "sdv.cache-data"}
+	if err := c.RemoveKernelLV(context.Background(), d); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"remove", "--retry", d.Device}; calls[0].cmd != "dmsetup" || !slices.Equal(calls[0].args, want) {
+		t.Fatalf("ran %v, want dmsetup %v", calls[0], want)
+	}
+	if _, err := os.Lstat(dir + "/sdv.cache-data"); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the link is still there: %v", err)
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("/dev/<vg> went while it held another link: %v", err)
+	}
+	d.Device, d.LV = "sdv--nvme-sdv.cache--meta", "sdv.cache-meta"
+	if err := c.RemoveKernelLV(context.Background(), d); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the emptied /dev/<vg> is still there: %v", err)
 	}
 }

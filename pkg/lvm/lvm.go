@@ -125,6 +125,80 @@ type Interface interface {
 	// one of those LVs is open. Callers check first that losing those LVs
 	// loses no data (Pools.RemoveMissing).
 	ReduceMissing(ctx context.Context, vg string) error
+	// KernelLVs lists the device-mapper devices named as LVs of vg
+	// (DMName), read from the kernel: a VG whose only PV died is gone from
+	// LVM, but its active LVs' devices stay until removed.
+	KernelLVs(ctx context.Context, vg string) ([]KernelLV, error)
+	// RemoveKernelLV removes one of those devices; the kernel refuses while
+	// it is open. Callers check first that LVM no longer finds its VG and
+	// that nothing uses it (Pools.RemoveStale).
+	RemoveKernelLV(ctx context.Context, d KernelLV) error
+}
+
+// KernelLV is a device-mapper device named as an LV of a VG.
+type KernelLV struct {
+	// Device is its device-mapper name, DMName(VG, LV).
+	Device string
+	VG, LV string
+	// UUID is its device-mapper UUID: LVM gives an LV's device
+	// LVM-<VG uuid><LV uuid> (32 characters each).
+	UUID      string
+	DevNum    dm.DevNum
+	OpenCount int
+}
+
+// lvmUUIDPrefix starts the device-mapper UUID of every LV LVM activates.
+const lvmUUIDPrefix = "LVM-"
+
+// VGUUID is the VG's half of an LV device's UUID; "" for a device LVM did
+// not make, or one of an LV's hidden layers (a "-<layer>" suffix).
+func (d KernelLV) VGUUID() string {
+	id, ok := strings.CutPrefix(d.UUID, lvmUUIDPrefix)
+	if !ok || len(id) != 64 {
+		return ""
+	}
+	return id[:32]
+}
+
+// DMName is the device-mapper name LVM gives vg/lv: both joined by '-',
+// each '-' in them doubled.
+func DMName(vg, lv string) string {
+	return strings.ReplaceAll(vg, "-", "--") + "-" + strings.ReplaceAll(lv, "-", "--")
+}
+
+// SplitDMName undoes DMName; ok is false for a name that is not
+// <vg>-<lv> (no single '-', or a layer suffix such as "-real" after it).
+func SplitDMName(name string) (vg, lv string, ok bool) {
+	var parts []string
+	var cur strings.Builder
+	for i := 0; i < len(name); i++ {
+		switch {
+		case name[i] != '-':
+			cur.WriteByte(name[i])
+		case i+1 < len(name) && name[i+1] == '-':
+			cur.WriteByte('-')
+			i++
+		default:
+			parts = append(parts, cur.String())
+			cur.Reset()
+		}
+	}
+	parts = append(parts, cur.String())
+	if len(parts) != 2 || parts[0] == "" || parts[1] == "" {
+		return "", "", false
+	}
+	return parts[0], parts[1], true
+}
+
+// kernelLVsOf keeps the devices named as LVs of vg.
+func kernelLVsOf(devs []dm.Device, vg string) []KernelLV {
+	var out []KernelLV
+	for _, d := range devs {
+		if g, lv, ok := SplitDMName(d.Name); ok && g == vg {
+			out = append(out, KernelLV{Device: d.Name, VG: g, LV: lv, UUID: d.UUID, DevNum: d.DevNum, OpenCount: d.OpenCount})
+		}
+	}
+	return out
 }
 
 // FindLV returns the LV of vg named name, or ErrNotFound.

@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/ssdcache/ssdcache/pkg/blockdev"
+	"github.com/ssdcache/ssdcache/pkg/dm"
 )
 
 // ByIDDir is the only place pool devices may be named from: kernel names
@@ -300,6 +301,122 @@ func Names(lvs []LV) []string {
 	names := make([]string, len(lvs))
 	for i, lv := range lvs {
 		names[i] = lv.Name
+	}
+	return names
+}
+
+// ErrStaleInUse is returned when the devices left of a cache VG LVM no
+// longer finds cannot be removed without risk: one ssdcache did not make as
+// a cache LV, or one that is open or has a device stacked on it.
+var ErrStaleInUse = errors.New("refusing to remove the devices left of a lost volume group")
+
+// cacheLVSuffixes end the names of the cache LVs ssdcache makes for a
+// volume: <volume>.cache-data, .cache-meta and the metadata a promotion
+// writes beside it, .cache-meta2 (pkg/cache, spec.go).
+var cacheLVSuffixes = []string{".cache-data", ".cache-meta", ".cache-meta2"}
+
+// CacheLVVolume is the volume whose cache LV is named lv, by ssdcache's
+// naming alone; ok is false for any other name.
+func CacheLVVolume(lv string) (volume string, ok bool) {
+	for _, s := range cacheLVSuffixes {
+		if v, found := strings.CutSuffix(lv, s); found && v != "" {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// Stale is what RemoveStale removed.
+type Stale struct {
+	// Devices are the device-mapper devices of the lost VG's cache LVs.
+	Devices []KernelLV
+}
+
+// Volumes are the volumes whose cache LVs' devices went, in order.
+func (s Stale) Volumes() []string {
+	var vols []string
+	for _, d := range s.Devices {
+		if v, _ := CacheLVVolume(d.LV); !slices.Contains(vols, v) {
+			vols = append(vols, v)
+		}
+	}
+	return vols
+}
+
+// RemoveStale removes the device-mapper devices the kernel keeps of cache
+// VG vg after LVM stopped finding it: a cache pool on one device whose
+// device died leaves no PV, so no VG, and no lvm command can deactivate its
+// LVs; their devices, named <vg>-<lv>, would make every new cache LV of the
+// same volume fail to activate once the pool is made again on a new device.
+// It acts only while LVM does not find vg (role's tag cannot be read then:
+// the name is the pool's) and only when every such device is provably a
+// cache LV of ssdcache that nothing uses: named as one (CacheLVVolume),
+// made by LVM (an LV UUID, one VG's for all of them), not open and with no
+// device stacked on it (the monitor dropped those caches to linear tables).
+// Otherwise it removes nothing and the error, wrapping ErrStaleInUse, names
+// the devices. A VG LVM finds, or no device, is left alone (zero Stale).
+func (p *Pools) RemoveStale(ctx context.Context, vg, role string) (Stale, error) {
+	_, err := p.lvm.GetVG(ctx, vg)
+	if err == nil {
+		return Stale{}, nil
+	}
+	if !errors.Is(err, ErrNotFound) {
+		return Stale{}, err
+	}
+	devs, err := p.lvm.KernelLVs(ctx, vg)
+	if err != nil || len(devs) == 0 {
+		return Stale{}, err
+	}
+	if err := p.checkStale(vg, role, devs); err != nil {
+		return Stale{}, err
+	}
+	klog.InfoS("Removing the devices left of the cache LVs of a cache pool LVM no longer finds", "vg", vg, "devices", deviceNames(devs))
+	var removed Stale
+	for _, d := range devs {
+		if err := p.lvm.RemoveKernelLV(ctx, d); err != nil {
+			return removed, fmt.Errorf("volume group %s (not found by LVM): remove the device %s of its cache LV %s: %w", vg, d.Device, d.LV, err)
+		}
+		removed.Devices = append(removed.Devices, d)
+	}
+	return removed, nil
+}
+
+// checkStale fails unless every device may go.
+func (p *Pools) checkStale(vg, role string, devs []KernelLV) error {
+	var foreign, held []string
+	vgUUID := devs[0].VGUUID()
+	for _, d := range devs {
+		if _, ok := CacheLVVolume(d.LV); !ok || d.VGUUID() == "" || d.VGUUID() != vgUUID {
+			foreign = append(foreign, fmt.Sprintf("%s (LV %s, uuid %q)", d.Device, d.LV, d.UUID))
+			continue
+		}
+		if d.OpenCount > 0 {
+			held = append(held, fmt.Sprintf("%s (open %d times)", d.Device, d.OpenCount))
+			continue
+		}
+		holders, err := p.dev.Holders(dm.DevicePath(d.Device))
+		if err != nil {
+			held = append(held, fmt.Sprintf("%s (reading its holders: %v)", d.Device, err)) // unproven is not unused
+		} else if len(holders) > 0 {
+			held = append(held, fmt.Sprintf("%s (used by %s)", d.Device, strings.Join(holders, ", ")))
+		}
+	}
+	var errs []error
+	if len(foreign) > 0 {
+		errs = append(errs, fmt.Errorf("%s pool %s is not found by LVM, and the kernel holds devices named as its LVs that are not the cache LVs of one ssdcache VG: %s; "+
+			"remove them by hand (dmsetup remove) if they hold nothing needed: %w", role, vg, strings.Join(foreign, ", "), ErrStaleInUse))
+	}
+	if len(held) > 0 {
+		errs = append(errs, fmt.Errorf("%s pool %s is not found by LVM, and devices of its cache LVs are still in use: %s; their caches must be dropped first: %w",
+			role, vg, strings.Join(held, ", "), ErrStaleInUse))
+	}
+	return errors.Join(errs...)
+}
+
+func deviceNames(devs []KernelLV) []string {
+	names := make([]string, len(devs))
+	for i, d := range devs {
+		names[i] = d.Device
 	}
 	return names
 }

@@ -243,3 +243,113 @@ func TestRemoveMissingLeavesForeignVGs(t *testing.T) {
 		t.Fatalf("err = %v, want a refusal", err)
 	}
 }
+
+// lostWorld is a single-device cache VG holding pvc-1's and pvc-2's cache
+// LVs whose device died: LVM no longer finds the VG, the kernel keeps the
+// LVs' devices. holders are what the kernel lists stacked on pvc-1's data
+// LV's device.
+func lostWorld(t *testing.T, holders ...string) (*lvmfake.LVM, *blockdevfake.Devices, *[]string) {
+	t.Helper()
+	l, dev := world()
+	ctx := context.Background()
+	l.AddVG("ssdcache-nvme", 20<<30, lvm.PoolTagPrefix+"cache")
+	for _, name := range []string{"pvc-1.cache-data", "pvc-1.cache-meta", "pvc-2.cache-data", "pvc-2.cache-meta2"} {
+		lv, err := l.CreateLV(ctx, "ssdcache-nvme", name, 1<<30, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := blockdevfake.Device{Node: fmt.Sprintf("/dev/dm-%d", lv.DevNum.Minor)}
+		if name == "pvc-1.cache-data" {
+			d.Holders = holders
+		}
+		dev.Add("/dev/mapper/"+lvm.DMName("ssdcache-nvme", name), d)
+	}
+	l.LoseVG("ssdcache-nvme")
+	var writes []string
+	l.Record = func(e string) { writes = append(writes, e) }
+	return l, dev, &writes
+}
+
+// The devices left of a lost single-device cache VG's cache LVs are
+// removed, so that a new VG of the name can activate those volumes' LVs.
+func TestRemoveStaleTakesTheLostVGsCacheLVDevices(t *testing.T) {
+	l, dev, writes := lostWorld(t)
+	ctx := context.Background()
+	got, err := lvm.NewPools(l, dev).RemoveStale(ctx, "ssdcache-nvme", "cache")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "lvm removedevice ssdcache--nvme-pvc--1.cache--data,lvm removedevice ssdcache--nvme-pvc--1.cache--meta," +
+		"lvm removedevice ssdcache--nvme-pvc--2.cache--data,lvm removedevice ssdcache--nvme-pvc--2.cache--meta2"
+	if strings.Join(*writes, ",") != want {
+		t.Fatalf("writes %v, want %s", *writes, want)
+	}
+	if len(got.Devices) != 4 || strings.Join(got.Volumes(), ",") != "pvc-1,pvc-2" {
+		t.Fatalf("removed %+v (volumes %v), want 4 devices of pvc-1 and pvc-2", got, got.Volumes())
+	}
+	if left, _ := l.KernelLVs(ctx, "ssdcache-nvme"); len(left) != 0 {
+		t.Fatalf("devices left: %+v", left)
+	}
+	again, err := lvm.NewPools(l, dev).RemoveStale(ctx, "ssdcache-nvme", "cache")
+	if err != nil || len(again.Devices) != 0 || len(*writes) != 4 {
+		t.Fatalf("second call: %+v %v; want nothing done", again, err)
+	}
+}
+
+// Nothing is removed, and the error names the devices, while one is used or
+// is not provably a cache LV of one lost ssdcache VG; a VG LVM finds is
+// never touched.
+func TestRemoveStaleRefusesDevicesInUseOrUnknown(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		holders []string
+		prepare func(*lvmfake.LVM, *blockdevfake.Devices)
+		want    string
+	}{
+		{name: "stacked", holders: []string{"dm-9"}, want: "used by dm-9"},
+		{name: "open", prepare: func(l *lvmfake.LVM, _ *blockdevfake.Devices) {
+			l.AddKernelLV(lvm.KernelLV{Device: "ssdcache--nvme-pvc--3.cache--data", VG: "ssdcache-nvme", LV: "pvc-3.cache-data",
+				UUID: "LVM-" + strings.Repeat("0", 31) + "1" + strings.Repeat("9", 32), OpenCount: 1})
+		}, want: "ssdcache--nvme-pvc--3.cache--data (open 1 times)"},
+		{name: "not a cache LV", prepare: func(l *lvmfake.LVM, _ *blockdevfake.Devices) {
+			l.AddKernelLV(lvm.KernelLV{Device: "ssdcache--nvme-home", VG: "ssdcache-nvme", LV: "home", UUID: "LVM-" + strings.Repeat("0", 31) + "1" + strings.Repeat("8", 32)})
+		}, want: "ssdcache--nvme-home (LV home"},
+		{name: "not made by LVM", prepare: func(l *lvmfake.LVM, _ *blockdevfake.Devices) {
+			l.AddKernelLV(lvm.KernelLV{Device: "ssdcache--nvme-pvc--4.cache--data", VG: "ssdcache-nvme", LV: "pvc-4.cache-data", UUID: "CRYPT-x"})
+		}, want: "pvc-4.cache-data"},
+		{name: "of another VG of the name", prepare: func(l *lvmfake.LVM, _ *blockdevfake.Devices) {
+			l.AddKernelLV(lvm.KernelLV{Device: "ssdcache--nvme-pvc--5.cache--data", VG: "ssdcache-nvme", LV: "pvc-5.cache-data", UUID: "LVM-" + strings.Repeat("7", 64)})
+		}, want: "pvc-5.cache-data"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, dev, writes := lostWorld(t, tc.holders...)
+			if tc.prepare != nil {
+				tc.prepare(l, dev)
+			}
+			_, err := lvm.NewPools(l, dev).RemoveStale(context.Background(), "ssdcache-nvme", "cache")
+			if !errors.Is(err, lvm.ErrStaleInUse) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want ErrStaleInUse naming %q", err, tc.want)
+			}
+			if len(*writes) != 0 {
+				t.Fatalf("removed %v despite the refusal", *writes)
+			}
+		})
+	}
+	t.Run("VG found", func(t *testing.T) {
+		l, dev, writes := lostWorld(t)
+		l.AddVG("ssdcache-nvme", 20<<30, lvm.PoolTagPrefix+"cache")
+		if got, err := lvm.NewPools(l, dev).RemoveStale(context.Background(), "ssdcache-nvme", "cache"); err != nil || len(got.Devices) != 0 || len(*writes) != 0 {
+			t.Fatalf("RemoveStale of a VG LVM finds: %+v %v, writes %v; want nothing done", got, err, *writes)
+		}
+	})
+}
+
+// The names RemoveStale takes for cache LVs are those of pkg/cache's.
+func TestCacheLVVolume(t *testing.T) {
+	for name, want := range map[string]string{"pvc-1.cache-data": "pvc-1", "pvc-1.cache-meta": "pvc-1", "pvc-1.cache-meta2": "pvc-1",
+		"pvc-1": "", ".cache-data": "", "pvc-1.cache-data.x": "", "home": ""} {
+		if got, ok := lvm.CacheLVVolume(name); got != want || ok != (want != "") {
+			t.Errorf("CacheLVVolume(%q) = %q, %v; want %q", name, got, ok, want)
+		}
+	}
+}

@@ -24,7 +24,9 @@ type LVM struct {
 	pvs []lvm.PV
 	// lost is the size of each VG's missing PVs (LosePV).
 	lost map[string]uint64
-	next uint32
+	// kernel are the LV devices left of VGs LVM no longer finds (LoseVG, AddKernelLV).
+	kernel []lvm.KernelLV
+	next   uint32
 	// DeviceSize gives the size of a device added to a VG (default 10 GiB).
 	DeviceSize func(device string) uint64
 	// Resolve maps a device path to the PV name reported by ListPVs.
@@ -310,5 +312,63 @@ func (f *LVM) ReduceMissing(_ context.Context, vg string) error {
 	g.Size -= min(g.Size, f.lost[vg])
 	g.Free -= min(g.Free, f.lost[vg])
 	g.MissingPVs, f.lost[vg] = 0, 0
+	return nil
+}
+
+// LoseVG makes vg vanish from LVM, as the death of its only PV does: LVM
+// no longer lists the VG, its LVs or its PV, while the kernel keeps the
+// devices of its active LVs (KernelLVs), each with an LVM UUID.
+func (f *LVM) LoseVG(vg string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	vgUUID := fmt.Sprintf("%032x", len(f.kernel)+1)
+	for i, lv := range f.lvs[vg] {
+		if lv.DevNum.IsZero() {
+			continue
+		}
+		f.kernel = append(f.kernel, lvm.KernelLV{Device: lvm.DMName(vg, lv.Name), VG: vg, LV: lv.Name,
+			UUID: "LVM-" + vgUUID + fmt.Sprintf("%032x", i+1), DevNum: lv.DevNum})
+	}
+	delete(f.vgs, vg)
+	delete(f.lvs, vg)
+	delete(f.lost, vg)
+	f.pvs = slices.DeleteFunc(f.pvs, func(pv lvm.PV) bool { return pv.VG == vg })
+}
+
+// AddKernelLV adds a device named as an LV, which LVM does not list.
+func (f *LVM) AddKernelLV(d lvm.KernelLV) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.kernel = append(f.kernel, d)
+}
+
+func (f *LVM) KernelLVs(_ context.Context, vg string) ([]lvm.KernelLV, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []lvm.KernelLV
+	for _, d := range f.kernel {
+		if d.VG == vg {
+			out = append(out, d)
+		}
+	}
+	for _, lv := range f.lvs[vg] {
+		if !lv.DevNum.IsZero() {
+			out = append(out, lvm.KernelLV{Device: lvm.DMName(vg, lv.Name), VG: vg, LV: lv.Name, DevNum: lv.DevNum})
+		}
+	}
+	return out, nil
+}
+
+func (f *LVM) RemoveKernelLV(_ context.Context, d lvm.KernelLV) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record("removedevice", d.Device); err != nil {
+		return err
+	}
+	i := slices.IndexFunc(f.kernel, func(k lvm.KernelLV) bool { return k.Device == d.Device })
+	if i < 0 {
+		return fmt.Errorf("device %s: %w", d.Device, dm.ErrNotFound)
+	}
+	f.kernel = slices.Delete(f.kernel, i, i+1)
 	return nil
 }
