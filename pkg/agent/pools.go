@@ -258,3 +258,15 @@ func (w *PoolWatch) MissingPVs(vg string) uint64 {
 	}
 	return 0
 }
+
+// CacheVGLost reports whether the last successful scan did not find cache
+// pool vg, which the pool set-up brought up: LVM no longer finds a VG
+// whose only device died. Before any scan it reports false.
+func (w *PoolWatch) CacheVGLost(vg string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ok.at.IsZero() || !slices.Contains(w.cacheVGs, vg) {
+		return false
+	}
+	return !slices.ContainsFunc(w.ok.caches, func(g lvm.VG) bool { return g.Name == vg })
+}

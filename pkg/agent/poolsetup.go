@@ -47,11 +47,12 @@ type PoolSetupConfig struct {
 	Clock    clock.WithTicker
 }
 
-// PoolEnsurer creates or checks a pool and removes the missing PVs of a
-// cache pool (lvm.Pools).
+// PoolEnsurer creates or checks a pool, removes the missing PVs of a cache
+// pool and the devices left of a cache pool LVM no longer finds (lvm.Pools).
 type PoolEnsurer interface {
 	Ensure(ctx context.Context, cfg lvm.PoolConfig) (lvm.VG, error)
 	RemoveMissing(ctx context.Context, vg, role string) (lvm.Reduced, error)
+	RemoveStale(ctx context.Context, vg, role string) (lvm.Stale, error)
 }
 
 // LVMDevices restricts LVM to the pool devices (lvm.Command).
@@ -85,6 +86,8 @@ type PoolSetup struct {
 	// missingReported is the last refusal to remove the cache pool's missing
 	// PVs that an Event told, to tell each once.
 	missingReported string
+	// staleReported is the same for the devices left of a lost cache pool.
+	staleReported string
 }
 
 // poolState is one pool's outcome so far.
@@ -254,10 +257,15 @@ func (s *PoolSetup) lvmDevices(plans map[string]poolPlan) []string {
 }
 
 // apply creates or checks one pool and tells the node of a cache pool. A
-// cache VG that misses a PV is reduced first: LVM would refuse to extend it.
+// cache VG that misses a PV is reduced first: LVM would refuse to extend it;
+// one LVM no longer finds has the devices left of its LVs removed first:
+// they hold the names the new VG's LVs need.
 func (s *PoolSetup) apply(ctx context.Context, role string, cfg lvm.PoolConfig) error {
 	if role == PoolCache {
 		if _, err := s.removeMissing(ctx, cfg.VG); err != nil {
+			return err
+		}
+		if err := s.removeStale(ctx, cfg.VG); err != nil {
 			return err
 		}
 	}

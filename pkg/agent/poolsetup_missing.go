@@ -17,6 +17,10 @@ const (
 	ReasonMissingPVRemoved    = "MissingPVRemoved"
 	ReasonMissingPVNotRemoved = "MissingPVNotRemoved"
 	ReasonPoolNotExtended     = "PoolNotExtended"
+	// A cache pool LVM no longer finds (its only device died).
+	ReasonCachePoolLost          = "CachePoolLost"
+	ReasonStaleDevicesRemoved    = "StaleCacheDevicesRemoved"
+	ReasonStaleDevicesNotRemoved = "StaleCacheDevicesNotRemoved"
 )
 
 // RepairCache removes the missing PVs of the cache pool once it is up: a
@@ -27,7 +31,14 @@ const (
 // device the configuration names joins it at once. Start calls it every
 // interval.
 func (s *PoolSetup) RepairCache(ctx context.Context) {
-	if !s.cfg.Cache.Configured() || !s.isUp(PoolCache) || s.deps.Watch.MissingPVs(s.cfg.Cache.VG) == 0 {
+	if !s.cfg.Cache.Configured() || !s.isUp(PoolCache) {
+		return
+	}
+	if s.deps.Watch.CacheVGLost(s.cfg.Cache.VG) {
+		s.cacheLost(ctx)
+		return
+	}
+	if s.deps.Watch.MissingPVs(s.cfg.Cache.VG) == 0 {
 		return
 	}
 	removed, err := s.removeMissing(ctx, s.cfg.Cache.VG)
@@ -68,10 +79,16 @@ func (s *PoolSetup) removeMissing(ctx context.Context, vg string) (bool, error) 
 // firstReport records note as the refusal last told and says whether it is
 // news; "" (nothing refused) resets it.
 func (s *PoolSetup) firstReport(note string) bool {
+	return s.report(&s.missingReported, note)
+}
+
+// report records note as the refusal last told in *last and says whether
+// it is news; "" (nothing refused) resets it.
+func (s *PoolSetup) report(last *string, note string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	news := note != s.missingReported
-	s.missingReported = note
+	news := note != *last
+	*last = note
 	return news && note != ""
 }
 
@@ -124,4 +141,59 @@ func (s *PoolSetup) setUp(role string, up bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.states[role].up = up
+}
+
+// cacheLost handles a cache pool that was up and that LVM no longer finds:
+// its only device died (a pool with survivors shows a missing PV instead).
+// The pool is no longer up (Warning PoolNotReady says why), and is set up
+// again at once, as at the
+// plugin's start: apply removes the devices left of the dead VG's LVs
+// (removeStale) and makes the VG anew on the configured devices present;
+// without one, the set-up retries every interval until the new device
+// comes. A Degraded binding is retried once the new VG holds no LV of its
+// volume (BindingReconciler.retryOf).
+func (s *PoolSetup) cacheLost(ctx context.Context) {
+	vg := s.cfg.Cache.VG
+	klog.ErrorS(nil, "LVM no longer finds the cache pool; setting it up again on the configured devices", "vg", vg)
+	s.mu.Lock()
+	s.states[PoolCache].up = false
+	s.states[PoolCache].reason = "LVM no longer finds the cache VG (its only device failed or was removed; the caches on it were dropped, " +
+		"their volumes read their HDDs); it is made again on the configured devices"
+	s.mu.Unlock()
+	s.publish() // PoolNotReady, then PoolReady once made again
+	s.Attempt(ctx)
+}
+
+// removeStale removes the devices the kernel keeps of the cache LVs of
+// cache VG vg once LVM no longer finds it, when no table uses them and each
+// is one of ssdcache's cache LVs (lvm.Pools.RemoveStale), and tells the
+// Node what it removed, or once why it did not: a new VG of that name could
+// not activate a new cache LV of those volumes.
+func (s *PoolSetup) removeStale(ctx context.Context, vg string) error {
+	st, err := s.deps.Pools.RemoveStale(ctx, vg, PoolCache)
+	if err != nil {
+		note := fmt.Sprintf("cache pool %s: the devices left of its lost LVs are kept, and the pool is not made again until they are gone: %v", vg, err)
+		klog.ErrorS(err, "Not removing the devices left of the lost cache pool", "vg", vg)
+		if s.report(&s.staleReported, note) {
+			s.nodeEvent(corev1.EventTypeWarning, ReasonStaleDevicesNotRemoved, "RemoveStaleDevices", note)
+		}
+		return err
+	}
+	s.report(&s.staleReported, "")
+	if len(st.Devices) == 0 {
+		return nil
+	}
+	note := fmt.Sprintf("cache pool %s is gone from LVM (its only device failed): removed the devices %s left of its cache LVs (the dropped caches of volumes %s; their HDDs hold all their data); the pool is made again on the configured devices",
+		vg, strings.Join(staleNames(st), ", "), strings.Join(st.Volumes(), ", "))
+	klog.InfoS("Removed the devices left of the lost cache pool's LVs", "vg", vg, "devices", staleNames(st), "volumes", st.Volumes())
+	s.nodeEvent(corev1.EventTypeNormal, ReasonStaleDevicesRemoved, "RemoveStaleDevices", note)
+	return nil
+}
+
+func staleNames(st lvm.Stale) []string {
+	names := make([]string, len(st.Devices))
+	for i, d := range st.Devices {
+		names[i] = d.Device
+	}
+	return names
 }
