@@ -159,7 +159,7 @@ func parseGoTest(out string) []goTestResult {
 // Which guest tests each boot runs: TestKernel's default, TestStress's and
 // TestPowerLoss's two boots; the rest run only when named.
 const (
-	kernelGuestRun = "^Test(KernelReadsMatchDmsetup|RealSanity|OnlineCacheOpsUnderIO|PausedUnderConcurrentWrites|PauseResumesWarmWithoutTheHDD|ExpandCachedXFS|Safety.*|AdoptedDiskIsTaken|WarmRestage|WarmUpUnderWrites|PromotionUnderWrites|FilledCacheHandedOverToSmq|PreloadNamedFiles|NodeReadyAfterDiskAppears|MissedReadsAreTheBlocksTheCacheSentToTheOrigin|PromotionOfAVolumeWithAPartialLastBlock|UnstageAfterAKillBetweenSuspendAndResume|CacheLVsTakeTheirFootprint|HungSSDHoldsUpNoOtherVolume|MissingCachePVRemovedAndReattached)$"
+	kernelGuestRun = "^Test(KernelReadsMatchDmsetup|RealSanity|OnlineCacheOpsUnderIO|PausedUnderConcurrentWrites|PauseResumesWarmWithoutTheHDD|ExpandCachedXFS|Safety.*|AdoptedDiskIsTaken|WarmRestage|WarmUpUnderWrites|PromotionUnderWrites|FilledCacheHandedOverToSmq|PreloadNamedFiles|NodeReadyAfterDiskAppears|MissedReadsAreTheBlocksTheCacheSentToTheOrigin|PromotionOfAVolumeWithAPartialLastBlock|UnstageAfterAKillBetweenSuspendAndResume|CacheLVsTakeTheirFootprint|HungSSDHoldsUpNoOtherVolume|MissingCachePVRemovedAndReattached|LostSingleDeviceCachePoolMadeAgain)$"
 	stressGuestRun = "^TestStressParallelVolumes$"
 	powerLossWrite = "^TestPowerLossWrite$"
 	powerLossCheck = "^TestPowerLossVerify$"
