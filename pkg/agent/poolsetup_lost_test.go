@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	ssdv1 "github.com/ssdcache/ssdcache/pkg/api/v1alpha1"
 	"github.com/ssdcache/ssdcache/pkg/blockdev/blockdevfake"
 	"github.com/ssdcache/ssdcache/pkg/lvm"
 )
@@ -127,5 +128,44 @@ func TestPoolSetupKeepsTheDevicesOfALostCachePoolWhileATableUsesThem(t *testing.
 	w.setup.Attempt(ctx)
 	if len(w.recorded) != 3 || !w.setup.isUp(PoolCache) {
 		t.Fatalf("after the drop: changes %v, up %v; want both devices removed and the VG made", w.recorded, w.setup.isUp(PoolCache))
+	}
+}
+
+// A Degraded binding whose single-device cache pool died is not retried
+// while LVM finds no pool, and is attached again once, under the same LV
+// names, after the devices left of its dropped cache's LVs were removed
+// and the pool made again; RemoveStale recognises the names the engine gave
+// them.
+func TestDegradedBindingRetriedOnceAfterItsLostPoolWasMadeAgain(t *testing.T) {
+	ctx := context.Background()
+	w := newRetryWorld(t)
+	lvs, err := lvm.VolumeLVs(ctx, w.n.lvm, "nvme", vol)
+	if err != nil || len(lvs) != 2 {
+		t.Fatalf("cache LVs of the dropped cache: %v %v", lvs, err)
+	}
+	for _, lv := range lvs {
+		w.n.dev.Add("/dev/mapper/"+lvm.DMName("nvme", lv.Name), blockdevfake.Device{Node: fmt.Sprintf("/dev/dm-%d", lv.DevNum.Minor)}) // dropped: no holder
+	}
+	w.n.lvm.LoseVG("nvme")
+	reconcileOnce(t, w.r)
+	if got := w.table(t); got != "linear" || get(t, w.c).Status.Phase != ssdv1.PhaseDegraded {
+		t.Fatalf("retried while LVM finds no cache pool: table %s, %+v", got, get(t, w.c).Status)
+	}
+
+	const newDevice = "/dev/disk/by-id/nvme-new"
+	w.n.dev.Add(newDevice, blockdevfake.Device{Node: "/dev/nvme1n1", Size: 1 << 40})
+	pools := lvm.NewPools(w.n.lvm, w.n.dev)
+	stale, err := pools.RemoveStale(ctx, "nvme", PoolCache)
+	if err != nil || len(stale.Devices) != 2 || !slices.Equal(stale.Volumes(), []string{vol}) {
+		t.Fatalf("RemoveStale: %+v %v, want the dropped cache's two LV devices", stale, err)
+	}
+	if _, err := pools.Ensure(ctx, lvm.PoolConfig{VG: "nvme", Role: PoolCache, Devices: []string{newDevice}}); err != nil {
+		t.Fatal(err)
+	}
+	reconcileOnce(t, w.r)
+	wantRetried(t, w, 1)
+	now, err := lvm.VolumeLVs(ctx, w.n.lvm, "nvme", vol)
+	if err != nil || !slices.Equal(lvm.Names(now), lvm.Names(lvs)) {
+		t.Fatalf("new cache LVs %v (%v), want the same names as the lost ones %v", lvm.Names(now), err, lvm.Names(lvs))
 	}
 }
