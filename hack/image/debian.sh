@@ -1,22 +1,27 @@
 #!/bin/sh
-# Usage: hack/image/debian.sh SUITE OUT.tar
-# The project image's Debian layer without Docker, for test/e2e/images (the
-# e2e's and the release's image): what debian:SUITE-slim is (debootstrap
+# Usage: hack/image/debian.sh SUITE OUT.tar [ARCH]
+# The project image's Debian layer for the Debian architecture ARCH (amd64,
+# the default, or arm64) without Docker, for test/e2e/images (the e2e's and
+# the release's image): what debian:SUITE-slim is (debootstrap
 # minbase with the slim dpkg excludes and apt-clean settings of Debian's
 # images), then the Dockerfile's final stage
 #   COPY hack/image/rootfs.sh /tmp/
 #   RUN /tmp/rootfs.sh && rm /tmp/rootfs.sh
 # in a chroot (test/e2e/images requires the Dockerfile to say just that).
-# Needs root. test/e2e/images names OUT after a hash of SUITE, this script
-# and rootfs.sh, and runs this only when OUT is missing; concurrent builders
-# wait on OUT.lock. The full log goes to OUT with .log for .tar.
+# A foreign ARCH runs in the chroot under qemu-user, which hack/image/emulate.sh
+# installs and registers with binfmt_misc (debootstrap's second stage and
+# rootfs.sh; several times slower than native). Needs root. test/e2e/images
+# names OUT after a hash of SUITE, ARCH (unless amd64), this script and
+# rootfs.sh, and runs this only when OUT is missing; concurrent builders wait
+# on OUT.lock. The full log goes to OUT with .log for .tar.
 set -eu
-suite=$1 out=$2
+suite=$1 out=$2 arch=${3:-amd64}
 mirror=http://deb.debian.org/debian security=http://deb.debian.org/debian-security
 rootfs_sh=$(dirname "$0")/rootfs.sh
 [ "$(id -u)" -eq 0 ] || { echo "$0: needs root (debootstrap, chroot, mount)" >&2; exit 1; }
 command -v debootstrap >/dev/null ||
   { echo "$0: needs debootstrap (hack/e2e-assets.sh debootstrap installs it)" >&2; exit 1; }
+"$(dirname "$0")/emulate.sh" "$arch"
 umask 022
 mkdir -p "$(dirname "$out")"
 exec 9>"$out.lock"
@@ -39,7 +44,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 143' TERM INT HUP # test/e2e/images sends TERM when cancelled
 
-debootstrap --variant=minbase "$suite" "$dir" "$mirror"
+debootstrap --variant=minbase --arch="$arch" "$suite" "$dir" "$mirror"
 cat >"$dir/etc/apt/sources.list" <<EOF
 deb $mirror $suite main
 deb $mirror $suite-updates main

@@ -1,14 +1,16 @@
 // Package images assembles the e2e cluster's container images as OCI
 // image-layout tar archives, without a registry or a Docker engine, for
-// "ctr -n k8s.io images import --platform linux/amd64 X.tar" in the guest.
+// "ctr -n k8s.io images import --platform linux/amd64 X.tar" in the guest,
+// and the release's project image for linux/amd64 and linux/arm64.
 //
 // The project image reproduces the repository's Dockerfile, whose final
 // stage (base suite, copied binaries, ENV, USER, ENTRYPOINT) is parsed from
 // the file itself. Its Debian layer is made by hack/image/debian.sh
 // (debootstrap, then hack/image/rootfs.sh in a chroot), which takes minutes,
 // and is cached under CacheDir/e2e/images; a warm build only compiles the
-// binaries and writes the archive. Single-binary images (pause, CSI
-// sidecars) have one layer.
+// binaries and writes the archive. Other architectures than the host's are
+// built under qemu-user (hack/image/emulate.sh), several times slower.
+// Single-binary images (pause, CSI sidecars) have one layer and are amd64.
 package images
 
 import (
@@ -18,6 +20,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -37,6 +40,10 @@ type Options struct {
 	// ProjectRef names the project image, e.g. "docker.io/ssdcache/ssdcache:e2e";
 	// empty skips it.
 	ProjectRef string
+	// Arches are the project image's architectures, each both the Debian
+	// and the Go name: amd64 (the default, the e2e's) or arm64. More than
+	// one writes an image index with a manifest per linux/<arch>.
+	Arches []string
 	// Version is what the project image's binaries report (the Dockerfile's
 	// ${VERSION}); defaults to "e2e". hack/release.sh passes the release's.
 	Version string
@@ -90,6 +97,9 @@ func (o Options) withDefaults() Options {
 		o.Logger = klog.Background()
 	}
 	o.Version = cmp.Or(o.Version, e2eVersion)
+	if len(o.Arches) == 0 {
+		o.Arches = []string{"amd64"}
+	}
 	o.CacheDir = cmp.Or(o.CacheDir, os.Getenv("CACHE_DIR"))
 	if home, err := os.UserHomeDir(); o.CacheDir == "" && err == nil {
 		o.CacheDir = filepath.Join(home, ".cache", "ssdcache")
@@ -105,6 +115,11 @@ func (o Options) validate() error {
 	// and quotes.
 	if strings.ContainsAny(o.Version, " \t\n'\"\\") {
 		return fmt.Errorf("Options.Version %q: want no spaces, quotes or backslashes (it is passed in -ldflags)", o.Version)
+	}
+	for i, arch := range o.Arches {
+		if !supportedArch(arch) || slices.Contains(o.Arches[:i], arch) {
+			return fmt.Errorf("Options.Arches %q: %q is not allowed: want amd64 and/or arm64, each at most once", o.Arches, arch)
+		}
 	}
 	var refs []string
 	if o.ProjectRef != "" {
@@ -127,6 +142,12 @@ func (o Options) validate() error {
 	return nil
 }
 
+// supportedArch says whether the project image can be built for arch:
+// hack/image/emulate.sh knows its qemu, and Debian, Go and OCI name it alike.
+func supportedArch(arch string) bool {
+	return arch == "amd64" || arch == "arm64"
+}
+
 // archivePath turns a ref into a file name in OutDir.
 func archivePath(outDir, ref string) string {
 	return filepath.Join(outDir, strings.NewReplacer("/", "_", ":", "_").Replace(ref)+".tar")
@@ -140,6 +161,6 @@ func buildBinaryImage(o Options, bi BinaryImage) (Archive, error) {
 	if err != nil {
 		return Archive{}, err
 	}
-	return writeImage(o, imageSpec{ref: bi.Ref, entrypoint: bi.Entrypoint, layers: []v1.Layer{layer},
+	return writeImage(o, imageSpec{ref: bi.Ref, arch: "amd64", entrypoint: bi.Entrypoint, layers: []v1.Layer{layer},
 		history: []string{"test/e2e/images: " + filepath.Base(bi.Binary) + " at " + bi.Entrypoint[0]}})
 }

@@ -129,3 +129,96 @@ func imageFiles(t *testing.T, img v1.Image, read ...string) (map[string]*tar.Hea
 		}
 	}
 }
+
+// TestArchiveOfSeveralArchitectures: an image of several architectures is
+// one archive whose index.json names an image index (ctr imports it by that
+// name and unpacks the platform asked for), listing one manifest per
+// linux/<arch>, each with its own config and layers.
+func TestArchiveOfSeveralArchitectures(t *testing.T) {
+	const ref = "docker.io/ssdcache/ssdcache:1.2.3"
+	o := Options{OutDir: t.TempDir(), Logger: ktesting.NewLogger(t, ktesting.DefaultConfig)}
+	var imgs []platformImage
+	for _, arch := range []string{"amd64", "arm64"} {
+		bin := filepath.Join(t.TempDir(), "ssdcache-node")
+		if err := os.WriteFile(bin, []byte("binary for "+arch), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		layer, err := filesLayer([]imageFile{{"/usr/local/bin/ssdcache-node", bin}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, err := assembleImage(imageSpec{ref: ref, arch: arch, entrypoint: []string{"/usr/local/bin/ssdcache-node"},
+			layers: []v1.Layer{layer}, history: []string{"binary"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		imgs = append(imgs, platformImage{arch: arch, img: img})
+	}
+	a, err := writeImages(o, ref, imgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("tar", "-xf", a.Path, "-C", dir).CombinedOutput(); err != nil {
+		t.Fatalf("unpacking %s: %v\n%s", a.Path, err, out)
+	}
+	top, err := layout.ImageIndexFromPath(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest, err := top.IndexManifest()
+	if err != nil || len(manifest.Manifests) != 1 {
+		t.Fatalf("index.json: %v, want one entry: %+v", err, manifest)
+	}
+	desc := manifest.Manifests[0]
+	if a := desc.Annotations; a["io.containerd.image.name"] != ref || a["org.opencontainers.image.ref.name"] != "1.2.3" {
+		t.Errorf("index.json annotations %v, want io.containerd.image.name=%s and org.opencontainers.image.ref.name=1.2.3", a, ref)
+	}
+	if desc.MediaType != types.OCIImageIndex {
+		t.Fatalf("index.json names a %s, want an OCI image index", desc.MediaType)
+	}
+	idx, err := top.ImageIndex(desc.Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := validate.Index(idx, validate.Fast); err != nil {
+		t.Fatalf("index %s: %v", desc.Digest, err)
+	}
+	platforms, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range platforms.Manifests {
+		if m.Platform == nil || m.MediaType != types.OCIManifestSchema1 {
+			t.Fatalf("index entry %+v, want an OCI manifest with its platform", m)
+		}
+		got = append(got, m.Platform.OS+"/"+m.Platform.Architecture)
+		img, err := idx.Image(m.Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := img.ConfigFile()
+		if err != nil || cfg.OS != m.Platform.OS || cfg.Architecture != m.Platform.Architecture {
+			t.Errorf("manifest for %s: config %v (%v), want the same platform", got[len(got)-1], cfg, err)
+		}
+		_, contents := imageFiles(t, img, "usr/local/bin/ssdcache-node")
+		if want := "binary for " + m.Platform.Architecture; contents["usr/local/bin/ssdcache-node"] != want {
+			t.Errorf("%s's /usr/local/bin/ssdcache-node holds %q, want %q", got[len(got)-1], contents["usr/local/bin/ssdcache-node"], want)
+		}
+	}
+	if want := []string{"linux/amd64", "linux/arm64"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("index lists %q, want %q", got, want)
+	}
+}
+
+// TestArchesAreChecked: an architecture the image cannot be built for, or
+// one given twice, is refused before anything is built.
+func TestArchesAreChecked(t *testing.T) {
+	for _, arches := range [][]string{{"x86_64"}, {"arm64", "arm64"}, {"amd64", ""}} {
+		_, err := Build(context.Background(), Options{OutDir: t.TempDir(), Arches: arches, ProjectRef: "docker.io/ssdcache/ssdcache:e2e"})
+		if err == nil || !strings.Contains(err.Error(), "want amd64 and/or arm64, each at most once") {
+			t.Errorf("Arches %q: error %v, want a refusal", arches, err)
+		}
+	}
+}

@@ -25,6 +25,7 @@ import (
 // imageSpec is the runtime configuration and the layers of one image.
 type imageSpec struct {
 	ref        string
+	arch       string // GOARCH and OCI architecture: amd64, arm64
 	user       string
 	env        []string // beside PATH
 	entrypoint []string
@@ -39,30 +40,43 @@ var epoch = time.Unix(0, 0)
 
 // writeImage writes spec's image to its archive in o.OutDir.
 func writeImage(o Options, spec imageSpec) (Archive, error) {
-	start := time.Now()
 	img, err := assembleImage(spec)
 	if err != nil {
 		return Archive{}, err
 	}
-	out := archivePath(o.OutDir, spec.ref)
-	if err := writeArchive(out, spec.ref, img); err != nil {
+	return writeImages(o, spec.ref, []platformImage{{arch: spec.arch, img: img}})
+}
+
+// platformImage is a ref's image for linux/arch.
+type platformImage struct {
+	arch string
+	img  v1.Image
+}
+
+// writeImages writes ref's images, one per architecture, to its archive in
+// o.OutDir.
+func writeImages(o Options, ref string, imgs []platformImage) (Archive, error) {
+	start := time.Now()
+	out := archivePath(o.OutDir, ref)
+	digest, err := writeArchive(out, ref, imgs)
+	if err != nil {
 		return Archive{}, fmt.Errorf("writing %s: %w", out, err)
 	}
-	digest, err := img.Digest()
-	if err != nil {
-		return Archive{}, err
+	var arches []string
+	for _, pi := range imgs {
+		arches = append(arches, pi.arch)
 	}
-	o.Logger.Info("Wrote image archive", "ref", spec.ref, "path", out, "manifest", digest.String(), "duration", time.Since(start).Round(time.Millisecond))
-	return Archive{Ref: spec.ref, Path: out}, nil
+	o.Logger.Info("Wrote image archive", "ref", ref, "path", out, "arches", arches, "digest", digest.String(), "duration", time.Since(start).Round(time.Millisecond))
+	return Archive{Ref: ref, Path: out}, nil
 }
 
 // assembleImage makes an OCI image (manifest and config media types OCI)
-// for linux/amd64 with a fixed creation time, so equal layers give an equal
-// image digest.
+// for linux/spec.arch with a fixed creation time, so equal layers give an
+// equal image digest.
 func assembleImage(spec imageSpec) (v1.Image, error) {
 	created := v1.Time{Time: epoch}
 	cfg := &v1.ConfigFile{
-		Architecture: "amd64", OS: "linux", Created: created, RootFS: v1.RootFS{Type: "layers"},
+		Architecture: spec.arch, OS: "linux", Created: created, RootFS: v1.RootFS{Type: "layers"},
 		Config: v1.Config{
 			Env:        append([]string{defaultPath}, spec.env...),
 			WorkingDir: "/", User: spec.user, Entrypoint: spec.entrypoint,
@@ -130,36 +144,59 @@ func filesLayer(files []imageFile, dirs map[string]int64) (v1.Layer, error) {
 	return uncompressedLayer(buf.Bytes()), nil
 }
 
-// writeArchive writes img as an OCI image layout in a tar file at out, the
-// format "ctr images import" reads. index.json names the image by ref for
-// containerd (which requires the io.containerd.image.name annotation) and
-// by its tag for other OCI layout readers.
-func writeArchive(out, ref string, img v1.Image) error {
+// writeArchive writes imgs as an OCI image layout in a tar file at out, the
+// format "ctr images import" reads, and returns the digest index.json points
+// at. index.json names the image by ref for containerd (which requires the
+// io.containerd.image.name annotation) and by its tag for other OCI layout
+// readers. One image is listed there itself, with its platform, as the e2e
+// has always imported it; several are listed in an image index, one
+// manifest per platform, which index.json names (as docker buildx's OCI
+// exporter does), so that "ctr images import --platform linux/amd64" unpacks
+// the amd64 one and a registry gets the index as the tag.
+func writeArchive(out, ref string, imgs []platformImage) (v1.Hash, error) {
 	dir, err := os.MkdirTemp(filepath.Dir(out), ".layout-")
 	if err != nil {
-		return err
+		return v1.Hash{}, err
 	}
 	defer os.RemoveAll(dir)
-	idx := mutate.AppendManifests(empty.Index, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{
-		Platform: &v1.Platform{Architecture: "amd64", OS: "linux"},
-		Annotations: map[string]string{
-			"io.containerd.image.name":          ref,
-			"org.opencontainers.image.ref.name": ref[strings.LastIndex(ref, ":")+1:],
-		},
-	}})
+	names := map[string]string{
+		"io.containerd.image.name":          ref,
+		"org.opencontainers.image.ref.name": ref[strings.LastIndex(ref, ":")+1:],
+	}
+	var platforms []mutate.IndexAddendum
+	for _, pi := range imgs {
+		platforms = append(platforms, mutate.IndexAddendum{Add: pi.img, Descriptor: v1.Descriptor{
+			Platform: &v1.Platform{Architecture: pi.arch, OS: "linux"}}})
+	}
+	var named mutate.IndexAddendum
+	switch len(platforms) {
+	case 0:
+		return v1.Hash{}, fmt.Errorf("no image for %s", ref)
+	case 1:
+		named = platforms[0]
+		named.Descriptor.Annotations = names
+	default:
+		index := mutate.IndexMediaType(mutate.AppendManifests(empty.Index, platforms...), types.OCIImageIndex)
+		named = mutate.IndexAddendum{Add: index, Descriptor: v1.Descriptor{Annotations: names}}
+	}
+	digest, err := named.Add.Digest()
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	idx := mutate.AppendManifests(empty.Index, named)
 	if _, err := layout.Write(filepath.Join(dir, "layout"), idx); err != nil {
-		return err
+		return v1.Hash{}, err
 	}
 	tmp := filepath.Join(dir, "archive.tar") // renamed when complete: no truncated archive under the final name
 	f, err := os.Create(tmp)
 	if err != nil {
-		return err
+		return v1.Hash{}, err
 	}
 	defer f.Close()
 	w := bufio.NewWriterSize(f, 1<<20)
 	tw := tar.NewWriter(w)
 	if err := errors.Join(tw.AddFS(os.DirFS(filepath.Join(dir, "layout"))), tw.Close(), w.Flush(), f.Close()); err != nil {
-		return err
+		return v1.Hash{}, err
 	}
-	return os.Rename(tmp, out)
+	return digest, os.Rename(tmp, out)
 }

@@ -15,7 +15,6 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/ssdcache/ssdcache/pkg/version"
-	"github.com/ssdcache/ssdcache/test/vm"
 )
 
 // e2eVersion is what the binaries report as their version in the e2e
@@ -33,39 +32,53 @@ const (
 	rootfsScript = "hack/image/rootfs.sh"
 )
 
-// buildProjectImage builds what the repository's Dockerfile builds: the
-// cached Debian layer plus a layer with the project's binaries.
+// buildProjectImage builds what the repository's Dockerfile builds, for
+// each of o.Arches: the cached Debian layer of that architecture plus a
+// layer with the project's binaries built for it.
 func buildProjectImage(ctx context.Context, o Options) (Archive, error) {
 	df, err := readDockerfile(o.RepoRoot)
 	if err != nil {
 		return Archive{}, err
 	}
-	rootfs, err := debianLayer(ctx, o, df.Suite)
+	var imgs []platformImage
+	for _, arch := range o.Arches {
+		img, err := projectImage(ctx, o, df, arch)
+		if err != nil {
+			return Archive{}, fmt.Errorf("linux/%s: %w", arch, err)
+		}
+		imgs = append(imgs, platformImage{arch: arch, img: img})
+	}
+	return writeImages(o, o.ProjectRef, imgs)
+}
+
+// projectImage is the project image for linux/arch.
+func projectImage(ctx context.Context, o Options, df *Dockerfile, arch string) (v1.Image, error) {
+	rootfs, err := debianLayer(ctx, o, df.Suite, arch)
 	if err != nil {
-		return Archive{}, err
+		return nil, err
 	}
 	data, err := os.ReadFile(rootfs)
 	if err != nil {
-		return Archive{}, err
+		return nil, err
 	}
-	binaries, err := binariesLayer(ctx, o, df)
+	binaries, err := binariesLayer(ctx, o, df, arch)
 	if err != nil {
-		return Archive{}, err
+		return nil, err
 	}
-	return writeImage(o, imageSpec{
-		ref: o.ProjectRef, user: df.User, env: df.Env, entrypoint: df.Entrypoint,
+	return assembleImage(imageSpec{
+		ref: o.ProjectRef, arch: arch, user: df.User, env: df.Env, entrypoint: df.Entrypoint,
 		layers: []v1.Layer{uncompressedLayer(data), binaries},
 		history: []string{
-			fmt.Sprintf("test/e2e/images: %s %s, then the Dockerfile's %s", debianScript, df.Suite, strings.Join(rootfsSteps, "; ")),
+			fmt.Sprintf("test/e2e/images: %s %s %s, then the Dockerfile's %s", debianScript, df.Suite, arch, strings.Join(rootfsSteps, "; ")),
 			fmt.Sprintf("test/e2e/images: go build %s into %s", strings.Join(df.Binaries, " "), df.BinDir),
 		},
 	})
 }
 
-// binariesLayer builds ./cmd/<name> for every binary the Dockerfile copies,
-// with projectLDFlags and ${VERSION} set to o.Version, into a layer at
-// their COPY destination.
-func binariesLayer(ctx context.Context, o Options, df *Dockerfile) (v1.Layer, error) {
+// binariesLayer builds ./cmd/<name> for linux/arch for every binary the
+// Dockerfile copies, with projectLDFlags and ${VERSION} set to o.Version,
+// into a layer at their COPY destination.
+func binariesLayer(ctx context.Context, o Options, df *Dockerfile, arch string) (v1.Layer, error) {
 	dir, err := os.MkdirTemp(o.OutDir, ".binaries-")
 	if err != nil {
 		return nil, err
@@ -77,19 +90,39 @@ func binariesLayer(ctx context.Context, o Options, df *Dockerfile) (v1.Layer, er
 		pkgs = append(pkgs, "./cmd/"+name)
 		files = append(files, imageFile{path.Join(df.BinDir, name), filepath.Join(dir, name)})
 	}
-	o.Logger.Info("Building Go binaries", "packages", pkgs)
+	o.Logger.Info("Building Go binaries", "packages", pkgs, "arch", arch)
 	ldflags := strings.ReplaceAll(projectLDFlags, "${VERSION}", o.Version)
-	if err := (vm.GoBuild{Packages: pkgs, Out: dir + "/", Dir: o.RepoRoot, LDFlags: ldflags}).Run(ctx); err != nil {
+	if err := goBuild(ctx, o.RepoRoot, arch, ldflags, dir+"/", pkgs); err != nil {
 		return nil, err
 	}
 	return filesLayer(files, nil)
 }
 
-// debianLayerPath names the cached Debian layer for suite after a hash of
-// suite and the two scripts, so that an edit to either rebuilds it.
-func debianLayerPath(o Options, suite string) (string, error) {
+// goBuild builds pkgs as the Dockerfile's build stage does (static,
+// -trimpath) for linux/arch into out (a directory ending in "/"). Unlike
+// test/vm's GoBuild, which is for the amd64 guest, it takes the architecture.
+func goBuild(ctx context.Context, dir, arch, ldflags, out string, pkgs []string) error {
+	cmd := exec.CommandContext(ctx, "go", append([]string{"build", "-trimpath", "-o", out, "-ldflags=" + ldflags}, pkgs...)...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "LC_ALL=C", "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
+	if output, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("GOARCH=%s go %s: %w\n%s", arch, strings.Join(cmd.Args[1:], " "), err, output)
+	}
+	return nil
+}
+
+// debianLayerPath names the cached Debian layer for suite and arch after a
+// hash of suite, arch and the two scripts, so that an edit to either
+// rebuilds it. amd64, the e2e's, is left out of the name and the hash, as
+// before the image had other architectures.
+func debianLayerPath(o Options, suite, arch string) (string, error) {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\n", suite)
+	name := "rootfs-" + suite
+	if arch != "amd64" {
+		fmt.Fprintf(h, "arch %s\n", arch)
+		name += "-" + arch
+	}
 	for _, script := range []string{debianScript, rootfsScript} {
 		data, err := os.ReadFile(filepath.Join(o.RepoRoot, script))
 		if err != nil {
@@ -97,13 +130,13 @@ func debianLayerPath(o Options, suite string) (string, error) {
 		}
 		fmt.Fprintf(h, "%s %d\n%s", script, len(data), data)
 	}
-	return filepath.Join(o.CacheDir, "e2e", "images", fmt.Sprintf("rootfs-%s-%x.tar", suite, h.Sum(nil)[:8])), nil
+	return filepath.Join(o.CacheDir, "e2e", "images", fmt.Sprintf("%s-%x.tar", name, h.Sum(nil)[:8])), nil
 }
 
-// debianLayer returns the path of the cached Debian layer for suite,
-// running debianScript first if there is none.
-func debianLayer(ctx context.Context, o Options, suite string) (string, error) {
-	out, err := debianLayerPath(o, suite)
+// debianLayer returns the path of the cached Debian layer for suite and
+// arch, running debianScript first if there is none.
+func debianLayer(ctx context.Context, o Options, suite, arch string) (string, error) {
+	out, err := debianLayerPath(o, suite, arch)
 	if err != nil {
 		return "", err
 	}
@@ -112,9 +145,9 @@ func debianLayer(ctx context.Context, o Options, suite string) (string, error) {
 		return out, nil
 	}
 	log := strings.TrimSuffix(out, ".tar") + ".log"
-	o.Logger.Info("Building Debian layer (minutes)", "suite", suite, "path", out, "log", log)
+	o.Logger.Info("Building Debian layer (minutes)", "suite", suite, "arch", arch, "path", out, "log", log)
 	start := time.Now()
-	cmd := exec.CommandContext(ctx, filepath.Join(o.RepoRoot, debianScript), suite, out)
+	cmd := exec.CommandContext(ctx, filepath.Join(o.RepoRoot, debianScript), suite, out, arch)
 	// A stable locale so messages can be quoted; sbin for debootstrap and
 	// chroot; the rest for apt in the chroot.
 	cmd.Env = []string{"LC_ALL=C", defaultPath, "DEBIAN_FRONTEND=noninteractive", "HOME=/root"}
@@ -127,7 +160,7 @@ func debianLayer(ctx context.Context, o Options, suite string) (string, error) {
 		if len(output) == 0 { // the script got as far as its log
 			output, _ = os.ReadFile(log)
 		}
-		return "", fmt.Errorf("%s %s %s (full log in %s): %w\n%s", debianScript, suite, out, log, err, output[max(0, len(output)-4096):])
+		return "", fmt.Errorf("%s %s %s %s (full log in %s): %w\n%s", debianScript, suite, out, arch, log, err, output[max(0, len(output)-4096):])
 	}
 	o.Logger.Info("Built Debian layer", "path", out, "duration", time.Since(start).Round(time.Second))
 	return out, nil

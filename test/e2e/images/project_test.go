@@ -90,7 +90,9 @@ func checkLVMWithoutUdev(t *testing.T, conf string) {
 }
 
 // TestDebianLayerNameFollowsTheScripts: an edit to either script names a
-// new cached layer, so that the edit is not served an old one.
+// new cached layer, so that the edit is not served an old one; each
+// architecture has its own, and amd64's is named as before there were
+// others (the e2e's cached layers stay valid).
 func TestDebianLayerNameFollowsTheScripts(t *testing.T) {
 	o := Options{RepoRoot: t.TempDir(), CacheDir: "/c"}
 	write := func(script, data string) {
@@ -99,8 +101,8 @@ func TestDebianLayerNameFollowsTheScripts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	name := func() string {
-		p, err := debianLayerPath(o, "bookworm")
+	name := func(arch string) string {
+		p, err := debianLayerPath(o, "bookworm", arch)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -108,17 +110,25 @@ func TestDebianLayerNameFollowsTheScripts(t *testing.T) {
 	}
 	write(debianScript, "a")
 	write(rootfsScript, "b")
-	base := name()
-	if !strings.HasPrefix(base, "/c/e2e/images/rootfs-bookworm-") || !strings.HasSuffix(base, ".tar") {
-		t.Errorf("cached layer %q, want /c/e2e/images/rootfs-bookworm-<hash>.tar", base)
+	base, arm := name("amd64"), name("arm64")
+	// sha256("bookworm\n" + "hack/image/debian.sh 1\na" + "hack/image/rootfs.sh 1\nb"), the name before arm64.
+	if want := "/c/e2e/images/rootfs-bookworm-8d1f4585ce135d1d.tar"; base != want {
+		t.Errorf("cached amd64 layer %q, want %q as before the image had other architectures", base, want)
 	}
-	write(rootfsScript, "c")
-	if name() == base {
-		t.Errorf("editing %s did not rename the cached layer", rootfsScript)
+	if !strings.HasPrefix(arm, "/c/e2e/images/rootfs-bookworm-arm64-") || !strings.HasSuffix(arm, ".tar") {
+		t.Errorf("cached arm64 layer %q, want /c/e2e/images/rootfs-bookworm-arm64-<hash>.tar", arm)
 	}
-	write(rootfsScript, "b")
-	write(debianScript, "c")
-	if name() == base {
-		t.Errorf("editing %s did not rename the cached layer", debianScript)
+	for _, arch := range []string{"amd64", "arm64"} {
+		was := name(arch)
+		write(rootfsScript, "c")
+		if name(arch) == was {
+			t.Errorf("editing %s did not rename the cached %s layer", rootfsScript, arch)
+		}
+		write(rootfsScript, "b")
+		write(debianScript, "c")
+		if name(arch) == was {
+			t.Errorf("editing %s did not rename the cached %s layer", debianScript, arch)
+		}
+		write(debianScript, "a")
 	}
 }

@@ -1,5 +1,5 @@
 // Command mkimages writes the project image's archive for hack/release.sh
-// (-version), or by hand:
+// (-version, -arch amd64,arm64), or by hand:
 //
 //	go run ./test/e2e/images/cmd/mkimages -out /tmp/images \
 //	    -project docker.io/ssdcache/ssdcache:e2e
@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"k8s.io/klog/v2"
@@ -25,8 +26,11 @@ func main() {
 	flag.StringVar(&o.ProjectRef, "project", "", "ref of the project image (required)")
 	flag.StringVar(&o.Version, "version", "", "version the project image's binaries report (the Dockerfile's ${VERSION}); default e2e")
 	flag.StringVar(&o.RepoRoot, "repo", ".", "repository root (Dockerfile, cmd/)")
+	arches := flag.String("arch", "amd64", "comma-separated architectures of the project image, amd64 and/or arm64; "+
+		"several give one archive with an image index (a foreign one is built under qemu-user)")
 	flag.StringVar(&o.CacheDir, "cache", "", "cache dir; the Debian layer goes under <cache>/e2e/images (default ${CACHE_DIR:-~/.cache/ssdcache})")
 	flag.Parse()
+	o.Arches = strings.Split(*arches, ",")
 	o.Logger = klog.Background()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
