@@ -1,6 +1,8 @@
 // Command ocipush pushes the image of an OCI image-layout archive (the
 // release's ssdcache-image-<version>.oci.tar) to a registry, for
 // hack/release.sh when OCI_REGISTRY is given; no container engine needed.
+// An image index (the release's linux/amd64 and linux/arm64 images) is
+// pushed with every manifest it lists, and the tag names the index.
 // Credentials come from $OCI_USERNAME and $OCI_PASSWORD (anonymous without).
 //
 //	go run ./test/release/cmd/ocipush -archive ssdcache-image-0.2.0.oci.tar \
@@ -27,7 +29,7 @@ import (
 )
 
 func main() {
-	archive := flag.String("archive", "", "OCI image-layout tar holding one image (required)")
+	archive := flag.String("archive", "", "OCI image-layout tar holding one image or image index (required)")
 	ref := flag.String("ref", "", "where to push it, registry/repository:tag (required)")
 	plainHTTP := flag.Bool("plain-http", false, "talk to the registry over HTTP, without TLS (a local test registry)")
 	flag.Parse()
@@ -41,7 +43,8 @@ func main() {
 	fmt.Printf("%s@%s\n", *ref, digest)
 }
 
-// push writes the archive's one image to ref and returns its digest.
+// push writes the archive's one image or image index to ref and returns its
+// digest.
 func push(ctx context.Context, archive, ref string, plainHTTP bool) (string, error) {
 	if archive == "" || ref == "" {
 		return "", errors.New("-archive and -ref are required")
@@ -73,15 +76,27 @@ func push(ctx context.Context, archive, ref string, plainHTTP bool) (string, err
 	if len(manifest.Manifests) != 1 {
 		return "", fmt.Errorf("%s holds %d images, want 1", archive, len(manifest.Manifests))
 	}
-	img, err := index.Image(manifest.Manifests[0].Digest)
-	if err != nil {
-		return "", err
-	}
 	auth := authn.Anonymous
 	if user := os.Getenv("OCI_USERNAME"); user != "" {
 		auth = authn.FromConfig(authn.AuthConfig{Username: user, Password: os.Getenv("OCI_PASSWORD")})
 	}
-	if err := remote.Write(tag, img, remote.WithContext(ctx), remote.WithAuth(auth)); err != nil {
+	pushOpts := []remote.Option{remote.WithContext(ctx), remote.WithAuth(auth)}
+	desc := manifest.Manifests[0]
+	if desc.MediaType.IsIndex() {
+		idx, err := index.ImageIndex(desc.Digest)
+		if err != nil {
+			return "", err
+		}
+		if err := remote.WriteIndex(tag, idx, pushOpts...); err != nil {
+			return "", fmt.Errorf("pushing the image index to %s: %w", tag, err)
+		}
+		return desc.Digest.String(), nil
+	}
+	img, err := index.Image(desc.Digest)
+	if err != nil {
+		return "", err
+	}
+	if err := remote.Write(tag, img, pushOpts...); err != nil {
 		return "", fmt.Errorf("pushing to %s: %w", tag, err)
 	}
 	d, err := img.Digest()
