@@ -34,9 +34,9 @@ verify-generated:
 test-unit:
 	$(GO) test -short -count=1 ./...
 
-## test-release: hack/release.sh into a temp dir, then every artifact checked for the version (image from the e2e's cached Debian layer)
+## test-release: hack/release.sh into a temp dir, then every artifact checked for the version (image for amd64 and arm64 from the cached Debian layers; arm64's lvm and ssdcache-node run under qemu-user)
 test-release:
-	SSDCACHE_RELEASE=1 $(GO) test -count=1 -timeout 30m ./test/release/
+	SSDCACHE_RELEASE=1 $(GO) test -count=1 -timeout 45m ./test/release/
 
 ## test-api: CRD validation and controllers on a real kube-apiserver and etcd; the docs' commands as written (test/docs)
 test-api:
@@ -90,11 +90,11 @@ bench-api:
 		SSDCACHE_CONTROLLER_ROLE=$(CURDIR)/deploy/rbac/controller/role.yaml \
 		$(GO) test -count=1 -timeout 40m -v -run '^($(or $(BENCH_API_RUN),TestScaleAdmission|TestMemoryAtScale))$$' ./test/api/
 
-## release: binaries (amd64, arm64), image (OCI archive, amd64), chart, Helm repository index.yaml, CRDs and SHA256SUMS of one VERSION into _output/release/; with OCI_REGISTRY=host/path also pushes chart and image there (hack/release.sh)
+## release: binaries (amd64, arm64), image (one OCI archive, linux/amd64 and linux/arm64; arm64's Debian layer is built under qemu-user the first time), chart, Helm repository index.yaml, CRDs and SHA256SUMS of one VERSION into _output/release/; with OCI_REGISTRY=host/path also pushes chart and image there (hack/release.sh)
 release:
 	hack/release.sh "$(VERSION)" _output/release
 
-## image: the container image tagged $(VERSION), the chart's appVersion in a release of the same VERSION: docker build where docker runs, else the OCI archive hack/release.sh builds (no container engine), into _output/image/
+## image: the container image tagged $(VERSION), the chart's appVersion in a release of the same VERSION: docker build (this machine's architecture) where docker runs, else the OCI archive hack/release.sh builds, for linux/amd64 only (no container engine), into _output/image/
 image:
 	@if command -v docker >/dev/null && docker info >/dev/null 2>&1; then \
 		docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) . ; \

@@ -6,9 +6,12 @@
 #   ssdcache-controller-V-linux-ARCH    static, -trimpath, stamped with
 #   ssdcache-bench-V-linux-ARCH         -X pkg/version.Version=V (each prints
 #                                       "<name> V (...)" for --version)
-#   ssdcache-image-V.oci.tar            the Dockerfile's image for linux/amd64,
-#                                       docker.io/ssdcache/ssdcache:V, as an OCI
-#                                       image-layout archive (test/e2e/images)
+#   ssdcache-image-V.oci.tar            the Dockerfile's image for linux/amd64 and
+#                                       linux/arm64, docker.io/ssdcache/ssdcache:V,
+#                                       as one OCI image-layout archive whose
+#                                       image index lists both (test/e2e/images);
+#                                       each platform holds the binaries above
+#                                       of its architecture
 #   ssdcache-V.tgz                      the Helm chart: version and appVersion V, so its
 #                                       default image tag is V
 #   index.yaml                          a Helm repository of that chart (`helm repo
@@ -26,16 +29,13 @@
 #   HELM_REPO_INDEX  an index.yaml of former releases, merged into the new one
 #   OCI_REGISTRY     e.g. ghcr.io/me: after the release is written, push
 #                    the chart to oci://$OCI_REGISTRY/charts/ssdcache:V (helm push)
-#                    and the image to $OCI_REGISTRY/ssdcache:V; install with
+#                    and the image index with both platforms to
+#                    $OCI_REGISTRY/ssdcache:V; install with
 #                    helm install ssdcache oci://$OCI_REGISTRY/charts/ssdcache
 #                    --version V --set image.repository=$OCI_REGISTRY/ssdcache.
 #                    Unset: nothing is pushed (said so)
 #   OCI_USERNAME, OCI_PASSWORD   credentials for OCI_REGISTRY (both pushes)
 #   OCI_PLAIN_HTTP=1 the registry speaks HTTP without TLS (a local registry)
-#
-# The image is linux/amd64 only: its Debian layer is built with debootstrap and
-# hack/image/rootfs.sh run in a chroot, which for arm64 needs arm64 emulation
-# (qemu-user with binfmt_misc) and deb.debian.org; the arm64 binaries are released.
 #
 # VERSION is a semantic version without build metadata, MAJOR.MINOR.PATCH with
 # an optional -PRERELEASE (0.1.0, 0.2.0-rc.1), as hack/version.sh makes it from
@@ -44,9 +44,12 @@
 # 0.1.0 (Helm wants chart versions without it; image tags then match).
 # "+build" metadata is refused: an image tag cannot hold "+".
 #
-# The image reuses test/e2e/images' Debian layer cached under
-# ${CACHE_DIR:-~/.cache/ssdcache}/e2e/images; building it the first time needs
-# root and deb.debian.org (minutes). helm comes from hack/e2e-assets.sh.
+# The image reuses test/e2e/images' Debian layers, one per architecture, cached
+# under ${CACHE_DIR:-~/.cache/ssdcache}/e2e/images; building them the first
+# time needs root and deb.debian.org (debootstrap and hack/image/rootfs.sh in
+# a chroot: 35 s to 7 min for amd64 on 2 cores, idle to loaded; arm64's runs
+# under qemu-user, which hack/image/emulate.sh installs with apt and registers
+# with binfmt_misc, 12 min loaded). helm comes from hack/e2e-assets.sh.
 # OUT_DIR is replaced as a whole, and only if it is empty or a former release
 # (it holds SHA256SUMS); the new release is assembled beside it first.
 set -euo pipefail
@@ -104,11 +107,11 @@ for arch in "${arches[@]}"; do
 done
 rmdir "$stage/bin"
 
-log "building the image docker.io/ssdcache/ssdcache:$version"
+log "building the image docker.io/ssdcache/ssdcache:$version for ${arches[*]/#/linux/}"
 mkdir "$stage/image"
-# The Debian layer is built with debootstrap the first time, then cached.
+# The Debian layers are built with debootstrap the first time, then cached.
 command -v debootstrap >/dev/null || hack/e2e-assets.sh debootstrap
-archive=$(go run ./test/e2e/images/cmd/mkimages -out "$stage/image" -repo . \
+archive=$(go run ./test/e2e/images/cmd/mkimages -out "$stage/image" -repo . -arch "$(IFS=,; echo "${arches[*]}")" \
   -project "docker.io/ssdcache/ssdcache:$version" -version "$version" | cut -f2)
 mv "$archive" "$stage/ssdcache-image-$version.oci.tar"
 rm -rf "$stage/image"
