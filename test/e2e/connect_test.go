@@ -54,6 +54,7 @@ func TestSidecarFirstConnection(t *testing.T) {
 			return
 		}
 	}
+	s.apply(ctx, t, storageClassUncached)
 	s.apply(ctx, t, pvcAndPod(reader, "e2e-uncached", volumeSize, s.images.project, writeDataSet+verifyLoop))
 	s.waitReady(ctx, t, readerPod)
 	// grpc's own log says when each subchannel connects; the change rolls the pod once.
