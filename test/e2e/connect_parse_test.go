@@ -21,6 +21,9 @@ not a log line
 	if p.attempts != 2 {
 		t.Errorf("%d attempts, want 2", p.attempts)
 	}
+	if p.failure != "deadline exceeded" {
+		t.Errorf("first failure %q, want the logged error", p.failure)
+	}
 	// From the first CONNECTING to the first READY: the failed attempt counts.
 	if p.connect != 2250*time.Millisecond {
 		t.Errorf("connect %s, want 2.25s", p.connect)

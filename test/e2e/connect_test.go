@@ -97,13 +97,18 @@ type connectStart struct {
 	toFirstLog time.Duration // container start (kubelet, seconds) to its process's first line
 	connect    time.Duration // first subchannel CONNECTING to READY; 0 if not seen
 	attempts   int           // subchannel CONNECTING lines
+	failure    string        // the first failed attempt's error, as grpc logged it
 	restarts   int32
 	pressure   string
 }
 
 func (c connectStart) String() string {
-	return fmt.Sprintf("daemons in %s: first log %.1fs after start, connect %dms over %d attempts, %d restarts (%s)",
+	s := fmt.Sprintf("daemons in %s: first log %.1fs after start, connect %dms over %d attempts, %d restarts (%s)",
 		c.cgroup, c.toFirstLog.Seconds(), c.connect.Milliseconds(), c.attempts, c.restarts, c.pressure)
+	if c.failure != "" {
+		s += "; first failed attempt: " + c.failure
+	}
+	return s
 }
 
 // measureConnect waits until the new pod's csi-provisioner detected the
@@ -184,6 +189,8 @@ func parseConnectLog(logs string) parsedConnect {
 			}
 		case strings.Contains(line, "Subchannel Connectivity change to READY") && p.connect == 0 && !connecting.IsZero():
 			p.connect = at.Sub(connecting)
+		case p.failure == "" && strings.Contains(line, "Subchannel Connectivity change to TRANSIENT_FAILURE"):
+			_, p.failure, _ = strings.Cut(line, "last error: ")
 		}
 	}
 	return p

@@ -39,9 +39,6 @@ type suite struct {
 	// pluginInstalled: the chart is installed, so the node plugin's pod must
 	// be there with no container restarted (expectPluginHealthy).
 	pluginInstalled bool
-	// previousRuns keeps when restarted containers' previous runs began
-	// (runBegan), by namespace/pod/container/restart count.
-	previousRuns map[string]time.Time
 	// log is the whole test's: the cluster and its disks outlive the step
 	// that starts them, and a subtest's logger warns once the step is over.
 	log klog.Logger
@@ -104,7 +101,7 @@ func newSuite(t *testing.T) *suite {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &suite{workDir: workDir(t), repo: repo, previousRuns: map[string]time.Time{}, log: testLogger(t)}
+	return &suite{workDir: workDir(t), repo: repo, log: testLogger(t)}
 }
 
 // startCluster starts the one-node cluster, once more if the first start

@@ -44,7 +44,7 @@ func (s *suite) expectPluginHealthy(ctx context.Context, t *testing.T) {
 	if len(pods) == 0 {
 		t.Fatalf("no node plugin pod\n%s", s.events(ctx, namespace, ""))
 	}
-	if restarts := restartSummary(pods, s.runBegan(ctx)); restarts != "" {
+	if restarts := restartSummary(pods); restarts != "" {
 		t.Fatalf("the node plugin restarted:\n%s\n%s", restarts, s.pluginReport(ctx))
 	}
 }
@@ -62,73 +62,26 @@ func (s *suite) failOnPluginRestart(ctx context.Context, t *testing.T, what stri
 	if err != nil {
 		return
 	}
-	if restarts := restartSummary(pods, s.runBegan(ctx)); restarts != "" {
+	if restarts := restartSummary(pods); restarts != "" {
 		t.Fatalf("%s: stopped waiting, the node plugin restarted:\n%s\n%s", what, restarts, s.pluginReport(ctx))
 	}
 }
 
 // restartSummary lists the containers of pods that have restarted, one line
-// each with its count and last termination; "" when none has. One restart
-// is let pass (startupReconnect); began tells when a restarted container's
-// previous run began. Any other restart, or that one later in the
-// provisioner's life or twice, fails.
-func restartSummary(pods []corev1.Pod, began func(*corev1.Pod, corev1.ContainerStatus) time.Time) string {
+// each with its count and last termination; "" when none has. Every restart
+// counts, sidecars' included: csi-provisioner's exit on losing its first
+// connection to a new plugin pod, once let pass, came from a starved node
+// (see test/e2e/cluster/node.sh and TestSidecarFirstConnection).
+func restartSummary(pods []corev1.Pod) string {
 	var b strings.Builder
-	for i, p := range pods {
+	for _, p := range pods {
 		for _, c := range containerStatuses(&p) {
-			if c.RestartCount > 0 && !startupReconnect(c, func() time.Time { return began(&pods[i], c) }) {
+			if c.RestartCount > 0 {
 				fmt.Fprintf(&b, "  pod %s, container %s: %d restarts, last %s\n", p.Name, c.Name, c.RestartCount, stateText(c.LastTerminationState))
 			}
 		}
 	}
 	return b.String()
-}
-
-// startupReconnect is the one restart restartSummary lets pass: a sidecar
-// gives its first connection to the plugin one second to finish the HTTP/2
-// handshake (csi-lib-utils sets grpc's ConnectParams without
-// MinConnectTimeout, so the backoff's base delay bounds it), which a new
-// plugin pod on the busy emulated node sometimes misses; the redial counts
-// as a lost connection, csi-provisioner exits and kubelet restarts it.
-// It must have happened within 30 s of the run's beginning: began, when its
-// process first logged (asked only of such a restart: it reads a log), or
-// the container's start if that is not known.
-func startupReconnect(c corev1.ContainerStatus, began func() time.Time) bool {
-	last := c.LastTerminationState.Terminated
-	if c.Name != "csi-provisioner" || c.RestartCount != 1 || last == nil || last.Message != "Lost connection to CSI driver, exiting" {
-		return false
-	}
-	start := last.StartedAt.Time
-	if b := began(); b.After(start) {
-		start = b
-	}
-	return last.FinishedAt.Sub(start) < 30*time.Second
-}
-
-// runBegan returns when a restarted container's previous run first logged.
-// That is its process's start, which kubelet's StartedAt precedes by tens
-// of seconds on a starved node (a csi-provisioner started about 04:42:35,
-// logged first at 04:43:02 and lost its first connection at 04:43:10). The
-// zero time when that log cannot be read. Answers are kept: a container's
-// previous run does not change while its restart count stays.
-func (s *suite) runBegan(ctx context.Context) func(*corev1.Pod, corev1.ContainerStatus) time.Time {
-	return func(p *corev1.Pod, c corev1.ContainerStatus) time.Time {
-		key := fmt.Sprintf("%s/%s/%s/%d", p.Namespace, p.Name, c.Name, c.RestartCount)
-		if t, ok := s.previousRuns[key]; ok {
-			return t
-		}
-		out, err := s.c.Kubectl(ctx, "-n", p.Namespace, "logs", p.Name, "-c", c.Name, "--previous", "--timestamps", "--limit-bytes=256")
-		if err != nil {
-			return time.Time{}
-		}
-		first, _, _ := strings.Cut(out, " ")
-		t, err := time.Parse(time.RFC3339Nano, first)
-		if err != nil {
-			return time.Time{}
-		}
-		s.previousRuns[key] = t
-		return t
-	}
 }
 
 // pluginReport is the node plugin's side of a failure: for each of its pods,
