@@ -116,7 +116,7 @@ func retried(out outcome) outcome {
 		"no other automatic retry in this generation of the spec")
 	out.retried = &c
 	out.events = append(out.events, note{corev1.EventTypeNormal, ReasonCacheRetried, "Attach",
-		"the failed device's PV was removed from the node's cache pool; a new cache was attached without a spec change"})
+		"the failed device's cache LVs were removed from the node's cache pool (its PV taken out, or the VG made again on a new device); a new cache was attached without a spec change"})
 	return out
 }
 
@@ -124,7 +124,7 @@ func retried(out outcome) outcome {
 // why, until its spec changes: no further automatic retry (no loop on a
 // pool that keeps failing the attach).
 func retryFailed(err error) outcome {
-	msg := fmt.Sprintf("the cache device failed and the cache was dropped; after its PV was removed from the node's cache pool, attaching a new cache failed: %v; "+
+	msg := fmt.Sprintf("the cache device failed and the cache was dropped; after its cache LVs were removed from the node's cache pool, attaching a new cache failed: %v; "+
 		"the volume serves every read from its origin; edit the binding's spec to try again", err)
 	d := cond(ssdv1.ConditionDegraded, true, ssdv1.ReasonCacheDeviceFailed, msg)
 	spent := retryCondition(0, ssdv1.ReasonRetryAttachFailed, fmt.Sprintf("attaching a new cache failed: %v; no other automatic retry in this generation of the spec", err))

@@ -139,8 +139,9 @@ const (
 	ConditionWarmingUp = "WarmingUp"
 	// ConditionCacheRetried is True once the node agent spent the one automatic
 	// retry a Degraded binding gets per generation of its spec (the condition's
-	// observedGeneration): after the failed device's PV was removed from the
-	// node's cache pool, with the dropped cache's LVs, it attaches a new cache
+	// observedGeneration): after the dropped cache's LVs were removed from the
+	// node's cache pool (the failed device's PV taken out, or the pool's VG
+	// made again on a new device), it attaches a new cache
 	// without a spec change. Its reason says how the retry went
 	// (ReasonRetryAttaching, ReasonRetryAttached, ReasonRetryAttachFailed).
 	// While it is True for the current generation there is no other automatic
