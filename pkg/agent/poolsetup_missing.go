@@ -61,12 +61,12 @@ func (s *PoolSetup) removeMissing(ctx context.Context, vg string) (bool, error) 
 	if err != nil {
 		note := fmt.Sprintf("cache pool %s misses a device and keeps it (every cache attach there fails until it is removed): %v", vg, err)
 		klog.ErrorS(err, "Not removing the missing PVs of the cache pool", "vg", vg)
-		if s.firstReport(note) {
+		if s.report(&s.missingReported, note) {
 			s.nodeEvent(corev1.EventTypeWarning, ReasonMissingPVNotRemoved, "RemoveMissingPV", note)
 		}
 		return false, err
 	}
-	s.firstReport("")
+	s.report(&s.missingReported, "")
 	if r.MissingPVs == 0 {
 		return false, nil
 	}
@@ -74,12 +74,6 @@ func (s *PoolSetup) removeMissing(ctx context.Context, vg string) (bool, error) 
 	klog.InfoS("Removed the missing PVs of the cache pool", "vg", vg, "missing", r.MissingPVs, "lvs", lvm.Names(r.LVs))
 	s.nodeEvent(corev1.EventTypeNormal, ReasonMissingPVRemoved, "RemoveMissingPV", note)
 	return true, nil
-}
-
-// firstReport records note as the refusal last told and says whether it is
-// news; "" (nothing refused) resets it.
-func (s *PoolSetup) firstReport(note string) bool {
-	return s.report(&s.missingReported, note)
 }
 
 // report records note as the refusal last told in *last and says whether
@@ -184,16 +178,8 @@ func (s *PoolSetup) removeStale(ctx context.Context, vg string) error {
 		return nil
 	}
 	note := fmt.Sprintf("cache pool %s is gone from LVM (its only device failed): removed the devices %s left of its cache LVs (the dropped caches of volumes %s; their HDDs hold all their data); the pool is made again on the configured devices",
-		vg, strings.Join(staleNames(st), ", "), strings.Join(st.Volumes(), ", "))
-	klog.InfoS("Removed the devices left of the lost cache pool's LVs", "vg", vg, "devices", staleNames(st), "volumes", st.Volumes())
+		vg, strings.Join(st.DeviceNames(), ", "), strings.Join(st.Volumes(), ", "))
+	klog.InfoS("Removed the devices left of the lost cache pool's LVs", "vg", vg, "devices", st.DeviceNames(), "volumes", st.Volumes())
 	s.nodeEvent(corev1.EventTypeNormal, ReasonStaleDevicesRemoved, "RemoveStaleDevices", note)
 	return nil
-}
-
-func staleNames(st lvm.Stale) []string {
-	names := make([]string, len(st.Devices))
-	for i, d := range st.Devices {
-		names[i] = d.Device
-	}
-	return names
 }

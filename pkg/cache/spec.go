@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/ssdcache/ssdcache/pkg/dm"
+	"github.com/ssdcache/ssdcache/pkg/lvm"
 )
 
 // Sentinel errors, turned into gRPC codes only at the CSI boundary.
@@ -127,15 +128,15 @@ func DeviceName(volumeID string) string { return DevicePrefix + volumeID }
 // DevicePath is the node of a staged volume's dm device.
 func DevicePath(volumeID string) string { return dm.DevicePath(DeviceName(volumeID)) }
 
-// Cache LV names. lvm2 reserves "_cmeta"/"_cdata" suffixes, hence the dots.
-func metadataLVName(volumeID string) string { return volumeID + ".cache-meta" }
-func dataLVName(volumeID string) string     { return volumeID + ".cache-data" }
+// Cache LV names (lvm.CacheLVVolume reads them back).
+func metadataLVName(volumeID string) string { return volumeID + lvm.CacheMetadataLVSuffix }
+func dataLVName(volumeID string) string     { return volumeID + lvm.CacheDataLVSuffix }
 
 // nextMetadataLVName is the name of the metadata LV a promotion writes
 // beside the live one, current (swapMetadata): the two names alternate.
 func nextMetadataLVName(volumeID, current string) string {
 	if current == metadataLVName(volumeID) {
-		return volumeID + ".cache-meta2"
+		return volumeID + lvm.CacheMetadata2LVSuffix
 	}
 	return metadataLVName(volumeID)
 }

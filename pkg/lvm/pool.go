@@ -276,12 +276,8 @@ func (p *Pools) checkDisposable(vg string, partial []LV) error {
 		if lv.DevNum.IsZero() {
 			continue // inactive: no device, so no table can use it
 		}
-		holders, err := p.dev.Holders(lv.Path)
-		if err != nil {
-			// Unproven is not unused.
-			held = append(held, fmt.Sprintf("%s (reading its holders: %v)", lv.Name, err))
-		} else if len(holders) > 0 {
-			held = append(held, fmt.Sprintf("%s (used by %s)", lv.Name, strings.Join(holders, ", ")))
+		if why := p.heldBy(lv.Name, lv.Path); why != "" {
+			held = append(held, why)
 		}
 	}
 	var errs []error
@@ -310,10 +306,17 @@ func Names(lvs []LV) []string {
 // a cache LV, or one that is open or has a device stacked on it.
 var ErrStaleInUse = errors.New("refusing to remove the devices left of a lost volume group")
 
-// cacheLVSuffixes end the names of the cache LVs ssdcache makes for a
-// volume: <volume>.cache-data, .cache-meta and the metadata a promotion
-// writes beside it, .cache-meta2 (pkg/cache, spec.go).
-var cacheLVSuffixes = []string{".cache-data", ".cache-meta", ".cache-meta2"}
+// The suffixes of the cache LVs ssdcache makes for a volume (pkg/cache
+// names them): <volume>.cache-data, .cache-meta and the metadata a
+// promotion writes beside it, .cache-meta2. lvm2 reserves "_cmeta" and
+// "_cdata", hence the dots.
+const (
+	CacheDataLVSuffix      = ".cache-data"
+	CacheMetadataLVSuffix  = ".cache-meta"
+	CacheMetadata2LVSuffix = ".cache-meta2"
+)
+
+var cacheLVSuffixes = []string{CacheDataLVSuffix, CacheMetadataLVSuffix, CacheMetadata2LVSuffix}
 
 // CacheLVVolume is the volume whose cache LV is named lv, by ssdcache's
 // naming alone; ok is false for any other name.
@@ -394,11 +397,8 @@ func (p *Pools) checkStale(vg, role string, devs []KernelLV) error {
 			held = append(held, fmt.Sprintf("%s (open %d times)", d.Device, d.OpenCount))
 			continue
 		}
-		holders, err := p.dev.Holders(dm.DevicePath(d.Device))
-		if err != nil {
-			held = append(held, fmt.Sprintf("%s (reading its holders: %v)", d.Device, err)) // unproven is not unused
-		} else if len(holders) > 0 {
-			held = append(held, fmt.Sprintf("%s (used by %s)", d.Device, strings.Join(holders, ", ")))
+		if why := p.heldBy(d.Device, dm.DevicePath(d.Device)); why != "" {
+			held = append(held, why)
 		}
 	}
 	var errs []error
@@ -412,6 +412,23 @@ func (p *Pools) checkStale(vg, role string, devs []KernelLV) error {
 	}
 	return errors.Join(errs...)
 }
+
+// heldBy says why the device at path, called name, may not go: the devices
+// stacked on it, or the error reading them (unproven is not unused); ""
+// when nothing holds it.
+func (p *Pools) heldBy(name, path string) string {
+	holders, err := p.dev.Holders(path)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("%s (reading its holders: %v)", name, err)
+	case len(holders) > 0:
+		return fmt.Sprintf("%s (used by %s)", name, strings.Join(holders, ", "))
+	}
+	return ""
+}
+
+// DeviceNames are the device-mapper names of the devices that went.
+func (s Stale) DeviceNames() []string { return deviceNames(s.Devices) }
 
 func deviceNames(devs []KernelLV) []string {
 	names := make([]string, len(devs))
