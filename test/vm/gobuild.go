@@ -1,6 +1,7 @@
 package vm
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -24,6 +25,8 @@ type GoBuild struct {
 	LDFlags string
 	// Test builds the package's test binary (go test -c).
 	Test bool
+	// Arch is the GOARCH; empty is amd64, the guest's.
+	Arch string
 }
 
 // Run builds; the error carries the compiler's output. "go" is looked up on
@@ -39,9 +42,10 @@ func (b GoBuild) Run(ctx context.Context) error {
 	}
 	cmd := exec.CommandContext(ctx, "go", append(args, b.Packages...)...)
 	cmd.Dir = b.Dir
-	cmd.Env = append(os.Environ(), "LC_ALL=C", "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
+	arch := cmp.Or(b.Arch, "amd64")
+	cmd.Env = append(os.Environ(), "LC_ALL=C", "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go %s: %w\n%s", strings.Join(cmd.Args[1:], " "), err, out)
+		return fmt.Errorf("GOARCH=%s go %s: %w\n%s", arch, strings.Join(cmd.Args[1:], " "), err, out)
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/ssdcache/ssdcache/pkg/version"
+	"github.com/ssdcache/ssdcache/test/vm"
 )
 
 // e2eVersion is what the binaries report as their version in the e2e
@@ -92,23 +93,10 @@ func binariesLayer(ctx context.Context, o Options, df *Dockerfile, arch string) 
 	}
 	o.Logger.Info("Building Go binaries", "packages", pkgs, "arch", arch)
 	ldflags := strings.ReplaceAll(projectLDFlags, "${VERSION}", o.Version)
-	if err := goBuild(ctx, o.RepoRoot, arch, ldflags, dir+"/", pkgs); err != nil {
+	if err := (vm.GoBuild{Packages: pkgs, Out: dir + "/", Dir: o.RepoRoot, LDFlags: ldflags, Arch: arch}).Run(ctx); err != nil {
 		return nil, err
 	}
 	return filesLayer(files, nil)
-}
-
-// goBuild builds pkgs as the Dockerfile's build stage does (static,
-// -trimpath) for linux/arch into out (a directory ending in "/"). Unlike
-// test/vm's GoBuild, which is for the amd64 guest, it takes the architecture.
-func goBuild(ctx context.Context, dir, arch, ldflags, out string, pkgs []string) error {
-	cmd := exec.CommandContext(ctx, "go", append([]string{"build", "-trimpath", "-o", out, "-ldflags=" + ldflags}, pkgs...)...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "LC_ALL=C", "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
-	if output, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("GOARCH=%s go %s: %w\n%s", arch, strings.Join(cmd.Args[1:], " "), err, output)
-	}
-	return nil
 }
 
 // debianLayerPath names the cached Debian layer for suite and arch after a
