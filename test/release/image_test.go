@@ -243,16 +243,17 @@ func filesInLayer(t *testing.T, r io.Reader, want func(string) bool) map[string]
 }
 
 // checkELF wants data to be an ELF executable for arch.
-func checkELF(t *testing.T, name string, data []byte, arch string) {
+func checkELF(t *testing.T, name string, data []byte, arch string) *elf.File {
 	t.Helper()
 	f, err := elf.NewFile(bytes.NewReader(data))
 	if err != nil {
 		t.Errorf("%s (%d bytes): %v, want an ELF executable for %s", name, len(data), err, arch)
-		return
+		return nil
 	}
 	if want := elfMachine(arch); f.Machine != want {
 		t.Errorf("%s is for %s, want %s (%s)", name, f.Machine, want, arch)
 	}
+	return f
 }
 
 // unpackLayer extracts the layer into root with GNU tar (numeric owners,
